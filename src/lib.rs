@@ -1,0 +1,13 @@
+//! forza-relay: receive Forza "Data Out" telemetry on one UDP port and forward it to
+//! many destinations, each in the packet layout it understands.
+//!
+//! The library holds the pure parts (formats, translation, decoding) and the relay
+//! shell that owns every socket; `main.rs` only parses the command line.
+
+pub mod telemetry;
+pub mod translate;
+pub mod wire;
+
+pub use telemetry::{Gear, Telemetry};
+pub use translate::translate;
+pub use wire::{detect, Detector, Format, Packet};

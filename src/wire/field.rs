@@ -1,0 +1,486 @@
+//! The field table: every named field of FORMATS.md, with its type and its offset
+//! relative to its block, written exactly once.
+//!
+//! The [`fields!`] invocation at the bottom of this file generates, from one list:
+//! a [`Field`] const per field (and [`ALL`]), a typed getter and a `set_*` setter per
+//! field on [`Packet`], and the [`Fields`] struct holding every value by name. Sled
+//! fields exist in every format, so their getters return the value; the others
+//! return `Option` (`None` when the format lacks the block) and their setters return
+//! `Err(Absent)`.
+
+use serde::Serialize;
+
+use super::{Absent, Block, Format, Packet, PuddleKind};
+
+/// A value stored in a packet as a fixed number of little-endian bytes.
+pub trait Value: Copy {
+    /// Bytes the value takes in a packet.
+    const SIZE: usize;
+    /// Reads the value from the start of `b`, typed as `format` types it.
+    /// `b` holds at least `SIZE` bytes: a [`Packet`] guarantees it.
+    fn read(b: &[u8], format: Format) -> Self;
+    /// Writes the value at the start of `b`, typed as `format` types it.
+    fn write(self, b: &mut [u8], format: Format);
+}
+
+macro_rules! le_value {
+    ($($t:ty),*) => {$(
+        impl Value for $t {
+            const SIZE: usize = std::mem::size_of::<$t>();
+            #[inline(always)]
+            fn read(b: &[u8], _: Format) -> Self {
+                <$t>::from_le_bytes(*b.first_chunk().expect("Packet checked the length"))
+            }
+            #[inline(always)]
+            fn write(self, b: &mut [u8], _: Format) {
+                b[..Self::SIZE].copy_from_slice(&self.to_le_bytes());
+            }
+        }
+    )*};
+}
+le_value!(i8, u8, u16, i32, u32, f32);
+
+/// One value per wheel, in the packet's order: front left, front right, rear left,
+/// rear right.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+pub struct Wheels<T> {
+    /// Front left.
+    pub fl: T,
+    /// Front right.
+    pub fr: T,
+    /// Rear left.
+    pub rl: T,
+    /// Rear right.
+    pub rr: T,
+}
+
+impl<T> Wheels<T> {
+    /// The four values in packet order.
+    pub fn from_array([fl, fr, rl, rr]: [T; 4]) -> Self {
+        Wheels { fl, fr, rl, rr }
+    }
+
+    /// The four values in packet order.
+    pub fn into_array(self) -> [T; 4] {
+        [self.fl, self.fr, self.rl, self.rr]
+    }
+
+    /// Applies `f` to each wheel.
+    pub fn map<U>(self, mut f: impl FnMut(T) -> U) -> Wheels<U> {
+        Wheels {
+            fl: f(self.fl),
+            fr: f(self.fr),
+            rl: f(self.rl),
+            rr: f(self.rr),
+        }
+    }
+}
+
+impl<T: Value> Value for Wheels<T> {
+    const SIZE: usize = 4 * T::SIZE;
+    #[inline(always)]
+    fn read(b: &[u8], format: Format) -> Self {
+        let n = T::SIZE;
+        Wheels {
+            fl: T::read(&b[0..], format),
+            fr: T::read(&b[n..], format),
+            rl: T::read(&b[2 * n..], format),
+            rr: T::read(&b[3 * n..], format),
+        }
+    }
+    #[inline(always)]
+    fn write(self, b: &mut [u8], format: Format) {
+        let n = T::SIZE;
+        self.fl.write(&mut b[0..], format);
+        self.fr.write(&mut b[n..], format);
+        self.rl.write(&mut b[2 * n..], format);
+        self.rr.write(&mut b[3 * n..], format);
+    }
+}
+
+/// One WheelInPuddle word, typed as its format types it (FORMATS.md): a depth
+/// 0..1 in sled, fm7, fm2023, fh4, fh5; a 0/1 flag in fh6.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[serde(untagged)]
+pub enum Puddle {
+    /// F32 depth, 0 (dry) … 1.
+    Depth(f32),
+    /// S32 flag, 0 or 1.
+    Flag(i32),
+}
+
+impl Default for Puddle {
+    fn default() -> Self {
+        Puddle::Depth(0.0)
+    }
+}
+
+impl Puddle {
+    /// As a depth: a set flag is 1.0, a clear one 0.0.
+    pub fn depth(self) -> f32 {
+        match self {
+            Puddle::Depth(d) => d,
+            Puddle::Flag(v) => {
+                if v != 0 {
+                    1.0
+                } else {
+                    0.0
+                }
+            }
+        }
+    }
+
+    /// As a flag: a depth above 0 is 1, anything else (0, negative, NaN) is 0.
+    pub fn flag(self) -> i32 {
+        match self {
+            Puddle::Flag(v) => v,
+            Puddle::Depth(d) => i32::from(d > 0.0),
+        }
+    }
+
+    /// True when the wheel is in water.
+    pub fn is_wet(self) -> bool {
+        self.depth() > 0.0
+    }
+}
+
+impl Value for Puddle {
+    const SIZE: usize = 4;
+    #[inline(always)]
+    fn read(b: &[u8], format: Format) -> Self {
+        match format.layout().puddle {
+            PuddleKind::Depth => Puddle::Depth(f32::read(b, format)),
+            PuddleKind::Flag => Puddle::Flag(i32::read(b, format)),
+        }
+    }
+    #[inline(always)]
+    fn write(self, b: &mut [u8], format: Format) {
+        match format.layout().puddle {
+            PuddleKind::Depth => self.depth().write(b, format),
+            PuddleKind::Flag => self.flag().write(b, format),
+        }
+    }
+}
+
+/// Where one named field lives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Field {
+    /// The name FORMATS.md gives it (per-wheel fields carry all four wheels).
+    pub name: &'static str,
+    /// The block it belongs to.
+    pub block: Block,
+    /// Its offset from the start of the block.
+    pub offset: usize,
+    /// Its size in bytes.
+    pub size: usize,
+}
+
+impl Field {
+    /// Where the field starts in a `format` packet, or `None` if the format lacks it.
+    pub const fn start(&self, format: Format) -> Option<usize> {
+        match format.layout().start(self.block) {
+            Some(block) => Some(block + self.offset),
+            None => None,
+        }
+    }
+}
+
+macro_rules! fields {
+    (
+        $(
+            $block:ident $presence:ident {
+                $(
+                    $(#[doc = $doc:literal])*
+                    $name:ident, $setter:ident, $konst:ident: $ty:ty = $off:literal, $wire:literal;
+                )*
+            }
+        )*
+    ) => {
+        $($(
+            #[doc = concat!("`", $wire, "`: ", stringify!($ty), " at +", $off, " in the ", stringify!($block), " block.")]
+            pub const $konst: Field = Field {
+                name: $wire,
+                block: Block::$block,
+                offset: $off,
+                size: <$ty as Value>::SIZE,
+            };
+        )*)*
+
+        /// Every field, block by block, in offset order.
+        pub const ALL: &[Field] = &[$($($konst,)*)*];
+
+        impl<T: AsRef<[u8]>> Packet<T> {
+            $($(
+                fields!(@get $presence, $name, $konst, $ty, $wire $(, $doc)*);
+            )*)*
+        }
+
+        impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
+            $($(
+                fields!(@set $presence, $setter, $konst, $ty, $wire);
+            )*)*
+        }
+
+        /// Every field of a packet by name; fields the format lacks are `None`.
+        #[derive(Debug, Clone, Copy, PartialEq, Default, Serialize)]
+        pub struct Fields {
+            $($(
+                $(#[doc = $doc])*
+                pub $name: fields!(@ty $presence, $ty),
+            )*)*
+        }
+
+        impl Fields {
+            /// Reads every field `packet` has.
+            pub fn read<T: AsRef<[u8]>>(packet: &Packet<T>) -> Self {
+                Fields { $($($name: packet.$name(),)*)* }
+            }
+
+            /// Writes every field the packet's format has; a `None` leaves its bytes
+            /// as they are, and a value for a block the format lacks is skipped.
+            pub fn write<T: AsRef<[u8]> + AsMut<[u8]>>(&self, packet: &mut Packet<T>) {
+                $($(fields!(@write $presence, self.$name, packet.$setter);)*)*
+            }
+        }
+    };
+
+    (@get always, $name:ident, $konst:ident, $ty:ty, $wire:literal $(, $doc:literal)*) => {
+        $(#[doc = $doc])*
+        #[inline]
+        pub fn $name(&self) -> $ty {
+            <$ty as Value>::read(&self.as_bytes()[$konst.offset..], self.format())
+        }
+    };
+    (@get optional, $name:ident, $konst:ident, $ty:ty, $wire:literal $(, $doc:literal)*) => {
+        $(#[doc = $doc])*
+        #[doc = ""]
+        #[doc = concat!("`None` when the packet's format has no ", $wire, ".")]
+        #[inline]
+        pub fn $name(&self) -> Option<$ty> {
+            let at = $konst.start(self.format())?;
+            Some(<$ty as Value>::read(&self.as_bytes()[at..], self.format()))
+        }
+    };
+    (@set always, $setter:ident, $konst:ident, $ty:ty, $wire:literal) => {
+        #[doc = concat!("Sets ", $wire, ".")]
+        #[inline]
+        pub fn $setter(&mut self, value: $ty) {
+            let format = self.format();
+            value.write(&mut self.as_bytes_mut()[$konst.offset..], format);
+        }
+    };
+    (@set optional, $setter:ident, $konst:ident, $ty:ty, $wire:literal) => {
+        #[doc = concat!("Sets ", $wire, "; `Err(Absent)` when the format has no ", $wire, ".")]
+        #[inline]
+        pub fn $setter(&mut self, value: $ty) -> Result<(), Absent> {
+            let format = self.format();
+            let at = $konst.start(format).ok_or(Absent { field: $wire, format })?;
+            value.write(&mut self.as_bytes_mut()[at..], format);
+            Ok(())
+        }
+    };
+    (@ty always, $ty:ty) => { $ty };
+    (@ty optional, $ty:ty) => { Option<$ty> };
+    (@write always, $value:expr, $packet:ident . $setter:ident) => {
+        $packet.$setter($value);
+    };
+    (@write optional, $value:expr, $packet:ident . $setter:ident) => {
+        if let Some(v) = $value {
+            // A value for a block this format lacks is skipped, as documented.
+            let _ = $packet.$setter(v);
+        }
+    };
+}
+
+fields! {
+    Sled always {
+        /// 1 while driving, 0 in menus or when the race is stopped.
+        is_race_on, set_is_race_on, IS_RACE_ON: i32 = 0, "IsRaceOn";
+        /// Milliseconds; wraps to 0 after 2^32 ms, so use it for order, not as a clock.
+        timestamp_ms, set_timestamp_ms, TIMESTAMP_MS: u32 = 4, "TimestampMS";
+        /// Redline, rpm.
+        engine_max_rpm, set_engine_max_rpm, ENGINE_MAX_RPM: f32 = 8, "EngineMaxRpm";
+        /// Idle, rpm.
+        engine_idle_rpm, set_engine_idle_rpm, ENGINE_IDLE_RPM: f32 = 12, "EngineIdleRpm";
+        /// Current revs, rpm.
+        current_engine_rpm, set_current_engine_rpm, CURRENT_ENGINE_RPM: f32 = 16, "CurrentEngineRpm";
+        /// Car-space acceleration, X right, m/s².
+        acceleration_x, set_acceleration_x, ACCELERATION_X: f32 = 20, "AccelerationX";
+        /// Car-space acceleration, Y up, m/s².
+        acceleration_y, set_acceleration_y, ACCELERATION_Y: f32 = 24, "AccelerationY";
+        /// Car-space acceleration, Z forward, m/s².
+        acceleration_z, set_acceleration_z, ACCELERATION_Z: f32 = 28, "AccelerationZ";
+        /// Car-space velocity, X right, m/s.
+        velocity_x, set_velocity_x, VELOCITY_X: f32 = 32, "VelocityX";
+        /// Car-space velocity, Y up, m/s.
+        velocity_y, set_velocity_y, VELOCITY_Y: f32 = 36, "VelocityY";
+        /// Car-space velocity, Z forward, m/s.
+        velocity_z, set_velocity_z, VELOCITY_Z: f32 = 40, "VelocityZ";
+        /// Pitch rate, rad/s.
+        angular_velocity_x, set_angular_velocity_x, ANGULAR_VELOCITY_X: f32 = 44, "AngularVelocityX";
+        /// Yaw rate, rad/s.
+        angular_velocity_y, set_angular_velocity_y, ANGULAR_VELOCITY_Y: f32 = 48, "AngularVelocityY";
+        /// Roll rate, rad/s.
+        angular_velocity_z, set_angular_velocity_z, ANGULAR_VELOCITY_Z: f32 = 52, "AngularVelocityZ";
+        /// Heading, rad.
+        yaw, set_yaw, YAW: f32 = 56, "Yaw";
+        /// Pitch, rad.
+        pitch, set_pitch, PITCH: f32 = 60, "Pitch";
+        /// Roll, rad.
+        roll, set_roll, ROLL: f32 = 64, "Roll";
+        /// 0 stretched … 1 compressed.
+        normalized_suspension_travel, set_normalized_suspension_travel, NORMALIZED_SUSPENSION_TRAVEL: Wheels<f32> = 68, "NormalizedSuspensionTravel";
+        /// 0 = grip, abs > 1 = grip lost.
+        tire_slip_ratio, set_tire_slip_ratio, TIRE_SLIP_RATIO: Wheels<f32> = 84, "TireSlipRatio";
+        /// rad/s.
+        wheel_rotation_speed, set_wheel_rotation_speed, WHEEL_ROTATION_SPEED: Wheels<f32> = 100, "WheelRotationSpeed";
+        /// 0 or 1.
+        wheel_on_rumble_strip, set_wheel_on_rumble_strip, WHEEL_ON_RUMBLE_STRIP: Wheels<i32> = 116, "WheelOnRumbleStrip";
+        /// F32 depth in sled, fm7, fm2023, fh4, fh5; S32 0/1 in fh6.
+        wheel_in_puddle, set_wheel_in_puddle, WHEEL_IN_PUDDLE: Wheels<Puddle> = 132, "WheelInPuddle";
+        /// Force-feedback rumble, dimensionless.
+        surface_rumble, set_surface_rumble, SURFACE_RUMBLE: Wheels<f32> = 148, "SurfaceRumble";
+        /// Normalised like the slip ratio.
+        tire_slip_angle, set_tire_slip_angle, TIRE_SLIP_ANGLE: Wheels<f32> = 164, "TireSlipAngle";
+        /// Normalised like the slip ratio.
+        tire_combined_slip, set_tire_combined_slip, TIRE_COMBINED_SLIP: Wheels<f32> = 180, "TireCombinedSlip";
+        /// Metres.
+        suspension_travel_meters, set_suspension_travel_meters, SUSPENSION_TRAVEL_METERS: Wheels<f32> = 196, "SuspensionTravelMeters";
+        /// Unique per make and model.
+        car_ordinal, set_car_ordinal, CAR_ORDINAL: i32 = 212, "CarOrdinal";
+        /// Class index on the game's own scale (FORMATS.md "Car class").
+        car_class, set_car_class, CAR_CLASS: i32 = 216, "CarClass";
+        /// 100..999.
+        car_performance_index, set_car_performance_index, CAR_PERFORMANCE_INDEX: i32 = 220, "CarPerformanceIndex";
+        /// 0 FWD, 1 RWD, 2 AWD.
+        drivetrain_type, set_drivetrain_type, DRIVETRAIN_TYPE: i32 = 224, "DrivetrainType";
+        /// Cylinder count.
+        num_cylinders, set_num_cylinders, NUM_CYLINDERS: i32 = 228, "NumCylinders";
+    }
+    Horizon optional {
+        /// Car category.
+        car_group, set_car_group, CAR_GROUP: u32 = 0, "CarGroup";
+        /// Speed lost hitting a smashable object, m/s.
+        smashable_vel_diff, set_smashable_vel_diff, SMASHABLE_VEL_DIFF: f32 = 4, "SmashableVelDiff";
+        /// Mass of that object, kg.
+        smashable_mass, set_smashable_mass, SMASHABLE_MASS: f32 = 8, "SmashableMass";
+    }
+    Dash optional {
+        /// World position X, m.
+        position_x, set_position_x, POSITION_X: f32 = 0, "PositionX";
+        /// World position Y, m.
+        position_y, set_position_y, POSITION_Y: f32 = 4, "PositionY";
+        /// World position Z, m.
+        position_z, set_position_z, POSITION_Z: f32 = 8, "PositionZ";
+        /// m/s.
+        speed, set_speed, SPEED: f32 = 12, "Speed";
+        /// W.
+        power, set_power, POWER: f32 = 16, "Power";
+        /// N·m.
+        torque, set_torque, TORQUE: f32 = 20, "Torque";
+        /// °F.
+        tire_temp, set_tire_temp, TIRE_TEMP: Wheels<f32> = 24, "TireTemp";
+        /// psi above atmospheric.
+        boost, set_boost, BOOST: f32 = 40, "Boost";
+        /// 0..1.
+        fuel, set_fuel, FUEL: f32 = 44, "Fuel";
+        /// Metres.
+        distance_traveled, set_distance_traveled, DISTANCE_TRAVELED: f32 = 48, "DistanceTraveled";
+        /// Seconds.
+        best_lap, set_best_lap, BEST_LAP: f32 = 52, "BestLap";
+        /// Seconds.
+        last_lap, set_last_lap, LAST_LAP: f32 = 56, "LastLap";
+        /// Seconds.
+        current_lap, set_current_lap, CURRENT_LAP: f32 = 60, "CurrentLap";
+        /// Seconds.
+        current_race_time, set_current_race_time, CURRENT_RACE_TIME: f32 = 64, "CurrentRaceTime";
+        /// Laps completed.
+        lap_number, set_lap_number, LAP_NUMBER: u16 = 68, "LapNumber";
+        /// Position in the race.
+        race_position, set_race_position, RACE_POSITION: u8 = 70, "RacePosition";
+        /// Throttle, 0..255.
+        accel, set_accel, ACCEL: u8 = 71, "Accel";
+        /// 0..255.
+        brake, set_brake, BRAKE: u8 = 72, "Brake";
+        /// 0..255.
+        clutch, set_clutch, CLUTCH: u8 = 73, "Clutch";
+        /// 0..255.
+        hand_brake, set_hand_brake, HAND_BRAKE: u8 = 74, "HandBrake";
+        /// 0 = R, 1..10 forward, 11 = N (FORMATS.md "Gear").
+        gear, set_gear, GEAR: u8 = 75, "Gear";
+        /// -127 left … 127 right.
+        steer, set_steer, STEER: i8 = 76, "Steer";
+        /// -127 … 127, position relative to the racing line.
+        normalized_driving_line, set_normalized_driving_line, NORMALIZED_DRIVING_LINE: i8 = 77, "NormalizedDrivingLine";
+        /// -127 … 127, difference from the AI braking hint.
+        normalized_ai_brake_difference, set_normalized_ai_brake_difference, NORMALIZED_AI_BRAKE_DIFFERENCE: i8 = 78, "NormalizedAIBrakeDifference";
+    }
+    Extras optional {
+        /// FM2023 tyre wear, 0..1.
+        tire_wear, set_tire_wear, TIRE_WEAR: Wheels<f32> = 0, "TireWear";
+        /// FM2023 track id.
+        track_ordinal, set_track_ordinal, TRACK_ORDINAL: i32 = 16, "TrackOrdinal";
+    }
+}
+
+/// True when the fields of `block` in [`ALL`] follow each other with no gap or
+/// overlap and end exactly at the block's length.
+const fn tiles(block: Block) -> bool {
+    let mut next = 0;
+    let mut i = 0;
+    while i < ALL.len() {
+        let f = ALL[i];
+        if f.block as u8 == block as u8 {
+            if f.offset != next {
+                return false;
+            }
+            next += f.size;
+        }
+        i += 1;
+    }
+    next == block.len()
+}
+
+const _: () = assert!(tiles(Block::Sled));
+const _: () = assert!(tiles(Block::Horizon));
+const _: () = assert!(tiles(Block::Dash));
+const _: () = assert!(tiles(Block::Extras));
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn absolute_offsets_match_formats_md() {
+        // Spot checks of the FH and FM columns of FORMATS.md's Dash table.
+        assert_eq!(SPEED.start(Format::Fm7), Some(244));
+        assert_eq!(SPEED.start(Format::Fh6), Some(256));
+        assert_eq!(GEAR.start(Format::Fm7), Some(307));
+        assert_eq!(GEAR.start(Format::Fh5), Some(319));
+        assert_eq!(NORMALIZED_AI_BRAKE_DIFFERENCE.start(Format::Fh4), Some(322));
+        assert_eq!(TIRE_WEAR.start(Format::Fm2023), Some(311));
+        assert_eq!(TRACK_ORDINAL.start(Format::Fm2023), Some(327));
+        assert_eq!(CAR_GROUP.start(Format::Fh6), Some(232));
+        assert_eq!(CAR_GROUP.start(Format::Fm7), None);
+        assert_eq!(SPEED.start(Format::Sled), None);
+        assert_eq!(WHEEL_IN_PUDDLE.start(Format::Sled), Some(132));
+        assert_eq!(NUM_CYLINDERS.start(Format::Sled), Some(228));
+    }
+
+    #[test]
+    fn puddle_conversions_follow_formats_md() {
+        assert_eq!(Puddle::Flag(1).depth(), 1.0);
+        assert_eq!(Puddle::Flag(0).depth(), 0.0);
+        assert_eq!(Puddle::Depth(0.25).flag(), 1);
+        assert_eq!(Puddle::Depth(0.0).flag(), 0);
+        assert_eq!(Puddle::Depth(-0.5).flag(), 0);
+        assert_eq!(Puddle::Depth(f32::NAN).flag(), 0);
+    }
+
+    #[test]
+    fn wheels_keep_packet_order() {
+        let w = Wheels::from_array([1, 2, 3, 4]);
+        assert_eq!((w.fl, w.fr, w.rl, w.rr), (1, 2, 3, 4));
+        assert_eq!(w.map(|v| v * 10).into_array(), [10, 20, 30, 40]);
+    }
+}
