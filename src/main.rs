@@ -1,1 +1,155 @@
-fn main() {}
+//! `forza-relay`: parse the command line, set up logging, run the subcommand, and
+//! map errors to an exit code (0 ok, 1 could not start, 2 bad configuration).
+
+use std::io::Write as _;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::Parser as _;
+use log::{error, info, warn};
+
+use forza_relay::cli::{Cli, Command, Settings};
+use forza_relay::config::{Config, ConfigError, Overrides, DEFAULT_FILE_NAME};
+use forza_relay::relay::Relay;
+
+const NO_CONFIG_HELP: &str = "\
+forza-relay needs to know where to send the game's packets.
+
+Quick start: forward to SimHub on this PC, and to a tool that wants FH5 packets:
+  forza-relay run --to 127.0.0.1:8000 --to 127.0.0.1:5301,format=fh5
+
+Or put a forza-relay.toml next to forza-relay (see config.example.toml):
+  [listen]
+  addr = \"0.0.0.0:5400\"
+
+  [[destination]]
+  name = \"simhub\"
+  addr = \"127.0.0.1:8000\"
+
+Then, in the game's HUD/Gameplay settings, turn Data Out on, set Data Out IP
+Address to this PC's address (127.0.0.1 when the game runs on this PC) and
+Data Out IP Port to 5400.
+
+\"forza-relay --help\" lists every option.";
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_logging();
+    let (check, settings) = match cli.command {
+        Some(Command::Check(s)) => (true, s),
+        Some(Command::Run(s)) => (false, s),
+        None => (false, cli.run),
+    };
+    let config = match load(&settings) {
+        Ok(Some(config)) => config,
+        Ok(None) => {
+            eprintln!("{NO_CONFIG_HELP}");
+            return ExitCode::from(2);
+        }
+        Err(e) => {
+            eprintln!(
+                "error: the configuration has {}:",
+                plural(e.problems.len(), "problem")
+            );
+            for p in &e.problems {
+                eprintln!("  {}: {}", p.place, p.message);
+            }
+            return ExitCode::from(2);
+        }
+    };
+    if check {
+        let mut out = std::io::stdout().lock();
+        let _ = writeln!(out, "{}\nconfiguration OK", forza_relay::describe(&config));
+        return ExitCode::SUCCESS;
+    }
+    run(&config)
+}
+
+fn run(config: &Config) -> ExitCode {
+    let mut relay = match Relay::bind(config) {
+        Ok(relay) => relay,
+        Err(e) => {
+            error!("{e}");
+            return ExitCode::from(1);
+        }
+    };
+    let handle = relay.stop_handle();
+    if let Err(e) = ctrlc::set_handler(move || handle.stop()) {
+        warn!("Ctrl-C will not print the final summary: {e}");
+    }
+    let mut config = config.clone();
+    config.listen = relay.local_addr();
+    info!("{}", forza_relay::describe(&config));
+    info!("running; press Ctrl-C to stop");
+    match relay.run() {
+        Ok(report) => {
+            info!("{report}");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            error!("the event loop failed: {e}");
+            info!("{}", relay.report());
+            ExitCode::from(1)
+        }
+    }
+}
+
+/// The configuration from `--config`, `--to`, or a `forza-relay.toml` found in the
+/// current folder or next to the program; `None` when there is none.
+fn load(s: &Settings) -> Result<Option<Config>, ConfigError> {
+    let overrides = Overrides {
+        listen: s.listen.clone(),
+        input: s.input.clone(),
+        stats_interval: s.stats_interval,
+    };
+    match (&s.config, s.to.is_empty()) {
+        (Some(_), false) => Err(ConfigError {
+            problems: vec![forza_relay::config::Problem {
+                place: "command line".to_owned(),
+                message: "use either --config FILE or --to DEST, not both".to_owned(),
+            }],
+        }),
+        (Some(path), true) => Config::from_file(path, &overrides).map(Some),
+        (None, false) => Config::from_args(&s.to, &overrides).map(Some),
+        (None, true) => match find_default_file() {
+            Some(path) => {
+                info!("using {}", path.display());
+                Config::from_file(&path, &overrides).map(Some)
+            }
+            None => Ok(None),
+        },
+    }
+}
+
+/// `forza-relay.toml` in the current folder, else next to the program (where a
+/// Windows user who double-clicks it keeps it).
+fn find_default_file() -> Option<PathBuf> {
+    let here = PathBuf::from(DEFAULT_FILE_NAME);
+    let beside_exe = std::env::current_exe()
+        .ok()
+        .and_then(|exe| exe.parent().map(|dir| dir.join(DEFAULT_FILE_NAME)));
+    std::iter::once(here)
+        .chain(beside_exe)
+        .find(|p| p.is_file())
+}
+
+fn plural(n: usize, word: &str) -> String {
+    if n == 1 {
+        format!("1 {word}")
+    } else {
+        format!("{n} {word}s")
+    }
+}
+
+/// Info by default; `RUST_LOG` overrides. Lines read `HH:MM:SS LEVEL message`.
+fn init_logging() {
+    let env = env_logger::Env::default().default_filter_or("info");
+    env_logger::Builder::from_env(env)
+        .format(|buf, record| {
+            let ts = buf.timestamp_seconds().to_string();
+            // RFC 3339 "2026-11-30T13:00:00Z": the time of day is enough here.
+            let time = ts.get(11..19).unwrap_or(&ts);
+            writeln!(buf, "{time} {:<5} {}", record.level(), record.args())
+        })
+        .init();
+}

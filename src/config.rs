@@ -1,0 +1,790 @@
+//! The relay's configuration: the TOML file ([`FileConfig`]) or the quick form on
+//! the command line, validated once into a [`Config`] with every address resolved
+//! and every format parsed. Nothing past this module parses a string.
+//!
+//! Every mistake becomes a [`ConfigError`] naming the place (file and line, or the
+//! command-line flag), the key, the value and what is wrong; all mistakes are
+//! reported together, so a user fixes them in one go.
+
+use std::fmt;
+use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
+use std::path::Path;
+use std::time::Duration;
+
+use ipnet::IpNet;
+use serde::Deserialize;
+use toml::Spanned;
+
+use crate::wire::{Format, FORMAT_IDS};
+
+/// The port forza-relay listens on when none is given. Outside FH6's own
+/// 5200..5300, SimHub's 8000 and the community's usual 5300, 5555, 9999, 12350,
+/// 20777 (FORMATS.md).
+pub const DEFAULT_PORT: u16 = 5400;
+/// The listen address when none is given: every interface, so an Xbox on the LAN
+/// reaches it too.
+pub const DEFAULT_LISTEN: SocketAddr =
+    SocketAddr::new(IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED), DEFAULT_PORT);
+/// Seconds between summary lines when `stats.interval` is not set.
+pub const DEFAULT_STATS_INTERVAL: u64 = 10;
+/// The file looked for in the current folder and next to the program.
+pub const DEFAULT_FILE_NAME: &str = "forza-relay.toml";
+
+/// What the listening socket is told to expect.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Input {
+    /// Tell the format by length, and fh5/fh6 by the puddle heuristic.
+    Auto,
+    /// Every datagram is this format; other lengths are malformed.
+    Fixed(Format),
+}
+
+impl fmt::Display for Input {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Input::Auto => f.write_str("auto"),
+            Input::Fixed(format) => format.fmt(f),
+        }
+    }
+}
+
+/// What a destination receives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Output {
+    /// Every datagram byte for byte, whatever it is.
+    Same,
+    /// Packets translated to this format.
+    Format(Format),
+}
+
+impl fmt::Display for Output {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Output::Same => f.write_str("same"),
+            Output::Format(format) => format.fmt(f),
+        }
+    }
+}
+
+/// One validated destination.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Destination {
+    /// Unique name, used in logs and summaries.
+    pub name: String,
+    /// The address as the user wrote it (a hostname stays a hostname here).
+    pub addr_text: String,
+    /// The resolved address.
+    pub addr: SocketAddr,
+    /// What it receives.
+    pub output: Output,
+    /// Drop frames with IsRaceOn = 0, except the first one after racing.
+    pub only_race_on: bool,
+    /// At most this many frames per second, the newest; 0 = every frame.
+    pub max_rate: u32,
+}
+
+/// A validated configuration.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Config {
+    /// Where it came from: a file path, or "command line".
+    pub origin: String,
+    /// The address to listen on.
+    pub listen: SocketAddr,
+    /// Where `listen` was written, for a "port in use" message.
+    pub listen_place: String,
+    /// The input format.
+    pub input: Input,
+    /// Source ranges allowed to send; empty = everyone.
+    pub allow: Vec<IpNet>,
+    /// Time between summary lines; `None` = off.
+    pub stats_interval: Option<Duration>,
+    /// Where packets go.
+    pub destinations: Vec<Destination>,
+}
+
+/// One configuration mistake.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Problem {
+    /// `file:line: key`, or the command-line flag.
+    pub place: String,
+    /// What is wrong, naming the value.
+    pub message: String,
+}
+
+/// Every mistake found in a configuration.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigError {
+    /// The mistakes, in the order they appear.
+    pub problems: Vec<Problem>,
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, p) in self.problems.iter().enumerate() {
+            if i > 0 {
+                writeln!(f)?;
+            }
+            write!(f, "{}: {}", p.place, p.message)?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+impl ConfigError {
+    fn one(place: impl Into<String>, message: impl Into<String>) -> Self {
+        ConfigError {
+            problems: vec![Problem {
+                place: place.into(),
+                message: message.into(),
+            }],
+        }
+    }
+}
+
+/// The TOML file as written.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FileConfig {
+    /// `[listen]`.
+    #[serde(default)]
+    pub listen: ListenFile,
+    /// `[stats]`.
+    #[serde(default)]
+    pub stats: StatsFile,
+    /// `[[destination]]`, one per table.
+    #[serde(default)]
+    pub destination: Vec<Spanned<DestinationFile>>,
+}
+
+/// `[listen]` as written.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ListenFile {
+    /// `addr = "0.0.0.0:5400"` (or a bare port).
+    pub addr: Option<Spanned<String>>,
+    /// `format = "auto"`.
+    pub format: Option<Spanned<String>>,
+    /// `allow = ["192.168.1.0/24"]`.
+    #[serde(default)]
+    pub allow: Vec<Spanned<String>>,
+}
+
+/// `[stats]` as written.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StatsFile {
+    /// Seconds between summary lines, 0 = off.
+    pub interval: Option<Spanned<u64>>,
+}
+
+/// One `[[destination]]` as written.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DestinationFile {
+    /// Defaults to the address.
+    pub name: Option<Spanned<String>>,
+    /// `host:port`.
+    pub addr: Spanned<String>,
+    /// `same` or a format id; default `same`.
+    pub format: Option<Spanned<String>>,
+    /// Default false.
+    pub only_race_on: Option<bool>,
+    /// Hz, default 0.
+    pub max_rate: Option<Spanned<u32>>,
+}
+
+/// A destination before validation, from the file or from `--to`.
+struct RawDestination {
+    /// Where its `name`, `addr` and `format` keys were written, e.g.
+    /// `relay.toml:12: destination[2].addr`, or `--to "…"`.
+    name_place: String,
+    addr_place: String,
+    format_place: String,
+    name: Option<String>,
+    addr: String,
+    format: Option<String>,
+    only_race_on: bool,
+    max_rate: u32,
+}
+
+/// The settings before validation.
+struct Raw {
+    origin: String,
+    listen: Option<(String, String)>,
+    format: Option<(String, String)>,
+    allow: Vec<(String, String)>,
+    stats_interval: Option<u64>,
+    destinations: Vec<RawDestination>,
+    /// Where to point a "no destinations" message.
+    destinations_place: String,
+}
+
+/// 1-based line of byte `offset` in `text`.
+fn line_of(text: &str, offset: usize) -> usize {
+    text.as_bytes()[..offset.min(text.len())]
+        .iter()
+        .filter(|&&b| b == b'\n')
+        .count()
+        + 1
+}
+
+/// Settings given on the command line, which override or replace the file.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Overrides {
+    /// `--listen`.
+    pub listen: Option<String>,
+    /// `--input`.
+    pub input: Option<String>,
+    /// `--stats-interval`.
+    pub stats_interval: Option<u64>,
+}
+
+impl Config {
+    /// Reads and validates the file at `path`, then applies `overrides`.
+    pub fn from_file(path: &Path, overrides: &Overrides) -> Result<Config, ConfigError> {
+        let origin = path.display().to_string();
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| ConfigError::one(&origin, format!("cannot read the config file: {e}")))?;
+        Self::from_toml(&text, &origin, overrides)
+    }
+
+    /// Validates TOML `text`; `origin` names it in messages.
+    pub fn from_toml(
+        text: &str,
+        origin: &str,
+        overrides: &Overrides,
+    ) -> Result<Config, ConfigError> {
+        let file: FileConfig = toml::from_str(text).map_err(|e| {
+            let place = match e.span() {
+                Some(span) => format!("{origin}:{}", line_of(text, span.start)),
+                None => origin.to_owned(),
+            };
+            ConfigError::one(place, e.message().trim().to_owned())
+        })?;
+        let at = |span: std::ops::Range<usize>, key: &str| {
+            format!("{origin}:{}: {key}", line_of(text, span.start))
+        };
+        let spanned = |v: &Spanned<String>, key: &str| (at(v.span(), key), v.get_ref().clone());
+        let raw = Raw {
+            origin: origin.to_owned(),
+            listen: file.listen.addr.as_ref().map(|v| spanned(v, "listen.addr")),
+            format: file
+                .listen
+                .format
+                .as_ref()
+                .map(|v| spanned(v, "listen.format")),
+            allow: file
+                .listen
+                .allow
+                .iter()
+                .map(|v| spanned(v, "listen.allow"))
+                .collect(),
+            stats_interval: file.stats.interval.as_ref().map(|v| *v.get_ref()),
+            destinations: file
+                .destination
+                .iter()
+                .enumerate()
+                .map(|(i, d)| {
+                    let table = d.get_ref();
+                    let key = |span: Option<std::ops::Range<usize>>, key: &str| {
+                        at(
+                            span.unwrap_or(d.span()),
+                            &format!("destination[{}].{key}", i + 1),
+                        )
+                    };
+                    RawDestination {
+                        name_place: key(table.name.as_ref().map(|v| v.span()), "name"),
+                        addr_place: key(Some(table.addr.span()), "addr"),
+                        format_place: key(table.format.as_ref().map(|v| v.span()), "format"),
+                        name: table.name.as_ref().map(|n| n.get_ref().clone()),
+                        addr: table.addr.get_ref().clone(),
+                        format: table.format.as_ref().map(|f| f.get_ref().clone()),
+                        only_race_on: table.only_race_on.unwrap_or(false),
+                        max_rate: table.max_rate.as_ref().map_or(0, |m| *m.get_ref()),
+                    }
+                })
+                .collect(),
+            destinations_place: origin.to_owned(),
+        };
+        raw.apply(overrides).validate()
+    }
+
+    /// Builds a configuration from the quick form: `--to` values such as
+    /// `127.0.0.1:5301,format=fh5,only-race-on,max-rate=30,name=dash`.
+    pub fn from_args(to: &[String], overrides: &Overrides) -> Result<Config, ConfigError> {
+        let mut problems = Vec::new();
+        let mut destinations = Vec::new();
+        for spec in to {
+            match parse_to(spec) {
+                Ok(d) => destinations.push(d),
+                Err(p) => problems.push(p),
+            }
+        }
+        if !problems.is_empty() {
+            return Err(ConfigError { problems });
+        }
+        Raw {
+            origin: "command line".to_owned(),
+            listen: None,
+            format: None,
+            allow: Vec::new(),
+            stats_interval: None,
+            destinations,
+            destinations_place: "command line".to_owned(),
+        }
+        .apply(overrides)
+        .validate()
+    }
+}
+
+/// Parses one `--to` value.
+fn parse_to(spec: &str) -> Result<RawDestination, Problem> {
+    let place = format!("--to {spec:?}");
+    let mut parts = spec.split(',').map(str::trim);
+    let addr = parts.next().unwrap_or_default().to_owned();
+    let mut d = RawDestination {
+        name_place: place.clone(),
+        addr_place: place.clone(),
+        format_place: place.clone(),
+        name: None,
+        addr,
+        format: None,
+        only_race_on: false,
+        max_rate: 0,
+    };
+    for part in parts {
+        let (key, value) = match part.split_once('=') {
+            Some((k, v)) => (k.trim(), Some(v.trim())),
+            None => (part, None),
+        };
+        match (key.replace('_', "-").as_str(), value) {
+            ("format", Some(v)) => d.format = Some(v.to_owned()),
+            ("name", Some(v)) => d.name = Some(v.to_owned()),
+            ("only-race-on", None) => d.only_race_on = true,
+            ("only-race-on", Some(v)) => {
+                d.only_race_on = v.parse().map_err(|_| Problem {
+                    place: place.clone(),
+                    message: format!("only-race-on={v:?} must be true or false"),
+                })?
+            }
+            ("max-rate", Some(v)) => {
+                d.max_rate = v.parse().map_err(|_| Problem {
+                    place: place.clone(),
+                    message: format!("max-rate={v:?} must be a whole number of Hz (0 = every frame)"),
+                })?
+            }
+            _ => {
+                return Err(Problem {
+                    place,
+                    message: format!(
+                        "unknown option {part:?} (options: format=ID, only-race-on, max-rate=HZ, name=NAME)"
+                    ),
+                })
+            }
+        }
+    }
+    Ok(d)
+}
+
+impl Raw {
+    fn apply(mut self, o: &Overrides) -> Self {
+        if let Some(l) = &o.listen {
+            self.listen = Some(("--listen".to_owned(), l.clone()));
+        }
+        if let Some(i) = &o.input {
+            self.format = Some(("--input".to_owned(), i.clone()));
+        }
+        if o.stats_interval.is_some() {
+            self.stats_interval = o.stats_interval;
+        }
+        self
+    }
+
+    fn validate(self) -> Result<Config, ConfigError> {
+        let mut problems = Vec::new();
+        let mut problem = |place: &str, message: String| {
+            problems.push(Problem {
+                place: place.to_owned(),
+                message,
+            })
+        };
+
+        let (listen_place, listen) = match &self.listen {
+            None => (
+                format!("{}: listen.addr (default)", self.origin),
+                Some(DEFAULT_LISTEN),
+            ),
+            Some((place, text)) => match parse_listen(text) {
+                Ok(addr) => (place.clone(), Some(addr)),
+                Err(message) => {
+                    problem(place, message);
+                    (place.clone(), None)
+                }
+            },
+        };
+
+        let input = match &self.format {
+            None => Input::Auto,
+            Some((_, text)) if text.trim().eq_ignore_ascii_case("auto") => Input::Auto,
+            Some((place, text)) => match text.parse::<Format>() {
+                Ok(f) => Input::Fixed(f),
+                Err(_) => {
+                    problem(
+                        place,
+                        format!("unknown input format {text:?} (valid: auto, {FORMAT_IDS})"),
+                    );
+                    Input::Auto
+                }
+            },
+        };
+
+        let mut allow = Vec::new();
+        for (place, text) in &self.allow {
+            match parse_net(text) {
+                Some(net) => allow.push(net),
+                None => problem(
+                    place,
+                    format!("{text:?} is not an IP address or CIDR range (like 192.168.1.0/24)"),
+                ),
+            }
+        }
+
+        let mut destinations: Vec<Destination> = Vec::new();
+        // Every name and address seen so far, valid or not, to catch duplicates.
+        let mut seen: Vec<(String, Option<SocketAddr>)> = Vec::new();
+        if self.destinations.is_empty() {
+            problem(
+                &self.destinations_place,
+                "no destinations: add a [[destination]] table (or --to HOST:PORT)".to_owned(),
+            );
+        }
+        for d in &self.destinations {
+            let name = d.name.clone().unwrap_or_else(|| d.addr.clone());
+            if name.trim().is_empty() {
+                problem(&d.name_place, "name is empty".to_owned());
+            }
+            let output = match d.format.as_deref().map(str::trim) {
+                None => Some(Output::Same),
+                Some(s) if s.eq_ignore_ascii_case("same") => Some(Output::Same),
+                Some(s) => match s.parse::<Format>() {
+                    Ok(f) => Some(Output::Format(f)),
+                    Err(_) => {
+                        problem(
+                            &d.format_place,
+                            format!("{s:?} is not a format (valid: same, {FORMAT_IDS})"),
+                        );
+                        None
+                    }
+                },
+            };
+            let addr = match resolve(&d.addr) {
+                Ok(a) => Some(a),
+                Err(message) => {
+                    problem(&d.addr_place, format!("{:?}: {message}", d.addr));
+                    None
+                }
+            };
+            if seen.iter().any(|(n, _)| *n == name) {
+                problem(
+                    &d.name_place,
+                    format!("{name:?} is already the name of another destination"),
+                );
+            }
+            if let Some(addr) = addr {
+                if let Some((other, _)) = seen.iter().find(|(_, a)| *a == Some(addr)) {
+                    problem(
+                        &d.addr_place,
+                        format!(
+                            "{:?} ({addr}) is the same address as destination {other:?}",
+                            d.addr
+                        ),
+                    );
+                }
+                if let Some(listen) = listen {
+                    if is_loop(listen, addr) {
+                        problem(
+                            &d.addr_place,
+                            format!(
+                                "{:?} ({addr}) is forza-relay's own listen address {listen}: \
+                                 packets would loop forever",
+                                d.addr
+                            ),
+                        );
+                    }
+                }
+            }
+            seen.push((name.clone(), addr));
+            if let (Some(addr), Some(output)) = (addr, output) {
+                destinations.push(Destination {
+                    name,
+                    addr_text: d.addr.clone(),
+                    addr,
+                    output,
+                    only_race_on: d.only_race_on,
+                    max_rate: d.max_rate,
+                });
+            }
+        }
+
+        match listen {
+            Some(listen) if problems.is_empty() => Ok(Config {
+                origin: self.origin,
+                listen,
+                listen_place,
+                input,
+                allow,
+                stats_interval: match self.stats_interval.unwrap_or(DEFAULT_STATS_INTERVAL) {
+                    0 => None,
+                    s => Some(Duration::from_secs(s)),
+                },
+                destinations,
+            }),
+            _ => Err(ConfigError { problems }),
+        }
+    }
+}
+
+/// A listen address: `IP:PORT`, `[IPv6]:PORT`, or a bare `PORT` (all interfaces).
+fn parse_listen(text: &str) -> Result<SocketAddr, String> {
+    let t = text.trim();
+    if let Ok(port) = t.parse::<u16>() {
+        return Ok(SocketAddr::new(DEFAULT_LISTEN.ip(), port));
+    }
+    t.parse::<SocketAddr>().map_err(|_| {
+        format!(
+            "{text:?} is not an address to listen on: write IP:PORT, like \"0.0.0.0:{DEFAULT_PORT}\" \
+             (every interface) or \"127.0.0.1:{DEFAULT_PORT}\" (this PC only)"
+        )
+    })
+}
+
+/// An IP (a single host) or a CIDR range.
+fn parse_net(text: &str) -> Option<IpNet> {
+    let t = text.trim();
+    t.parse::<IpNet>()
+        .ok()
+        .or_else(|| t.parse::<IpAddr>().ok().map(IpNet::from))
+}
+
+/// Resolves `host:port` (a hostname is looked up once, at start-up).
+fn resolve(text: &str) -> Result<SocketAddr, String> {
+    let t = text.trim();
+    if let Ok(a) = t.parse::<SocketAddr>() {
+        return check_port(a);
+    }
+    let Some((host, port)) = t.rsplit_once(':') else {
+        return Err("needs a port, like \"127.0.0.1:8000\"".to_owned());
+    };
+    let Ok(port) = port.parse::<u16>() else {
+        return Err(format!("port {port:?} is not a number from 1 to 65535"));
+    };
+    if host.is_empty() {
+        return Err("needs a host before the port, like \"127.0.0.1:8000\"".to_owned());
+    }
+    let mut addrs = (host, port)
+        .to_socket_addrs()
+        .map_err(|e| format!("cannot resolve host {host:?}: {e}"))?;
+    let first = addrs
+        .next()
+        .ok_or_else(|| format!("host {host:?} has no address"))?;
+    check_port(first)
+}
+
+fn check_port(a: SocketAddr) -> Result<SocketAddr, String> {
+    if a.port() == 0 {
+        Err("port 0 is not a destination port".to_owned())
+    } else if a.ip().is_unspecified() {
+        Err(format!(
+            "{} means \"any address\" and can't be sent to; use 127.0.0.1 for this PC",
+            a.ip()
+        ))
+    } else {
+        Ok(a)
+    }
+}
+
+/// True when sending to `dest` would reach our own listening socket.
+fn is_loop(listen: SocketAddr, dest: SocketAddr) -> bool {
+    if listen.port() != dest.port() {
+        return false;
+    }
+    let (l, d) = (listen.ip().to_canonical(), dest.ip().to_canonical());
+    l == d || (l.is_unspecified() && (d.is_loopback() || d.is_unspecified()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<Config, ConfigError> {
+        Config::from_toml(text, "test.toml", &Overrides::default())
+    }
+
+    #[track_caller]
+    fn problems(text: &str) -> Vec<String> {
+        parse(text)
+            .unwrap_err()
+            .problems
+            .into_iter()
+            .map(|p| format!("{}: {}", p.place, p.message))
+            .collect()
+    }
+
+    #[test]
+    fn a_full_file_is_read_with_defaults() {
+        let c = parse(
+            r#"
+[listen]
+addr = "127.0.0.1:5999"
+format = "FH6"
+allow = ["192.168.1.0/24", "127.0.0.1"]
+
+[[destination]]
+name = "simhub"
+addr = "127.0.0.1:8000"
+
+[[destination]]
+addr = "127.0.0.1:5301"
+format = "fh5"
+only_race_on = true
+max_rate = 30
+"#,
+        )
+        .unwrap();
+        assert_eq!(c.listen, "127.0.0.1:5999".parse().unwrap());
+        assert_eq!(c.input, Input::Fixed(Format::Fh6));
+        assert_eq!(c.allow.len(), 2);
+        assert!(c.allow[1].contains(&"127.0.0.1".parse::<IpAddr>().unwrap()));
+        assert_eq!(c.stats_interval, Some(Duration::from_secs(10)));
+        assert_eq!(c.destinations[0].name, "simhub");
+        assert_eq!(c.destinations[0].output, Output::Same);
+        assert!(!c.destinations[0].only_race_on);
+        assert_eq!(c.destinations[1].name, "127.0.0.1:5301");
+        assert_eq!(c.destinations[1].output, Output::Format(Format::Fh5));
+        assert!(c.destinations[1].only_race_on);
+        assert_eq!(c.destinations[1].max_rate, 30);
+    }
+
+    #[test]
+    fn unknown_key_names_key_and_line() {
+        let p = problems("[listen]\naddr = \"0.0.0.0:5400\"\n\n[[destination]]\naddr = \"127.0.0.1:8000\"\nformt = \"fh5\"\n");
+        assert_eq!(p.len(), 1);
+        assert!(p[0].starts_with("test.toml:6"), "{p:?}");
+        assert!(p[0].contains("formt"), "{p:?}");
+    }
+
+    #[test]
+    fn every_mistake_is_reported_with_its_line_and_value() {
+        let p = problems(
+            r#"[listen]
+addr = "0.0.0.0:5400"
+format = "fh7"
+allow = ["10.0.0.0/33"]
+
+[[destination]]
+name = "a"
+addr = "127.0.0.1:8000"
+format = "fm8"
+
+[[destination]]
+name = "a"
+addr = "127.0.0.1:8000"
+
+[[destination]]
+name = "b"
+addr = "127.0.0.1:5400"
+
+[[destination]]
+name = "c"
+addr = "localhost"
+"#,
+        );
+        let all = p.join("\n");
+        for expect in [
+            "test.toml:3: listen.format: unknown input format \"fh7\" (valid: auto, sled",
+            "test.toml:4: listen.allow: \"10.0.0.0/33\" is not an IP address or CIDR range",
+            "test.toml:9: destination[1].format: \"fm8\" is not a format (valid: same, sled",
+            "test.toml:12: destination[2].name: \"a\" is already the name of another destination",
+            "test.toml:13: destination[2].addr: \"127.0.0.1:8000\" (127.0.0.1:8000) is the same \
+             address as destination \"a\"",
+            "test.toml:17: destination[3].addr: \"127.0.0.1:5400\" (127.0.0.1:5400) is \
+             forza-relay's own listen address 0.0.0.0:5400",
+            "test.toml:21: destination[4].addr: \"localhost\": needs a port",
+        ] {
+            assert!(all.contains(expect), "missing {expect:?} in\n{all}");
+        }
+        assert_eq!(p.len(), 7, "{all}");
+    }
+
+    #[test]
+    fn no_destinations_is_an_error() {
+        assert_eq!(
+            problems("[listen]\naddr = \"0.0.0.0:5400\"\n"),
+            ["test.toml: no destinations: add a [[destination]] table (or --to HOST:PORT)"]
+        );
+    }
+
+    #[test]
+    fn bad_listen_and_unresolvable_host_name_the_value() {
+        let p = problems(
+            "[listen]\naddr = \"0.0.0.0\"\n[[destination]]\naddr = \"no-such-host.invalid:9\"\n",
+        )
+        .join("\n");
+        assert!(
+            p.contains("test.toml:2: listen.addr: \"0.0.0.0\" is not an address to listen on"),
+            "{p}"
+        );
+        assert!(
+            p.contains("test.toml:4: destination[1].addr: \"no-such-host.invalid:9\": cannot resolve host \"no-such-host.invalid\""),
+            "{p}"
+        );
+    }
+
+    #[test]
+    fn quick_form_parses_options() {
+        let c = Config::from_args(
+            &[
+                "127.0.0.1:8000".to_owned(),
+                "127.0.0.1:5301,format=fh5,only-race-on,max-rate=30,name=dash".to_owned(),
+            ],
+            &Overrides {
+                listen: Some("0.0.0.0:5555".to_owned()),
+                input: Some("fh6".to_owned()),
+                stats_interval: Some(0),
+            },
+        )
+        .unwrap();
+        assert_eq!(c.listen.port(), 5555);
+        assert_eq!(c.input, Input::Fixed(Format::Fh6));
+        assert_eq!(c.stats_interval, None);
+        assert_eq!(c.destinations[0].name, "127.0.0.1:8000");
+        let d = &c.destinations[1];
+        assert_eq!(
+            (d.name.as_str(), d.output, d.only_race_on, d.max_rate),
+            ("dash", Output::Format(Format::Fh5), true, 30)
+        );
+        let e = Config::from_args(
+            &["127.0.0.1:1,fromat=fh5".to_owned()],
+            &Overrides::default(),
+        )
+        .unwrap_err();
+        assert_eq!(e.to_string(), "--to \"127.0.0.1:1,fromat=fh5\": unknown option \"fromat=fh5\" (options: format=ID, only-race-on, max-rate=HZ, name=NAME)");
+    }
+
+    #[test]
+    fn loops_are_caught_through_the_unspecified_address() {
+        let l: SocketAddr = "0.0.0.0:5400".parse().unwrap();
+        assert!(is_loop(l, "127.0.0.1:5400".parse().unwrap()));
+        assert!(!is_loop(l, "127.0.0.1:5401".parse().unwrap()));
+        assert!(is_loop(
+            "[::]:5400".parse().unwrap(),
+            "[::1]:5400".parse().unwrap()
+        ));
+        assert!(!is_loop(
+            "127.0.0.1:5400".parse().unwrap(),
+            "192.168.1.5:5400".parse().unwrap()
+        ));
+    }
+}

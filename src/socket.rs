@@ -1,0 +1,45 @@
+//! Socket builders (socket2): buffer sizes, non-blocking, dual-stack.
+
+use std::io;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+
+use socket2::{Domain, Protocol, Socket, Type};
+
+/// Receive buffer asked for on the listening socket: room for ~3 s of 360 Hz
+/// telemetry while the loop is busy. The OS may grant less (Linux caps it at
+/// `net.core.rmem_max`); [`bind_listener`] reports what it got.
+pub const RECV_BUFFER: usize = 1 << 20;
+/// Send buffer asked for on each destination socket.
+pub const SEND_BUFFER: usize = 256 << 10;
+
+/// Binds the non-blocking listening socket. An unspecified IPv6 address listens
+/// on IPv4 too. Returns the socket and the receive buffer size the OS granted.
+pub fn bind_listener(addr: SocketAddr) -> io::Result<(std::net::UdpSocket, usize)> {
+    let socket = Socket::new(Domain::for_address(addr), Type::DGRAM, Some(Protocol::UDP))?;
+    if addr.is_ipv6() && addr.ip().is_unspecified() {
+        // Windows defaults to IPv6 only; ask for both where the OS allows.
+        let _ = socket.set_only_v6(false);
+    }
+    // Best effort: a smaller buffer still works, it only holds fewer frames.
+    let _ = socket.set_recv_buffer_size(RECV_BUFFER);
+    socket.bind(&addr.into())?;
+    socket.set_nonblocking(true)?;
+    let granted = socket.recv_buffer_size().unwrap_or(0);
+    Ok((socket.into(), granted))
+}
+
+/// A non-blocking UDP socket connected to `dest`, so that its errors (a closed
+/// port's ICMP) are reported on it alone.
+pub fn connect_destination(dest: SocketAddr) -> io::Result<std::net::UdpSocket> {
+    let socket = Socket::new(Domain::for_address(dest), Type::DGRAM, Some(Protocol::UDP))?;
+    let _ = socket.set_send_buffer_size(SEND_BUFFER);
+    let any: IpAddr = if dest.is_ipv6() {
+        Ipv6Addr::UNSPECIFIED.into()
+    } else {
+        Ipv4Addr::UNSPECIFIED.into()
+    };
+    socket.bind(&SocketAddr::new(any, 0).into())?;
+    socket.set_nonblocking(true)?;
+    socket.connect(&dest.into())?;
+    Ok(socket.into())
+}
