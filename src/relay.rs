@@ -418,11 +418,11 @@ impl fmt::Display for Report {
         for d in &self.destinations {
             let mut drops = String::new();
             stats::write_drops(&mut drops, &d.stats);
-            write!(
-                f,
-                "\n  {} -> {} ({}): sent {}{}",
-                d.name, d.addr, d.output, d.stats.sent, drops
-            )?;
+            write!(f, "\n  {}", d.name)?;
+            if d.name != d.addr.to_string() {
+                write!(f, " ({})", d.addr)?;
+            }
+            write!(f, ", {}: sent {}{}", d.output, d.stats.sent, drops)?;
         }
         Ok(())
     }
