@@ -257,8 +257,13 @@ impl Config {
         overrides: &Overrides,
     ) -> Result<Config, ConfigError> {
         let file: FileConfig = toml::from_str(text).map_err(|e| {
+            // toml's message names the type, not the key: quote the line too.
             let place = match e.span() {
-                Some(span) => format!("{origin}:{}", line_of(text, span.start)),
+                Some(span) => {
+                    let line = line_of(text, span.start);
+                    let source = text.lines().nth(line - 1).unwrap_or_default().trim();
+                    format!("{origin}:{line}: {source}")
+                }
                 None => origin.to_owned(),
             };
             ConfigError::one(place, e.message().trim().to_owned())

@@ -182,20 +182,20 @@ impl Link {
                 Err(e) => {
                     let kind = SendErrorKind::of(&e);
                     self.stats.send_errors.add(kind);
-                    if kind == SendErrorKind::Refused && !retried {
-                        retried = true;
-                        continue;
-                    }
-                    self.stats.drop(DropReason::SendError);
                     if let Some(more) = self.throttle.ready(now, every) {
                         warn!(
-                            "{} ({}): {}; still forwarding to it{}",
+                            "{} ({}): {}; still sending to it{}",
                             config.name,
                             config.addr,
                             describe_send_error(kind, &e),
                             suppressed(more)
                         );
                     }
+                    if kind == SendErrorKind::Refused && !retried {
+                        retried = true;
+                        continue;
+                    }
+                    self.stats.drop(DropReason::SendError);
                     return Sent::Failed;
                 }
             }
@@ -705,7 +705,9 @@ impl Core {
         let data = &recv[..len];
         stats.received += 1;
         stats.bytes += len as u64;
-        let ip = from.ip().to_canonical();
+        // An IPv4 sender seen through a dual-stack socket reads as itself.
+        let from = SocketAddr::new(from.ip().to_canonical(), from.port());
+        let ip = from.ip();
         if !allow.is_empty() && !allow.iter().any(|net| net.contains(&ip)) {
             stats.disallowed += 1;
             if let Some(more) = disallowed.ready(now, *warn_every) {
