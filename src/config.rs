@@ -588,13 +588,17 @@ fn resolve(text: &str) -> Result<SocketAddr, String> {
     if host.is_empty() {
         return Err("needs a host before the port, like \"127.0.0.1:8000\"".to_owned());
     }
-    let mut addrs = (host, port)
+    let addrs: Vec<SocketAddr> = (host, port)
         .to_socket_addrs()
-        .map_err(|e| format!("cannot resolve host {host:?}: {e}"))?;
-    let first = addrs
-        .next()
+        .map_err(|e| format!("cannot resolve host {host:?}: {e}"))?
+        .collect();
+    // Prefer IPv4: most tools listen on 0.0.0.0, and "localhost" may list ::1 first.
+    let chosen = addrs
+        .iter()
+        .find(|a| a.is_ipv4())
+        .or(addrs.first())
         .ok_or_else(|| format!("host {host:?} has no address"))?;
-    check_port(first)
+    check_port(*chosen)
 }
 
 fn check_port(a: SocketAddr) -> Result<SocketAddr, String> {

@@ -160,6 +160,29 @@ impl Link {
         }
     }
 
+    /// Counts a send error (from `send`, or collected from the socket after an
+    /// ICMP message) and warns at most once per interval.
+    fn report_error(
+        &mut self,
+        e: &io::Error,
+        config: &Destination,
+        now: Instant,
+        every: Duration,
+    ) -> SendErrorKind {
+        let kind = SendErrorKind::of(e);
+        self.stats.send_errors.add(kind);
+        if let Some(more) = self.throttle.ready(now, every) {
+            warn!(
+                "{} ({}): {}; still sending to it{}",
+                config.name,
+                config.addr,
+                describe_send_error(kind, e),
+                suppressed(more)
+            );
+        }
+        kind
+    }
+
     /// One send, counting the outcome. A refused send is tried once more: Linux
     /// reports an earlier frame's ICMP on the next send and drops that frame, so
     /// the retry is what delivers the first frame after a consumer comes back.
@@ -180,17 +203,7 @@ impl Link {
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Sent::WouldBlock,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) => {
-                    let kind = SendErrorKind::of(&e);
-                    self.stats.send_errors.add(kind);
-                    if let Some(more) = self.throttle.ready(now, every) {
-                        warn!(
-                            "{} ({}): {}; still sending to it{}",
-                            config.name,
-                            config.addr,
-                            describe_send_error(kind, &e),
-                            suppressed(more)
-                        );
-                    }
+                    let kind = self.report_error(&e, config, now, every);
                     if kind == SendErrorKind::Refused && !retried {
                         retried = true;
                         continue;
@@ -544,6 +557,12 @@ impl Relay {
                 .map(|d| d.saturating_duration_since(Instant::now()));
             self.poll_once(timeout)?;
         }
+        // A frame still waiting for its rate slot will never go: count it.
+        for dest in self.core.dests.iter_mut().flatten() {
+            if std::mem::take(&mut dest.has_pending) {
+                dest.link.stats.drop(DropReason::RateLimited);
+            }
+        }
         Ok(self.report())
     }
 
@@ -772,7 +791,8 @@ impl Core {
         if event.is_error() || event.is_read_closed() {
             // Collect a pending ICMP error now, so it doesn't fail the next send.
             if let Ok(Some(e)) = dest.link.socket.take_error() {
-                dest.link.stats.send_errors.add(SendErrorKind::of(&e));
+                dest.link
+                    .report_error(&e, &dest.config, now, self.warn_every);
             }
         }
         if event.is_writable() {

@@ -55,7 +55,9 @@ const MEASURED: u64 = 1_500;
 /// A receiver that counts what arrives until told to stop.
 fn receiver(stop: Arc<AtomicBool>) -> (u16, thread::JoinHandle<u64>) {
     let socket = UdpSocket::bind("127.0.0.1:0").unwrap();
-    socket.set_read_timeout(Some(Duration::from_millis(50))).unwrap();
+    socket
+        .set_read_timeout(Some(Duration::from_millis(50)))
+        .unwrap();
     let port = socket.local_addr().unwrap().port();
     let handle = thread::spawn(move || {
         let mut buf = [0u8; 2048];
@@ -142,7 +144,10 @@ max_rate = 100
     let counts: Vec<u64> = receivers.into_iter().map(|r| r.1.join().unwrap()).collect();
     let report = relay.report();
 
-    assert!(received >= WARM_UP + MEASURED, "only {received} packets arrived");
+    assert!(
+        received >= WARM_UP + MEASURED,
+        "only {received} packets arrived"
+    );
     assert_eq!(allocations, 0, "{allocations} allocations while relaying");
     // The loop really did the work that was measured.
     let sent = |name: &str| {
@@ -156,7 +161,13 @@ max_rate = 100
     };
     assert!(sent("same") >= WARM_UP + MEASURED, "{report}");
     assert!(sent("fh5") >= WARM_UP + MEASURED, "{report}");
-    assert!(sent("sled-racing") > 0 && sent("sled-racing") < sent("same"), "{report}");
-    assert!(sent("fm7-limited") > 0 && sent("fm7-limited") < sent("same"), "{report}");
+    assert!(
+        sent("sled-racing") > 0 && sent("sled-racing") < sent("same"),
+        "{report}"
+    );
+    assert!(
+        sent("fm7-limited") > 0 && sent("fm7-limited") < sent("same"),
+        "{report}"
+    );
     assert!(counts.iter().all(|&n| n > 0), "receivers got {counts:?}");
 }

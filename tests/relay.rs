@@ -1,0 +1,1035 @@
+//! Integration tests of the relay over real loopback sockets: the library's
+//! `Relay` on a thread (or driven with `poll_once`), and the `forza-relay` binary
+//! run the way a user runs it.
+
+mod common;
+
+use std::net::{SocketAddr, UdpSocket};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use forza_relay::config::{Destination, Output};
+use forza_relay::relay::Relay;
+use forza_relay::stats::{DropReason, SendErrorKind};
+use forza_relay::wire::{Format, Packet, Puddle};
+
+use common::bin::Bin;
+use common::*;
+
+/// WheelInPuddle as fh6 types it (S32 0/1)…
+const DRY: Puddle = Puddle::Flag(0);
+const WET: Puddle = Puddle::Flag(1);
+/// …and as every other format types it (F32 depth).
+const DRY_DEPTH: Puddle = Puddle::Depth(0.0);
+const WET_DEPTH: Puddle = Puddle::Depth(1.0);
+
+/// The TimestampMS of the `format` packet received as `bytes`.
+#[track_caller]
+fn timestamp(bytes: &[u8], format: Format) -> u32 {
+    view(bytes, format).timestamp_ms()
+}
+
+#[test]
+fn same_forwards_every_datagram_byte_for_byte() {
+    let (raw, raw_addr) = receiver();
+    let relay = Running::start(config(
+        &(listen_toml("auto") + &destination_toml("raw", raw_addr, "same", "")),
+    ));
+    let sender = relay.sender();
+    let datagrams: Vec<Vec<u8>> = vec![
+        Spec::new(Format::Fh6, 1).build(),
+        Spec::new(Format::Fm7, 2).build(),
+        b"hello".to_vec(),
+        Spec::new(Format::Sled, 3).build(),
+        Vec::new(),
+        Spec::new(Format::Fm2023, 4).racing(false).build(),
+    ];
+    for d in &datagrams {
+        sender.send(d);
+        assert_eq!(&recv(&raw), d, "a {}-byte datagram", d.len());
+    }
+    assert_nothing_waiting(&raw);
+
+    let report = relay.stop();
+    assert_eq!(report.input.received, 6);
+    assert_eq!(report.input.malformed, 2, "the 5-byte and empty datagrams");
+    assert_eq!(
+        report.input.bytes,
+        datagrams.iter().map(|d| d.len() as u64).sum::<u64>()
+    );
+    let raw_report = destination(&report, "raw");
+    assert_eq!(raw_report.output, Output::Same);
+    assert_eq!(raw_report.stats.sent, 6);
+    assert_eq!(raw_report.stats.dropped, [0; 5]);
+}
+
+#[test]
+fn fh6_input_is_translated_to_fh5_fm7_and_sled_at_once() {
+    let (fh5, fh5_addr) = receiver();
+    let (fm7, fm7_addr) = receiver();
+    let (sled, sled_addr) = receiver();
+    let relay = Running::start(config(
+        &(listen_toml("fh6")
+            + &destination_toml("fh5", fh5_addr, "fh5", "")
+            + &destination_toml("fm7", fm7_addr, "fm7", "")
+            + &destination_toml("sled", sled_addr, "sled", "")),
+    ));
+    let sender = relay.sender();
+    // FH6 classes R and X become S2 and X on FH5's scale (FORMATS.md "Car class").
+    // The S32 0/1 puddle flags become F32 depths 0.0/1.0 in every other format.
+    let cases = [
+        (
+            Spec::new(Format::Fh6, 1_001)
+                .class(FH6_R)
+                .puddle([WET, DRY, DRY, WET]),
+            FH5_S2,
+            [WET_DEPTH, DRY_DEPTH, DRY_DEPTH, WET_DEPTH],
+        ),
+        (
+            Spec::new(Format::Fh6, 1_002)
+                .class(FH6_X)
+                .puddle([DRY, WET, WET, DRY]),
+            FH5_X,
+            [DRY_DEPTH, WET_DEPTH, WET_DEPTH, DRY_DEPTH],
+        ),
+    ];
+    for (spec, fh5_class, depths) in cases {
+        let spec = &spec;
+        sender.send(&spec.build());
+
+        let got = recv(&fh5);
+        assert_eq!(got.len(), 324, "fh5 length");
+        let p = view(&got, Format::Fh5);
+        assert_sled_fields(&p, spec, depths, fh5_class);
+        assert_horizon_fields(&p, true);
+        assert_dash_fields(&p, true);
+
+        let got = recv(&fm7);
+        assert_eq!(got.len(), 311, "fm7 length");
+        let p = view(&got, Format::Fm7);
+        // No class map between the Horizon and Motorsport scales: the raw value.
+        assert_sled_fields(&p, spec, depths, spec.car_class);
+        assert_no_horizon_fields(&p);
+        assert_dash_fields(&p, true);
+
+        let got = recv(&sled);
+        assert_eq!(got.len(), 232, "sled length");
+        let p = view(&got, Format::Sled);
+        assert_sled_fields(&p, spec, depths, spec.car_class);
+        assert_no_horizon_fields(&p);
+        assert_eq!(p.speed(), None, "Speed");
+        assert_eq!(p.gear(), None, "Gear");
+        assert_eq!(p.position_x(), None, "PositionX");
+    }
+
+    let report = relay.stop();
+    assert_eq!(report.input.received, 2);
+    assert_eq!(report.input.malformed, 0);
+    assert_eq!(report.input.last_format, Some(Format::Fh6));
+    for (name, format) in [
+        ("fh5", Format::Fh5),
+        ("fm7", Format::Fm7),
+        ("sled", Format::Sled),
+    ] {
+        let d = destination(&report, name);
+        assert_eq!(d.output, Output::Format(format), "{name}");
+        assert_eq!(d.stats.sent, 2, "{name}");
+        assert_eq!(d.stats.dropped, [0; 5], "{name}");
+    }
+}
+
+#[test]
+fn only_race_on_passes_racing_frames_and_the_first_frame_after() {
+    let (race, race_addr) = receiver();
+    let (all, all_addr) = receiver();
+    let relay = Running::start(config(
+        &(listen_toml("fh6")
+            + &destination_toml("race", race_addr, "same", "only_race_on = true")
+            + &destination_toml("all", all_addr, "same", "")),
+    ));
+    let sender = relay.sender();
+    // (TimestampMS, IsRaceOn): a menu frame, a race, its end, a short race, a
+    // longer stop, and the next race.
+    let frames = [
+        (1, false),
+        (2, true),
+        (3, true),
+        (4, false),
+        (5, false),
+        (6, true),
+        (7, false),
+        (8, false),
+        (9, false),
+        (10, true),
+    ];
+    for (ts, racing) in frames {
+        let bytes = Spec::new(Format::Fh6, ts).racing(racing).build();
+        sender.send(&bytes);
+        assert_eq!(recv(&all), bytes, "the unfiltered destination gets {ts}");
+    }
+    let expected = [(2, 1), (3, 1), (4, 0), (6, 1), (7, 0), (10, 1)];
+    for (ts, race_on) in expected {
+        let got = recv(&race);
+        let p = view(&got, Format::Fh6);
+        assert_eq!(
+            (p.timestamp_ms(), p.is_race_on()),
+            (ts, race_on),
+            "frames at the only_race_on destination"
+        );
+    }
+    // Frame 10 was the last sent, so everything before it has been handled.
+    assert_nothing_waiting(&race);
+
+    let report = relay.stop();
+    let r = destination(&report, "race");
+    assert_eq!(r.stats.sent, 6);
+    assert_eq!(
+        r.stats.dropped(DropReason::NotRacing),
+        4,
+        "frames 1, 5, 8, 9"
+    );
+    let a = destination(&report, "all");
+    assert_eq!(a.stats.sent, 10);
+    assert_eq!(a.stats.dropped(DropReason::NotRacing), 0);
+}
+
+#[test]
+fn max_rate_limits_frames_and_always_delivers_the_newest() {
+    const RATE: u32 = 20;
+    const SENT: u32 = 200;
+    let (slow, slow_addr) = receiver();
+    let relay = Running::start(config(
+        &(listen_toml("fh6")
+            + &destination_toml("slow", slow_addr, "fh5", &format!("max_rate = {RATE}"))),
+    ));
+    let sender = relay.sender();
+    let start = Instant::now();
+    for ts in 1..=SENT {
+        sender.send(&Spec::new(Format::Fh6, ts).build());
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    // The last frame waits for its slot (at most 1/RATE), then must arrive.
+    let mut received = Vec::new();
+    while received.last() != Some(&SENT) {
+        assert!(
+            received.len() <= SENT as usize,
+            "more frames than were sent"
+        );
+        received.push(timestamp(&recv(&slow), Format::Fh5));
+    }
+    let elapsed = start.elapsed().as_secs_f64();
+    assert_nothing_waiting(&slow);
+
+    let count = received.len() as f64;
+    let most = (elapsed * f64::from(RATE)).floor() + 2.0;
+    assert!(
+        count <= most,
+        "{count} frames in {elapsed:.3} s at max_rate {RATE}: {received:?}"
+    );
+    assert!(count >= 3.0, "only {count} frames in {elapsed:.3} s");
+    assert!(
+        received.windows(2).all(|w| w[0] < w[1]),
+        "frames out of order: {received:?}"
+    );
+
+    let report = relay.stop();
+    let s = destination(&report, "slow");
+    assert_eq!(s.stats.sent, received.len() as u64);
+    // Every frame is either sent or replaced by a newer one while it waited.
+    assert_eq!(
+        s.stats.sent + s.stats.dropped(DropReason::RateLimited),
+        u64::from(SENT),
+        "{report}"
+    );
+    assert_eq!(s.stats.send_errors.total(), 0);
+}
+
+#[test]
+fn a_destination_that_opens_later_gets_packets_without_a_restart() {
+    // Reserve a port nobody listens on: bind, note it, close it.
+    let late_addr = UdpSocket::bind("127.0.0.1:0")
+        .and_then(|s| s.local_addr())
+        .expect("reserve a port");
+    let (other, other_addr) = receiver();
+    let relay = Running::start(config(
+        &(listen_toml("fh6")
+            + &destination_toml("late", late_addr, "same", "")
+            + &destination_toml("other", other_addr, "same", "")),
+    ));
+    let sender = relay.sender();
+    for ts in 1..=5 {
+        let bytes = Spec::new(Format::Fh6, ts).build();
+        sender.send(&bytes);
+        assert_eq!(recv(&other), bytes, "the other destination gets {ts}");
+    }
+    let late = receiver_on(late_addr)
+        .unwrap_or_else(|e| panic!("bind the reserved port {late_addr} again: {e}"));
+    for ts in 6..=10 {
+        let bytes = Spec::new(Format::Fh6, ts).build();
+        sender.send(&bytes);
+        assert_eq!(recv(&other), bytes, "the other destination gets {ts}");
+        assert_eq!(recv(&late), bytes, "the late destination gets {ts}");
+    }
+    assert_nothing_waiting(&late);
+
+    let report = relay.stop();
+    let l = destination(&report, "late");
+    assert!(
+        l.stats.send_errors.get(SendErrorKind::Refused) >= 1,
+        "refused sends are counted: {report}"
+    );
+    assert!(l.stats.sent >= 5, "{report}");
+    let o = destination(&report, "other");
+    assert_eq!(o.stats.sent, 10);
+    assert_eq!(o.stats.send_errors.total(), 0);
+    assert_eq!(o.stats.dropped, [0; 5]);
+}
+
+#[test]
+fn malformed_and_oversized_datagrams_go_only_to_same_destinations() {
+    let (raw, raw_addr) = receiver();
+    let (dash, dash_addr) = receiver();
+    let relay = Running::start(config(
+        &(listen_toml("fh6")
+            + &destination_toml("raw", raw_addr, "same", "")
+            + &destination_toml("dash", dash_addr, "fh5", "")),
+    ));
+    let sender = relay.sender();
+    let valid = |ts| Spec::new(Format::Fh6, ts).build();
+    // The largest UDP payload over IPv4, with a pattern that shows truncation.
+    let oversized: Vec<u8> = (0..65_507u32).map(|i| (i % 251) as u8).collect();
+    let datagrams = [
+        valid(1),
+        vec![0x5A; 100],
+        valid(2),
+        vec![0xA5; 325],
+        valid(3),
+        oversized,
+        valid(4),
+    ];
+    let mut next_valid = 1;
+    for d in &datagrams {
+        sender.send(d);
+        let got = recv(&raw);
+        assert_eq!(got.len(), d.len(), "the same destination gets it whole");
+        assert!(&got == d, "the same destination gets it byte for byte");
+        if d.len() == Format::Fh6.len() {
+            let got = recv(&dash);
+            let p = view(&got, Format::Fh5);
+            assert_eq!(p.timestamp_ms(), next_valid, "TimestampMS");
+            assert_eq!(p.speed(), Some(SPEED), "Speed");
+            assert_eq!(p.car_group(), Some(CAR_GROUP), "CarGroup");
+            next_valid += 1;
+        }
+    }
+    assert_nothing_waiting(&raw);
+    assert_nothing_waiting(&dash);
+
+    let report = relay.stop();
+    assert_eq!(report.input.received, 7);
+    assert_eq!(report.input.malformed, 3, "100, 325 and 65,507 bytes");
+    assert_eq!(
+        report.input.bytes,
+        datagrams.iter().map(|d| d.len() as u64).sum::<u64>()
+    );
+    assert_eq!(destination(&report, "raw").stats.sent, 7);
+    let d = destination(&report, "dash");
+    assert_eq!(d.stats.sent, 4);
+    assert_eq!(d.stats.dropped(DropReason::Untranslatable), 3);
+}
+
+#[test]
+fn auto_input_translates_every_forza_length_to_fh6() {
+    let (fh6, fh6_addr) = receiver();
+    let relay = Running::start(config(
+        &(listen_toml("auto") + &destination_toml("fh6", fh6_addr, "fh6", "")),
+    ));
+    let sender = relay.sender();
+    let depth = Puddle::Depth;
+
+    // 232 bytes: no Dash or Horizon block, both zero-filled; depth 0.5 is wet.
+    let spec = Spec::new(Format::Sled, 1).puddle([depth(0.5), DRY_DEPTH, DRY_DEPTH, DRY_DEPTH]);
+    sender.send(&spec.build());
+    let got = recv(&fh6);
+    let p = view(&got, Format::Fh6);
+    assert_sled_fields(&p, &spec, [WET, DRY, DRY, DRY], spec.car_class);
+    assert_horizon_fields(&p, false);
+    assert_dash_fields(&p, false);
+
+    // 311 and 331 bytes: Dash copied, Horizon zero-filled, FM2023 extras dropped.
+    for (ts, format) in [(2, Format::Fm7), (3, Format::Fm2023)] {
+        let spec = Spec::new(format, ts).puddle([DRY_DEPTH, depth(0.25), DRY_DEPTH, WET_DEPTH]);
+        sender.send(&spec.build());
+        let got = recv(&fh6);
+        let p = view(&got, Format::Fh6);
+        assert_sled_fields(&p, &spec, [DRY, WET, DRY, WET], spec.car_class);
+        assert_horizon_fields(&p, false);
+        assert_dash_fields(&p, true);
+    }
+
+    // 324 bytes with puddle depths: detected as fh5, so class X moves up to 7.
+    let spec = Spec::new(Format::Fh5, 4).class(FH5_X).puddle([
+        depth(0.75),
+        DRY_DEPTH,
+        DRY_DEPTH,
+        depth(0.75),
+    ]);
+    sender.send(&spec.build());
+    let got = recv(&fh6);
+    let p = view(&got, Format::Fh6);
+    assert_sled_fields(&p, &spec, [WET, DRY, DRY, WET], FH6_X);
+    assert_horizon_fields(&p, true);
+    assert_dash_fields(&p, true);
+
+    // 324 bytes with puddle flags: detected as fh6, passed as it is.
+    let bytes = Spec::new(Format::Fh6, 5)
+        .class(FH6_R)
+        .puddle([DRY, WET, DRY, DRY])
+        .build();
+    sender.send(&bytes);
+    assert_eq!(recv(&fh6), bytes);
+    assert_nothing_waiting(&fh6);
+
+    let report = relay.stop();
+    assert_eq!(report.input.received, 5);
+    assert_eq!(report.input.malformed, 0);
+    assert_eq!(report.input.last_format, Some(Format::Fh6));
+    let d = destination(&report, "fh6");
+    assert_eq!(d.stats.sent, 5);
+    assert_eq!(d.stats.dropped, [0; 5]);
+}
+
+/// A relay driven from the test thread, listening on loopback with `allow`.
+#[track_caller]
+fn relay_allowing(allow: &str, dest: SocketAddr) -> Relay {
+    let toml = format!(
+        "[listen]\naddr = \"127.0.0.1:0\"\nformat = \"fh6\"\nallow = {allow}\n\n[stats]\ninterval = 0\n{}",
+        destination_toml("dash", dest, "same", "")
+    );
+    Relay::bind(&config(&toml)).expect("the relay binds")
+}
+
+#[test]
+fn allow_list_drops_and_counts_senders_outside_it() {
+    let (dash, dash_addr) = receiver();
+    // A single host and a range, neither holding the sender's 127.0.0.1.
+    let mut relay = relay_allowing(r#"["127.0.0.2", "127.0.0.128/25"]"#, dash_addr);
+    let sender = Sender::new(relay.local_addr());
+    for ts in 1..=3 {
+        sender.send(&Spec::new(Format::Fh6, ts).build());
+    }
+    pump_until(&mut relay, |r| r.input_stats().received == 3);
+    assert_nothing_waiting(&dash);
+
+    let report = relay.report();
+    assert_eq!(report.input.disallowed, 3);
+    assert_eq!(report.input.malformed, 0);
+    assert_eq!(destination(&report, "dash").stats.sent, 0);
+}
+
+#[test]
+fn allow_list_passes_senders_inside_it() {
+    let (dash, dash_addr) = receiver();
+    let mut relay = relay_allowing(r#"["127.0.0.0/8"]"#, dash_addr);
+    let sender = Sender::new(relay.local_addr());
+    let bytes = Spec::new(Format::Fh6, 1).build();
+    sender.send(&bytes);
+    pump_until(&mut relay, |r| r.input_stats().received == 1);
+    assert_eq!(recv(&dash), bytes);
+
+    let report = relay.report();
+    assert_eq!(report.input.disallowed, 0);
+    assert_eq!(destination(&report, "dash").stats.sent, 1);
+}
+
+#[test]
+fn four_destinations_get_ten_thousand_paced_packets_with_none_lost() {
+    const PACKETS: u32 = 10_000;
+    const BURST: u32 = 50;
+    // Sent but not yet received by the slowest receiver. The tests run an
+    // unoptimised relay on two shared cores; pacing by the clock alone can outrun
+    // it, and the kernel then drops at the listening socket, out of the relay's
+    // sight. A window well inside the listening socket's buffer keeps every loss
+    // the test could see one the relay caused.
+    const WINDOW: u32 = 250;
+    let outputs = [
+        ("same", Format::Fh6),
+        ("fh5", Format::Fh5),
+        ("fm7", Format::Fm7),
+        ("sled", Format::Sled),
+    ];
+    let mut toml = listen_toml("fh6");
+    let mut receivers = Vec::new();
+    let mut progress = Vec::new();
+    for (name, format) in outputs {
+        let (socket, addr) = receiver();
+        toml += &destination_toml(name, addr, name, "");
+        let count = Arc::new(AtomicU32::new(0));
+        progress.push(count.clone());
+        // Each receiver drains on its own thread until it has every frame or
+        // waits in vain, and returns how many frames came in order and the
+        // first one out of place.
+        receivers.push(std::thread::spawn(move || {
+            let mut buf = vec![0u8; MAX_DATAGRAM];
+            let mut in_order = 0u32;
+            let mut misplaced = None;
+            while count.load(Ordering::Relaxed) < PACKETS {
+                let Ok(n) = recv_into(&socket, &mut buf) else {
+                    break;
+                };
+                count.fetch_add(1, Ordering::Relaxed);
+                let ts = Packet::new_checked(&buf[..n], format)
+                    .map(|p| p.timestamp_ms())
+                    .ok();
+                if ts == Some(in_order) && misplaced.is_none() {
+                    in_order += 1;
+                } else if misplaced.is_none() {
+                    misplaced = Some((n, ts));
+                }
+            }
+            (name, in_order, misplaced)
+        }));
+    }
+    let relay = Running::start(config(&toml));
+    let sender = relay.sender();
+    let mut packet = Spec::new(Format::Fh6, 0).build();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let slowest = || progress.iter().map(|c| c.load(Ordering::Relaxed)).min();
+    for ts in 0..PACKETS {
+        Packet::new_checked(&mut packet[..], Format::Fh6)
+            .expect("an fh6 buffer")
+            .set_timestamp_ms(ts);
+        sender.send(&packet);
+        if ts % BURST == BURST - 1 {
+            std::thread::sleep(Duration::from_millis(1));
+            while (ts + 1).saturating_sub(slowest().unwrap_or(0)) > WINDOW
+                && Instant::now() < deadline
+            {
+                std::thread::sleep(Duration::from_micros(200));
+            }
+        }
+    }
+    let received: Vec<_> = receivers
+        .into_iter()
+        .map(|r| r.join().expect("a receiver thread"))
+        .collect();
+
+    let report = relay.stop();
+    assert_eq!(report.input.received, u64::from(PACKETS), "{report}");
+    for (name, _) in outputs {
+        let d = destination(&report, name);
+        assert_eq!(d.stats.sent, u64::from(PACKETS), "{name}: {report}");
+        assert_eq!(d.stats.dropped, [0; 5], "{name}: {report}");
+        assert_eq!(d.stats.send_errors.total(), 0, "{name}: {report}");
+    }
+    for (name, in_order, misplaced) in received {
+        assert_eq!(
+            (in_order, misplaced),
+            (PACKETS, None),
+            "{name}: frames in order, then the first (length, TimestampMS) out of place"
+        );
+    }
+}
+
+#[test]
+fn destinations_can_be_added_and_removed_while_running() {
+    let (a, a_addr) = receiver();
+    let (b, b_addr) = receiver();
+    let (c, c_addr) = receiver();
+    let mut relay = Relay::bind(&config(
+        &(listen_toml("fh6") + &destination_toml("a", a_addr, "same", "")),
+    ))
+    .expect("the relay binds");
+    let sender = Sender::new(relay.local_addr());
+    let mut handled = 0;
+    let mut relay_one = |relay: &mut Relay, ts: u32| -> Vec<u8> {
+        let bytes = Spec::new(Format::Fh6, ts).build();
+        sender.send(&bytes);
+        handled += 1;
+        pump_until(relay, |r| r.input_stats().received == handled);
+        bytes
+    };
+    let destination_at = |name: &str, addr: SocketAddr, output: Output| Destination {
+        name: name.to_owned(),
+        addr_text: addr.to_string(),
+        addr,
+        output,
+        only_race_on: false,
+        max_rate: 0,
+    };
+
+    let p1 = relay_one(&mut relay, 1);
+    assert_eq!(recv(&a), p1);
+
+    relay
+        .add_destination(destination_at("b", b_addr, Output::Format(Format::Fm7)))
+        .expect("add b");
+    let p2 = relay_one(&mut relay, 2);
+    assert_eq!(recv(&a), p2);
+    assert_eq!(timestamp(&recv(&b), Format::Fm7), 2);
+
+    let removed = relay.remove_destination("a").expect("a was there");
+    assert_eq!((removed.name.as_str(), removed.stats.sent), ("a", 2));
+    assert!(relay.remove_destination("a").is_none(), "a is gone");
+    assert!(relay.remove_destination("nobody").is_none());
+    relay_one(&mut relay, 3);
+    assert_eq!(timestamp(&recv(&b), Format::Fm7), 3);
+    assert_nothing_waiting(&a);
+
+    relay
+        .add_destination(destination_at("c", c_addr, Output::Same))
+        .expect("add c");
+    let p4 = relay_one(&mut relay, 4);
+    assert_eq!(timestamp(&recv(&b), Format::Fm7), 4);
+    assert_eq!(recv(&c), p4);
+    assert_nothing_waiting(&a);
+
+    let report = relay.report();
+    let names: Vec<&str> = report
+        .destinations
+        .iter()
+        .map(|d| d.name.as_str())
+        .collect();
+    assert_eq!(names.len(), 2, "{names:?}");
+    assert!(names.contains(&"b") && names.contains(&"c"), "{names:?}");
+    assert_eq!(destination(&report, "b").stats.sent, 3);
+    assert_eq!(destination(&report, "c").stats.sent, 1);
+}
+
+#[test]
+fn ipv6_loopback_is_relayed() {
+    let rx = receiver_on("[::1]:0".parse().expect("an address")).expect("bind [::1]:0");
+    let rx_addr = rx.local_addr().expect("an address");
+    let toml = format!(
+        "[listen]\naddr = \"[::1]:0\"\nformat = \"fh6\"\n\n[stats]\ninterval = 0\n{}",
+        destination_toml("v6", rx_addr, "fm7", "")
+    );
+    let relay = Running::start(config(&toml));
+    assert!(relay.addr.is_ipv6());
+    let spec = Spec::new(Format::Fh6, 7).puddle([WET, DRY, DRY, DRY]);
+    relay.sender().send(&spec.build());
+    let got = recv(&rx);
+    let p = view(&got, Format::Fm7);
+    let depths = [WET_DEPTH, DRY_DEPTH, DRY_DEPTH, DRY_DEPTH];
+    assert_sled_fields(&p, &spec, depths, spec.car_class);
+    assert_dash_fields(&p, true);
+    assert_eq!(destination(&relay.stop(), "v6").stats.sent, 1);
+}
+
+#[test]
+fn a_hostname_destination_is_resolved_at_start_and_relayed() {
+    let (simhub, simhub_addr) = receiver();
+    let toml = listen_toml("fh6")
+        + &format!(
+            "\n[[destination]]\nname = \"simhub\"\naddr = \"localhost:{}\"\n",
+            simhub_addr.port()
+        );
+    let config = config(&toml);
+    let d = &config.destinations[0];
+    assert_eq!(d.addr_text, format!("localhost:{}", simhub_addr.port()));
+    assert!(d.addr.ip().is_loopback(), "{}", d.addr);
+    // A tool on this PC that listens on 127.0.0.1 must get the packets.
+    let relay = Running::start(config);
+    let bytes = Spec::new(Format::Fh6, 1).build();
+    relay.sender().send(&bytes);
+    assert_eq!(recv(&simhub), bytes);
+    assert_eq!(destination(&relay.stop(), "simhub").stats.sent, 1);
+}
+
+// ---- The binary, run the way a user runs it. ----
+
+/// A UDP socket holding a loopback port, so nobody else can bind it.
+#[track_caller]
+fn hold_port() -> (UdpSocket, SocketAddr) {
+    let socket = UdpSocket::bind("127.0.0.1:0").expect("bind a port");
+    let addr = socket.local_addr().expect("an address");
+    (socket, addr)
+}
+
+#[test]
+fn binary_quick_form_relays_until_sigint_then_prints_the_summary() {
+    let (simhub, simhub_addr) = receiver();
+    let (dash, dash_addr) = receiver();
+    let to_simhub = format!("{simhub_addr},name=simhub");
+    let to_dash = format!("{dash_addr},format=fh5,only-race-on,name=dash");
+    let mut bin = Bin::spawn(
+        &[
+            "run",
+            "--listen",
+            "127.0.0.1:0",
+            "--input",
+            "fh6",
+            "--to",
+            &to_simhub,
+            "--to",
+            &to_dash,
+            "--stats-interval",
+            "0",
+        ],
+        None,
+    );
+    let listen = bin.wait_until_running();
+    let sender = Sender::new(listen);
+    for ts in 1..=3 {
+        let spec = Spec::new(Format::Fh6, ts).class(FH6_X);
+        sender.send(&spec.build());
+        assert_eq!(recv(&simhub), spec.build());
+        let got = recv(&dash);
+        let p = view(&got, Format::Fh5);
+        assert_eq!(p.timestamp_ms(), ts, "TimestampMS");
+        assert_eq!(p.car_class(), FH5_X, "CarClass");
+        assert_eq!(p.speed(), Some(SPEED), "Speed");
+    }
+    bin.signal("INT");
+    let done = bin.wait();
+    assert_eq!(done.code(), 0, "{}", done.stderr);
+    done.assert_stderr_has(&[
+        "forza-relay ran for",
+        &format!("Received 3 packets on {listen} (fh6)"),
+    ]);
+    done.assert_summary_line("simhub", simhub_addr, "same", 3);
+    done.assert_summary_line("dash", dash_addr, "fh5", 3);
+}
+
+#[test]
+fn binary_config_file_relays_until_sigterm_then_prints_the_summary() {
+    let (simhub, simhub_addr) = receiver();
+    let (motion, motion_addr) = receiver();
+    let file = TempPath::file(
+        "relay.toml",
+        &(listen_toml("fh6")
+            + &destination_toml("simhub", simhub_addr, "same", "")
+            + &destination_toml("motion", motion_addr, "sled", "max_rate = 1000")),
+    );
+    let mut bin = Bin::spawn(&["--config", &file.display()], None);
+    let listen = bin.wait_until_running();
+    let sender = Sender::new(listen);
+    for ts in 1..=2 {
+        let spec = Spec::new(Format::Fh6, ts);
+        sender.send(&spec.build());
+        assert_eq!(recv(&simhub), spec.build());
+        let got = recv(&motion);
+        assert_eq!(timestamp(&got, Format::Sled), ts);
+    }
+    bin.signal("TERM");
+    let done = bin.wait();
+    assert_eq!(done.code(), 0, "{}", done.stderr);
+    done.assert_stderr_has(&[
+        "forza-relay ran for",
+        &format!("Received 2 packets on {listen}"),
+    ]);
+    done.assert_summary_line("simhub", simhub_addr, "same", 2);
+    done.assert_summary_line("motion", motion_addr, "sled", 2);
+}
+
+#[test]
+fn binary_check_prints_the_plan_without_opening_sockets() {
+    // `check` must not bind: the listen port is held here, so a bind would fail.
+    let (_held, listen) = hold_port();
+    let file = TempPath::file(
+        "check.toml",
+        &format!(
+            "[listen]\naddr = \"{listen}\"\nformat = \"fh6\"\n{}{}",
+            destination_toml(
+                "simhub",
+                "127.0.0.1:8000".parse().expect("addr"),
+                "same",
+                ""
+            ),
+            destination_toml(
+                "dash",
+                "127.0.0.1:5301".parse().expect("addr"),
+                "fh5",
+                "only_race_on = true\nmax_rate = 30"
+            ),
+        ),
+    );
+    let done = Bin::run(&["check", "--config", &file.display()], None);
+    assert_eq!(done.code(), 0, "{}", done.stderr);
+    for part in [
+        format!("listen on {listen}"),
+        "Forza Horizon 6".to_owned(),
+        "send every packet to 2 destinations".to_owned(),
+        "simhub".to_owned(),
+        "127.0.0.1:8000".to_owned(),
+        "same (byte-for-byte)".to_owned(),
+        "fh5 (translated), only while racing, at most 30/s".to_owned(),
+        "configuration OK".to_owned(),
+    ] {
+        assert!(
+            done.stdout.contains(&part),
+            "stdout lacks {part:?}:\n{}",
+            done.stdout
+        );
+    }
+}
+
+/// Runs the binary on the config `toml` and checks it exits 2 naming every part
+/// of `expected`; `{file}` in them stands for the config's path.
+#[track_caller]
+fn assert_config_error(toml: &str, expected: &[&str]) {
+    let file = TempPath::file("bad.toml", toml);
+    let done = Bin::run(&["--config", &file.display()], None);
+    assert_eq!(done.code(), 2, "stderr:\n{}", done.stderr);
+    done.assert_stderr_has(&["error: the configuration has"]);
+    let expected: Vec<String> = expected
+        .iter()
+        .map(|e| e.replace("{file}", &file.display()))
+        .collect();
+    done.assert_stderr_has(&expected.iter().map(String::as_str).collect::<Vec<_>>());
+}
+
+#[test]
+fn binary_unknown_key_exits_2_naming_key_and_line() {
+    assert_config_error(
+        "[listen]\naddr = \"127.0.0.1:0\"\n\n[[destination]]\naddr = \"127.0.0.1:9\"\nformt = \"fh5\"\n",
+        &["{file}:6: ", "unknown field `formt`"],
+    );
+}
+
+#[test]
+fn binary_unknown_format_exits_2_listing_the_valid_ones() {
+    assert_config_error(
+        "[listen]\naddr = \"127.0.0.1:0\"\n\n[[destination]]\naddr = \"127.0.0.1:9\"\nformat = \"fh7\"\n",
+        &["{file}:6: destination[1].format: \"fh7\" is not a format \
+           (valid: same, sled, fm7, fm2023, fh4, fh5, fh6)"],
+    );
+}
+
+#[test]
+fn binary_bad_destination_address_exits_2_naming_the_value() {
+    assert_config_error(
+        "[listen]\naddr = \"127.0.0.1:0\"\n\n[[destination]]\naddr = \"127.0.0.1:99999\"\n",
+        &["{file}:5: destination[1].addr: \"127.0.0.1:99999\": port \"99999\" is not a number"],
+    );
+}
+
+#[test]
+fn binary_bad_listen_address_exits_2_naming_the_value() {
+    assert_config_error(
+        "[listen]\naddr = \"0.0.0.0\"\n\n[[destination]]\naddr = \"127.0.0.1:9\"\n",
+        &["{file}:2: listen.addr: \"0.0.0.0\" is not an address to listen on"],
+    );
+}
+
+#[test]
+fn binary_unresolvable_host_exits_2_naming_the_host() {
+    assert_config_error(
+        "[listen]\naddr = \"127.0.0.1:0\"\n\n[[destination]]\naddr = \"no-such-host.invalid:9000\"\n",
+        &["{file}:5: destination[1].addr: \"no-such-host.invalid:9000\": \
+           cannot resolve host \"no-such-host.invalid\""],
+    );
+}
+
+#[test]
+fn binary_duplicate_destination_name_exits_2() {
+    assert_config_error(
+        "[listen]\naddr = \"127.0.0.1:0\"\n\n\
+         [[destination]]\nname = \"dash\"\naddr = \"127.0.0.1:9001\"\n\n\
+         [[destination]]\nname = \"dash\"\naddr = \"127.0.0.1:9002\"\n",
+        &["{file}:9: destination[2].name: \"dash\" is already the name of another destination"],
+    );
+}
+
+#[test]
+fn binary_two_destinations_with_one_address_exits_2() {
+    assert_config_error(
+        "[listen]\naddr = \"127.0.0.1:0\"\n\n\
+         [[destination]]\nname = \"a\"\naddr = \"127.0.0.1:9001\"\n\n\
+         [[destination]]\nname = \"b\"\naddr = \"127.0.0.1:9001\"\n",
+        &[
+            "{file}:10: destination[2].addr: \"127.0.0.1:9001\" (127.0.0.1:9001) is the same \
+           address as destination \"a\"",
+        ],
+    );
+}
+
+#[test]
+fn binary_destination_equal_to_listen_address_exits_2() {
+    // Held, so a relay that wrongly started would fail with 1, not hang.
+    let (_held, listen) = hold_port();
+    let toml = format!("[listen]\naddr = \"{listen}\"\n\n[[destination]]\naddr = \"{listen}\"\n");
+    let expected = format!(
+        "{{file}}:5: destination[1].addr: \"{listen}\" ({listen}) is forza-relay's own \
+         listen address {listen}: packets would loop forever"
+    );
+    assert_config_error(&toml, &[&expected]);
+}
+
+#[test]
+fn binary_no_destinations_exits_2() {
+    assert_config_error(
+        "[listen]\naddr = \"127.0.0.1:0\"\n",
+        &["{file}: no destinations: add a [[destination]] table (or --to HOST:PORT)"],
+    );
+}
+
+#[test]
+fn binary_unknown_quick_form_option_exits_2() {
+    let done = Bin::run(&["run", "--to", "127.0.0.1:9,fromat=fh5"], None);
+    assert_eq!(done.code(), 2, "{}", done.stderr);
+    done.assert_stderr_has(&["--to \"127.0.0.1:9,fromat=fh5\": unknown option \"fromat=fh5\""]);
+}
+
+#[test]
+fn binary_listen_port_in_use_exits_1() {
+    let (_held, listen) = hold_port();
+    let listen_text = listen.to_string();
+    let done = Bin::run(
+        &["run", "--listen", &listen_text, "--to", "127.0.0.1:9"],
+        None,
+    );
+    assert_eq!(done.code(), 1, "{}", done.stderr);
+    done.assert_stderr_has(&[
+        &format!("--listen: cannot listen on {listen}"),
+        &format!("port {} is already in use", listen.port()),
+    ]);
+}
+
+#[test]
+fn binary_without_arguments_in_an_empty_folder_prints_help_and_exits_2() {
+    let empty = TempPath::dir("empty");
+    let done = Bin::run(&[], Some(empty.path()));
+    assert_eq!(done.code(), 2, "{}", done.stderr);
+    done.assert_stderr_has(&[
+        "forza-relay needs to know where to send the game's packets",
+        "forza-relay run --to 127.0.0.1:8000",
+        "forza-relay --help",
+    ]);
+    assert_eq!(done.stdout, "");
+}
+
+#[test]
+fn binary_warns_when_a_destination_refuses() {
+    let closed = UdpSocket::bind("127.0.0.1:0")
+        .and_then(|s| s.local_addr())
+        .expect("reserve a port");
+    let (simhub, simhub_addr) = receiver();
+    let to_closed = format!("{closed},name=closed");
+    let to_simhub = format!("{simhub_addr},name=simhub");
+    let mut bin = Bin::spawn(
+        &[
+            "run",
+            "--listen",
+            "127.0.0.1:0",
+            "--to",
+            &to_closed,
+            "--to",
+            &to_simhub,
+            "--stats-interval",
+            "0",
+        ],
+        None,
+    );
+    let listen = bin.wait_until_running();
+    let sender = Sender::new(listen);
+    // Paced like a game's frames: each one is handled before the next comes.
+    for ts in 1..=5 {
+        let bytes = Spec::new(Format::Fh6, ts).build();
+        sender.send(&bytes);
+        assert_eq!(recv(&simhub), bytes);
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    bin.signal("INT");
+    let done = bin.wait();
+    assert_eq!(done.code(), 0, "{}", done.stderr);
+    done.assert_summary_line("closed", closed, "send errors: refused", 5);
+    done.assert_stderr_has(&["closed (", "nothing is listening on that port"]);
+}
+
+#[test]
+fn binary_prints_a_periodic_summary() {
+    let (simhub, simhub_addr) = receiver();
+    let to_simhub = format!("{simhub_addr},name=simhub");
+    let mut bin = Bin::spawn(
+        &[
+            "run",
+            "--listen",
+            "127.0.0.1:0",
+            "--to",
+            &to_simhub,
+            "--stats-interval",
+            "1",
+        ],
+        None,
+    );
+    let listen = bin.wait_until_running();
+    bin.wait_for_line("waiting: nothing received on");
+    let sender = Sender::new(listen);
+    for ts in 1..=3 {
+        let bytes = Spec::new(Format::Fh6, ts).build();
+        sender.send(&bytes);
+        assert_eq!(recv(&simhub), bytes);
+    }
+    let line = bin.wait_for_line("3 total");
+    assert!(line.contains("fh6") && line.contains("simhub"), "{line}");
+    bin.signal("INT");
+    assert_eq!(bin.wait().code(), 0);
+}
+
+#[test]
+fn binary_uses_forza_relay_toml_in_the_current_folder() {
+    let dir = TempPath::dir("with-config");
+    std::fs::write(
+        dir.path().join("forza-relay.toml"),
+        listen_toml("fh5")
+            + &destination_toml(
+                "simhub",
+                "127.0.0.1:8000".parse().expect("addr"),
+                "same",
+                "",
+            ),
+    )
+    .expect("write forza-relay.toml");
+    let done = Bin::run(&["check"], Some(dir.path()));
+    assert_eq!(done.code(), 0, "{}", done.stderr);
+    for part in [
+        "forza-relay.toml",
+        "fh5 packets",
+        "simhub",
+        "configuration OK",
+    ] {
+        assert!(
+            done.stdout.contains(part),
+            "stdout lacks {part:?}:\n{}",
+            done.stdout
+        );
+    }
+}
+
+#[test]
+fn binary_config_and_to_together_exit_2() {
+    let file = TempPath::file(
+        "both.toml",
+        &(listen_toml("fh6")
+            + &destination_toml("a", "127.0.0.1:9".parse().expect("addr"), "same", "")),
+    );
+    let done = Bin::run(
+        &["run", "--config", &file.display(), "--to", "127.0.0.1:10"],
+        None,
+    );
+    assert_eq!(done.code(), 2, "{}", done.stderr);
+    done.assert_stderr_has(&["use either --config FILE or --to DEST, not both"]);
+}
+
+#[test]
+fn binary_missing_config_file_exits_2_naming_it() {
+    let missing = std::env::temp_dir().join(format!(
+        "forza-relay-test-{}-no-such-file.toml",
+        std::process::id()
+    ));
+    let missing = missing.display().to_string();
+    let done = Bin::run(&["--config", &missing], None);
+    assert_eq!(done.code(), 2, "{}", done.stderr);
+    done.assert_stderr_has(&[&format!("{missing}: cannot read the config file")]);
+}
+
+#[test]
+fn binary_unknown_input_format_exits_2_listing_the_valid_ones() {
+    let done = Bin::run(&["run", "--input", "fh7", "--to", "127.0.0.1:9"], None);
+    assert_eq!(done.code(), 2, "{}", done.stderr);
+    done.assert_stderr_has(&[
+        "--input: unknown input format \"fh7\" (valid: auto, sled, fm7, fm2023, fh4, fh5, fh6)",
+    ]);
+}
