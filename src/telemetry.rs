@@ -271,3 +271,351 @@ mod tests {
         assert_eq!(json["car_class_letter"], "D");
     }
 }
+
+/// The checked-in fixtures of `tests/fixtures/`, written by
+/// `cargo run --example make_fixtures`. The expected values are literals here, not
+/// taken from the generator, so a generator or decoder change that moves a value
+/// fails these tests.
+#[cfg(test)]
+mod fixtures {
+    use super::*;
+    use crate::wire::{detect, Detector, Puddle};
+
+    const SLED: &[u8] = include_bytes!("../tests/fixtures/sled.bin");
+    const FM7: &[u8] = include_bytes!("../tests/fixtures/fm7.bin");
+    const FM2023: &[u8] = include_bytes!("../tests/fixtures/fm2023.bin");
+    const FH4: &[u8] = include_bytes!("../tests/fixtures/fh4.bin");
+    const FH5: &[u8] = include_bytes!("../tests/fixtures/fh5.bin");
+    const FH6: &[u8] = include_bytes!("../tests/fixtures/fh6.bin");
+
+    #[track_caller]
+    fn close(actual: f32, expected: f32) {
+        assert!(
+            (actual - expected).abs() <= 1e-5 * expected.abs().max(1.0),
+            "{actual} is not {expected}"
+        );
+    }
+
+    #[track_caller]
+    fn decode(bytes: &[u8], format: Format) -> Telemetry {
+        let t = Telemetry::from_bytes(bytes, format).expect("fixture has the format's length");
+        assert_eq!(t.format, format);
+        t
+    }
+
+    /// Four values by wheel, front left first.
+    fn wheels<T>(fl: T, fr: T, rl: T, rr: T) -> Wheels<T> {
+        Wheels { fl, fr, rl, rr }
+    }
+
+    /// The Sled values every fixture shares (all but TimestampMS, CarClass,
+    /// DrivetrainType and WheelInPuddle), and the values derived from them.
+    #[track_caller]
+    fn shared_sled(t: &Telemetry) {
+        let f = &t.fields;
+        assert_eq!(f.is_race_on, 1);
+        assert_eq!(f.engine_max_rpm, 8_000.0);
+        assert_eq!(f.engine_idle_rpm, 800.0);
+        assert_eq!(f.current_engine_rpm, 6_000.0);
+        assert_eq!(f.acceleration_x, 9.806_65);
+        assert_eq!(f.acceleration_y, -0.5);
+        assert_eq!(f.acceleration_z, -19.613_3);
+        assert_eq!(f.velocity_x, 3.0);
+        assert_eq!(f.velocity_y, 0.25);
+        assert_eq!(f.velocity_z, 4.0);
+        assert_eq!(f.angular_velocity_x, 0.125);
+        assert_eq!(f.angular_velocity_y, -0.375);
+        assert_eq!(f.angular_velocity_z, 0.062_5);
+        assert_eq!(f.yaw, 1.5);
+        assert_eq!(f.pitch, -0.031_25);
+        assert_eq!(f.roll, 0.015_625);
+        assert_eq!(
+            f.normalized_suspension_travel,
+            wheels(0.41, 0.42, 0.43, 0.44)
+        );
+        assert_eq!(f.tire_slip_ratio, wheels(0.11, 0.12, 0.13, 0.14));
+        assert_eq!(f.wheel_rotation_speed, wheels(101.0, 102.0, 103.0, 104.0));
+        assert_eq!(f.wheel_on_rumble_strip, wheels(1, 0, 0, 1));
+        assert_eq!(f.surface_rumble, wheels(0.21, 0.22, 0.23, 0.24));
+        assert_eq!(f.tire_slip_angle, wheels(0.31, 0.32, 0.33, 0.34));
+        assert_eq!(f.tire_combined_slip, wheels(0.51, 0.52, 0.53, 0.54));
+        assert_eq!(
+            f.suspension_travel_meters,
+            wheels(0.061, 0.062, 0.063, 0.064)
+        );
+        assert_eq!(f.car_ordinal, 3_456);
+        assert_eq!(f.car_performance_index, 901);
+        assert_eq!(f.num_cylinders, 8);
+        assert_eq!(t.rev_fraction, 0.75);
+        close(t.g_lat, 1.0);
+        close(t.g_long, -2.0);
+        close(t.g_vert, -0.050_985_81);
+        // Sliding at atan2(3, 4).
+        close(t.drift_angle_deg, 36.869_896);
+    }
+
+    /// WheelInPuddle as the depth formats carry it in every depth fixture.
+    #[track_caller]
+    fn depth_puddles(t: &Telemetry) {
+        assert_eq!(
+            t.fields.wheel_in_puddle,
+            wheels(
+                Puddle::Depth(0.5),
+                Puddle::Depth(0.0),
+                Puddle::Depth(0.25),
+                Puddle::Depth(0.0)
+            )
+        );
+    }
+
+    /// The Dash values every fixture with a Dash block shares (all but Gear).
+    #[track_caller]
+    fn shared_dash(t: &Telemetry) {
+        let f = &t.fields;
+        assert_eq!(f.position_x, Some(-1_234.5));
+        assert_eq!(f.position_y, Some(56.25));
+        assert_eq!(f.position_z, Some(7_890.125));
+        assert_eq!(f.speed, Some(27.5));
+        assert_eq!(f.power, Some(186_425.0));
+        assert_eq!(f.torque, Some(512.5));
+        assert_eq!(f.tire_temp, Some(wheels(212.0, 194.0, 176.0, 158.0)));
+        assert_eq!(f.boost, Some(14.5));
+        assert_eq!(f.fuel, Some(0.75));
+        assert_eq!(f.distance_traveled, Some(12_345.5));
+        assert_eq!(f.best_lap, Some(83.25));
+        assert_eq!(f.last_lap, Some(84.5));
+        assert_eq!(f.current_lap, Some(12.75));
+        assert_eq!(f.current_race_time, Some(300.5));
+        assert_eq!(f.lap_number, Some(4));
+        assert_eq!(f.race_position, Some(2));
+        assert_eq!(f.accel, Some(255));
+        assert_eq!(f.brake, Some(51));
+        assert_eq!(f.clutch, Some(0));
+        assert_eq!(f.hand_brake, Some(102));
+        assert_eq!(f.steer, Some(-127));
+        assert_eq!(f.normalized_driving_line, Some(17));
+        assert_eq!(f.normalized_ai_brake_difference, Some(-9));
+        close(t.speed_kmh.unwrap(), 99.0);
+        close(t.speed_mph.unwrap(), 61.515_75);
+        close(t.power_hp.unwrap(), 250.0);
+        assert_eq!(t.throttle_pct, Some(100.0));
+        close(t.brake_pct.unwrap(), 20.0);
+        assert_eq!(t.clutch_pct, Some(0.0));
+        close(t.handbrake_pct.unwrap(), 40.0);
+        assert_eq!(t.steer_axis, Some(-1.0));
+        let c = t.tire_temp_c.unwrap();
+        close(c.fl, 100.0);
+        close(c.fr, 90.0);
+        close(c.rl, 80.0);
+        close(c.rr, 70.0);
+    }
+
+    #[track_caller]
+    fn horizon(t: &Telemetry, car_group: u32) {
+        assert_eq!(t.fields.car_group, Some(car_group));
+        assert_eq!(t.fields.smashable_vel_diff, Some(4.5));
+        assert_eq!(t.fields.smashable_mass, Some(250.0));
+    }
+
+    #[track_caller]
+    fn no_horizon(t: &Telemetry) {
+        assert_eq!(t.fields.car_group, None);
+        assert_eq!(t.fields.smashable_vel_diff, None);
+        assert_eq!(t.fields.smashable_mass, None);
+    }
+
+    #[track_caller]
+    fn no_extras(t: &Telemetry) {
+        assert_eq!(t.fields.tire_wear, None);
+        assert_eq!(t.fields.track_ordinal, None);
+    }
+
+    #[track_caller]
+    fn tail_byte(bytes: &[u8], format: Format) -> Option<u8> {
+        Packet::new_checked(bytes, format).unwrap().tail_byte()
+    }
+
+    #[test]
+    fn sled_fixture() {
+        assert_eq!(SLED.len(), 232);
+        let t = decode(SLED, Format::Sled);
+        shared_sled(&t);
+        depth_puddles(&t);
+        assert_eq!(t.fields.timestamp_ms, 111_111);
+        assert_eq!(t.fields.car_class, 5);
+        assert_eq!(t.fields.drivetrain_type, 2);
+        assert_eq!(t.drivetrain, Some("AWD"));
+        // FORMATS.md gives no class scale for the Sled packet.
+        assert_eq!(t.car_class_letter, None);
+        no_horizon(&t);
+        no_extras(&t);
+        let f = &t.fields;
+        assert_eq!(f.position_x, None);
+        assert_eq!(f.position_y, None);
+        assert_eq!(f.position_z, None);
+        assert_eq!(f.speed, None);
+        assert_eq!(f.power, None);
+        assert_eq!(f.torque, None);
+        assert_eq!(f.tire_temp, None);
+        assert_eq!(f.boost, None);
+        assert_eq!(f.fuel, None);
+        assert_eq!(f.distance_traveled, None);
+        assert_eq!(f.best_lap, None);
+        assert_eq!(f.last_lap, None);
+        assert_eq!(f.current_lap, None);
+        assert_eq!(f.current_race_time, None);
+        assert_eq!(f.lap_number, None);
+        assert_eq!(f.race_position, None);
+        assert_eq!(f.accel, None);
+        assert_eq!(f.brake, None);
+        assert_eq!(f.clutch, None);
+        assert_eq!(f.hand_brake, None);
+        assert_eq!(f.gear, None);
+        assert_eq!(f.steer, None);
+        assert_eq!(f.normalized_driving_line, None);
+        assert_eq!(f.normalized_ai_brake_difference, None);
+        assert_eq!(t.speed_kmh, None);
+        assert_eq!(t.speed_mph, None);
+        assert_eq!(t.power_hp, None);
+        assert_eq!(t.gear_label, None);
+        assert_eq!(t.throttle_pct, None);
+        assert_eq!(t.brake_pct, None);
+        assert_eq!(t.clutch_pct, None);
+        assert_eq!(t.handbrake_pct, None);
+        assert_eq!(t.steer_axis, None);
+        assert_eq!(t.tire_temp_c, None);
+        assert_eq!(tail_byte(SLED, Format::Sled), None);
+        assert_eq!(detect(SLED), Some(Format::Sled));
+    }
+
+    #[test]
+    fn fm7_fixture() {
+        assert_eq!(FM7.len(), 311);
+        let t = decode(FM7, Format::Fm7);
+        shared_sled(&t);
+        depth_puddles(&t);
+        shared_dash(&t);
+        assert_eq!(t.fields.timestamp_ms, 222_222);
+        assert_eq!(t.fields.car_class, 6);
+        assert_eq!(t.car_class_letter, Some("P"));
+        assert_eq!(t.fields.drivetrain_type, 1);
+        assert_eq!(t.drivetrain, Some("RWD"));
+        assert_eq!(t.fields.gear, Some(0));
+        assert_eq!(t.gear_label, Some(Gear::Reverse));
+        no_horizon(&t);
+        no_extras(&t);
+        assert_eq!(tail_byte(FM7, Format::Fm7), None);
+        // FORMATS.md: Speed at 244 and Gear at 307 in FM.
+        assert_eq!(FM7[244..248], 27.5f32.to_le_bytes());
+        assert_eq!(FM7[307], 0);
+        assert_eq!(detect(FM7), Some(Format::Fm7));
+    }
+
+    #[test]
+    fn fm2023_fixture() {
+        assert_eq!(FM2023.len(), 331);
+        let t = decode(FM2023, Format::Fm2023);
+        shared_sled(&t);
+        depth_puddles(&t);
+        shared_dash(&t);
+        assert_eq!(t.fields.timestamp_ms, 333_333);
+        assert_eq!(t.fields.car_class, 3);
+        // FORMATS.md gives no FM2023 class scale.
+        assert_eq!(t.car_class_letter, None);
+        assert_eq!(t.fields.drivetrain_type, 0);
+        assert_eq!(t.drivetrain, Some("FWD"));
+        assert_eq!(t.fields.gear, Some(11));
+        assert_eq!(t.gear_label, Some(Gear::Neutral));
+        assert_eq!(t.fields.tire_wear, Some(wheels(0.91, 0.92, 0.93, 0.94)));
+        assert_eq!(t.fields.track_ordinal, Some(860));
+        no_horizon(&t);
+        assert_eq!(tail_byte(FM2023, Format::Fm2023), None);
+        // FORMATS.md: TireWear at 311, TrackOrdinal at 327.
+        assert_eq!(FM2023[311..315], 0.91f32.to_le_bytes());
+        assert_eq!(FM2023[327..331], 860i32.to_le_bytes());
+        assert_eq!(detect(FM2023), Some(Format::Fm2023));
+    }
+
+    #[test]
+    fn fh4_fixture() {
+        assert_eq!(FH4.len(), 324);
+        let t = decode(FH4, Format::Fh4);
+        shared_sled(&t);
+        depth_puddles(&t);
+        shared_dash(&t);
+        horizon(&t, 14);
+        no_extras(&t);
+        assert_eq!(t.fields.timestamp_ms, 444_444);
+        assert_eq!(t.fields.car_class, 4);
+        assert_eq!(t.car_class_letter, Some("S1"));
+        assert_eq!(t.drivetrain, Some("AWD"));
+        assert_eq!(t.fields.gear, Some(3));
+        assert_eq!(t.gear_label, Some(Gear::Forward(3)));
+        assert_eq!(tail_byte(FH4, Format::Fh4), Some(0xA4));
+        // fh4 and fh5 share one layout and type puddles the same way, so nothing in
+        // a packet tells them apart: detection names the layout fh5, and only a
+        // Detector told fh4 (or a configured format) keeps the name fh4.
+        assert_eq!(detect(FH4), Some(Format::Fh5));
+        assert_eq!(Detector::new(Format::Fh4).detect(FH4), Some(Format::Fh4));
+    }
+
+    #[test]
+    fn fh5_fixture() {
+        assert_eq!(FH5.len(), 324);
+        let t = decode(FH5, Format::Fh5);
+        shared_sled(&t);
+        depth_puddles(&t);
+        shared_dash(&t);
+        horizon(&t, 15);
+        no_extras(&t);
+        assert_eq!(t.fields.timestamp_ms, 555_555);
+        assert_eq!(t.fields.car_class, 6);
+        assert_eq!(t.car_class_letter, Some("X"));
+        assert_eq!(t.drivetrain, Some("AWD"));
+        assert_eq!(t.fields.gear, Some(12));
+        assert_eq!(t.gear_label, Some(Gear::Other(12)));
+        assert_eq!(t.gear_label.unwrap().to_string(), "12");
+        assert_eq!(tail_byte(FH5, Format::Fh5), Some(0xA5));
+        // FORMATS.md: puddles are F32 depths, Speed at 256, Gear at 319, tail at 323.
+        assert_eq!(FH5[132..136], 0.5f32.to_le_bytes());
+        assert_eq!(FH5[256..260], 27.5f32.to_le_bytes());
+        assert_eq!(FH5[319], 12);
+        assert_eq!(FH5[323], 0xA5);
+        assert_eq!(detect(FH5), Some(Format::Fh5));
+        assert_eq!(Detector::new(Format::Fh6).detect(FH5), Some(Format::Fh5));
+    }
+
+    #[test]
+    fn fh6_fixture() {
+        assert_eq!(FH6.len(), 324);
+        let t = decode(FH6, Format::Fh6);
+        shared_sled(&t);
+        shared_dash(&t);
+        horizon(&t, 16);
+        no_extras(&t);
+        assert_eq!(
+            t.fields.wheel_in_puddle,
+            wheels(
+                Puddle::Flag(1),
+                Puddle::Flag(0),
+                Puddle::Flag(1),
+                Puddle::Flag(0)
+            )
+        );
+        assert_eq!(t.fields.timestamp_ms, 666_666);
+        assert_eq!(t.fields.car_class, 6);
+        assert_eq!(t.car_class_letter, Some("R"));
+        assert_eq!(t.drivetrain, Some("AWD"));
+        assert_eq!(t.fields.gear, Some(6));
+        assert_eq!(t.gear_label, Some(Gear::Forward(6)));
+        assert_eq!(t.gear_label.unwrap().to_string(), "6");
+        assert_eq!(tail_byte(FH6, Format::Fh6), Some(0xA6));
+        // FORMATS.md: puddles are S32 flags, CarGroup at 232, Speed at 256.
+        assert_eq!(FH6[132..136], 1i32.to_le_bytes());
+        assert_eq!(FH6[232..236], 16u32.to_le_bytes());
+        assert_eq!(FH6[256..260], 27.5f32.to_le_bytes());
+        assert_eq!(FH6[323], 0xA6);
+        assert_eq!(detect(FH6), Some(Format::Fh6));
+        assert_eq!(Detector::new(Format::Fh5).detect(FH6), Some(Format::Fh6));
+    }
+}

@@ -30,7 +30,19 @@ pub fn translate(input: &[u8], from: Format, to: Format, out: &mut [u8]) -> Resu
             actual: out.len(),
         });
     };
-    let plan = &PLANS[from.index()][to.index()];
+    KERNELS[from.index()][to.index()](input, out);
+    Ok(len)
+}
+
+/// Runs the plan of one (from, to) pair, a constant here: the step loop unrolls,
+/// every copy has a constant length and no bounds check survives, so short copies
+/// become inline moves and long ones a bare memcpy. (Interpreting the plan at run
+/// time cost 12-14 ns for fh6 -> fh5; this is 6 ns, see the translate bench.)
+fn kernel<const FROM: usize, const TO: usize>(input: &[u8], out: &mut [u8]) {
+    let plan: &Plan = const { &PLANS[FROM][TO] };
+    let (from, to) = (Format::ALL[FROM], Format::ALL[TO]);
+    let input = &input[..const { Format::ALL[FROM].len() }];
+    let out = &mut out[..const { Format::ALL[TO].len() }];
     for step in &plan.steps[..plan.len] {
         match *step {
             Step::Copy { src, dst, len } => {
@@ -38,8 +50,7 @@ pub fn translate(input: &[u8], from: Format, to: Format, out: &mut [u8]) -> Resu
             }
             Step::Zero { dst, len } => out[dst..dst + len].fill(0),
             Step::Puddle => {
-                let wheels = field::WHEEL_IN_PUDDLE;
-                let at = wheels.offset;
+                let at = field::WHEEL_IN_PUDDLE.offset;
                 let value = <crate::wire::Wheels<Puddle>>::read(&input[at..], from);
                 value.write(&mut out[at..], to);
             }
@@ -50,8 +61,29 @@ pub fn translate(input: &[u8], from: Format, to: Format, out: &mut [u8]) -> Resu
             }
         }
     }
-    Ok(len)
 }
+
+/// A translation kernel: `input` is a whole `from` packet, `out` exactly `to.len()`.
+type Kernel = fn(&[u8], &mut [u8]);
+
+macro_rules! kernels {
+    ($($from:literal)*) => { [$([
+        kernel::<$from, 0>, kernel::<$from, 1>, kernel::<$from, 2>,
+        kernel::<$from, 3>, kernel::<$from, 4>, kernel::<$from, 5>,
+    ],)*] };
+}
+
+/// [`kernel`] for every (from, to), indexed by [`Format::index`].
+static KERNELS: [[Kernel; 6]; 6] = kernels!(0 1 2 3 4 5);
+
+// `kernel::<I, J>` reads Format::ALL[I]: that must be the format whose index is I.
+const _: () = {
+    let mut i = 0;
+    while i < Format::ALL.len() {
+        assert!(Format::ALL[i].index() == i);
+        i += 1;
+    }
+};
 
 /// FH4/FH5 class index (D C B A S1 S2 X) → FH6 (D C B A S1 S2 R X), by letter.
 const FH5_TO_FH6: &[i32] = &[0, 1, 2, 3, 4, 5, 7];
@@ -144,37 +176,27 @@ impl Plan {
             steps: [Step::Zero { dst: 0, len: 0 }; MAX_STEPS],
             len: 0,
         };
-        let puddle = field::WHEEL_IN_PUDDLE;
-        if from.layout().puddle as u8 == to.layout().puddle as u8 {
-            plan = plan.block(from, to, Block::Sled);
-        } else {
-            let after = puddle.offset + puddle.size;
-            plan = plan
-                .push(Step::Copy {
-                    src: 0,
-                    dst: 0,
-                    len: puddle.offset,
-                })
-                .push(Step::Puddle)
-                .push(Step::Copy {
-                    src: after,
-                    dst: after,
-                    len: Block::Sled.len() - after,
-                });
+        // Blocks first, rewrites after: contiguous blocks coalesce into one long
+        // copy (fh6 -> fh5 is one 324-byte copy, then the puddle and class words),
+        // which is cheaper than copying around the rewritten words.
+        plan = plan
+            .block(from, to, Block::Sled)
+            .block(from, to, Block::Horizon)
+            .block(from, to, Block::Dash)
+            .block(from, to, Block::Extras)
+            .block(from, to, Block::Tail);
+        if from.layout().puddle as u8 != to.layout().puddle as u8 {
+            plan = plan.push(Step::Puddle);
         }
-        plan = match (from, to) {
+        match (from, to) {
             (Format::Fh4 | Format::Fh5, Format::Fh6) => plan.push(Step::Class(FH5_TO_FH6)),
             (Format::Fh6, Format::Fh4 | Format::Fh5) => plan.push(Step::Class(FH6_TO_FH5)),
             _ => plan,
-        };
-        plan.block(from, to, Block::Horizon)
-            .block(from, to, Block::Dash)
-            .block(from, to, Block::Extras)
-            .block(from, to, Block::Tail)
+        }
     }
 
     /// True when the plan reads only inside a `from` packet and writes every byte
-    /// of a `to` packet exactly once (Class rewrites bytes a Copy wrote).
+    /// of a `to` packet exactly once (Puddle and Class rewrite bytes a Copy wrote).
     const fn is_sound(&self, from: Format, to: Format) -> bool {
         let mut written = [0u8; crate::wire::MAX_LEN];
         let mut i = 0;
@@ -187,8 +209,7 @@ impl Plan {
                     (dst, len)
                 }
                 Step::Zero { dst, len } => (dst, len),
-                Step::Puddle => (field::WHEEL_IN_PUDDLE.offset, field::WHEEL_IN_PUDDLE.size),
-                Step::Class(_) => (0, 0),
+                Step::Puddle | Step::Class(_) => (0, 0),
             };
             let mut b = dst;
             while b < dst + len {
@@ -485,6 +506,23 @@ mod tests {
                 }
             );
         }
+    }
+
+    #[test]
+    fn fh6_to_fh5_is_one_copy_then_the_rewrites() {
+        let plan = &PLANS[Format::Fh6.index()][Format::Fh5.index()];
+        assert_eq!(
+            &plan.steps[..plan.len],
+            &[
+                Step::Copy {
+                    src: 0,
+                    dst: 0,
+                    len: 324
+                },
+                Step::Puddle,
+                Step::Class(FH6_TO_FH5)
+            ]
+        );
     }
 
     #[test]

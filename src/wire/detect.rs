@@ -91,6 +91,9 @@ impl Detector {
             324 => {
                 match detect_horizon(packet) {
                     HorizonGuess::Fh6 => self.horizon = Format::Fh6,
+                    // fh4 and fh5 share every byte's meaning: a depth says "not
+                    // fh6", and a detector told fh4 stays fh4.
+                    HorizonGuess::Fh5 if self.horizon == Format::Fh4 => {}
                     HorizonGuess::Fh5 => self.horizon = Format::Fh5,
                     HorizonGuess::Unknown => {}
                 }
@@ -170,5 +173,17 @@ mod tests {
         assert_eq!(d.detect(&[0; 311]), Some(Format::Fm7));
         assert_eq!(d.detect(&[0; 5]), None);
         assert_eq!(d.horizon(), Format::Fh5);
+    }
+
+    #[test]
+    fn a_detector_told_fh4_keeps_fh4_for_depth_typed_packets() {
+        let mut d = Detector::new(Format::Fh4);
+        let wet = horizon_with_puddles([0.3f32.to_bits(), 0, 0, 0]);
+        assert_eq!(d.detect(&wet), Some(Format::Fh4));
+        assert_eq!(
+            d.detect(&horizon_with_puddles([1, 0, 0, 0])),
+            Some(Format::Fh6)
+        );
+        assert_eq!(d.detect(&wet), Some(Format::Fh5));
     }
 }
