@@ -865,7 +865,7 @@ impl Core {
 /// What the input expects, for the malformed-datagram warning.
 fn expected(input: Input) -> String {
     match input {
-        Input::Fixed(f) => format!("a {f} packet ({} bytes)", f.len()),
+        Input::Fixed(f) => format!("in the {f} format ({} bytes)", f.len()),
         Input::Auto => {
             let lens: Vec<String> = Format::ALL
                 .iter()
@@ -875,7 +875,7 @@ fn expected(input: Input) -> String {
                     _ => format!("{f} {}", f.len()),
                 })
                 .collect();
-            format!("any Forza format (bytes: {})", lens.join(", "))
+            format!("in any Forza format (lengths: {})", lens.join(", "))
         }
     }
 }
@@ -908,11 +908,11 @@ mod tests {
     fn expected_lists_the_lengths() {
         assert_eq!(
             expected(Input::Fixed(Format::Fh6)),
-            "a fh6 packet (324 bytes)"
+            "in the fh6 format (324 bytes)"
         );
         assert_eq!(
             expected(Input::Auto),
-            "any Forza format (bytes: sled 232, fm7 311, fm2023 331, fh4/fh5/fh6 324)"
+            "in any Forza format (lengths: sled 232, fm7 311, fm2023 331, fh4/fh5/fh6 324)"
         );
     }
 }
