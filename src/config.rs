@@ -27,6 +27,8 @@ pub const DEFAULT_LISTEN: SocketAddr =
     SocketAddr::new(IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED), DEFAULT_PORT);
 /// Seconds between summary lines when `stats.interval` is not set.
 pub const DEFAULT_STATS_INTERVAL: u64 = 10;
+/// The longest `stats.interval` accepted: a day.
+pub const MAX_STATS_INTERVAL: u64 = 86_400;
 /// The file looked for in the current folder and next to the program.
 pub const DEFAULT_FILE_NAME: &str = "forza-relay.toml";
 
@@ -215,7 +217,7 @@ struct Raw {
     listen: Option<(String, String)>,
     format: Option<(String, String)>,
     allow: Vec<(String, String)>,
-    stats_interval: Option<u64>,
+    stats_interval: Option<(String, u64)>,
     destinations: Vec<RawDestination>,
     /// Where to point a "no destinations" message.
     destinations_place: String,
@@ -286,7 +288,11 @@ impl Config {
                 .iter()
                 .map(|v| spanned(v, "listen.allow"))
                 .collect(),
-            stats_interval: file.stats.interval.as_ref().map(|v| *v.get_ref()),
+            stats_interval: file
+                .stats
+                .interval
+                .as_ref()
+                .map(|v| (at(v.span(), "stats.interval"), *v.get_ref())),
             destinations: file
                 .destination
                 .iter()
@@ -401,8 +407,8 @@ impl Raw {
         if let Some(i) = &o.input {
             self.format = Some(("--input".to_owned(), i.clone()));
         }
-        if o.stats_interval.is_some() {
-            self.stats_interval = o.stats_interval;
+        if let Some(s) = o.stats_interval {
+            self.stats_interval = Some(("--stats-interval".to_owned(), s));
         }
         self
     }
@@ -443,6 +449,22 @@ impl Raw {
                     Input::Auto
                 }
             },
+        };
+
+        let stats_interval = match &self.stats_interval {
+            None => Some(Duration::from_secs(DEFAULT_STATS_INTERVAL)),
+            Some((_, 0)) => None,
+            Some((place, s)) if *s > MAX_STATS_INTERVAL => {
+                problem(
+                    place,
+                    format!(
+                        "{s} seconds is longer than a day ({MAX_STATS_INTERVAL}); use 0 to turn \
+                         the summary off"
+                    ),
+                );
+                None
+            }
+            Some((_, s)) => Some(Duration::from_secs(*s)),
         };
 
         let mut allow = Vec::new();
@@ -540,10 +562,7 @@ impl Raw {
                 listen_place,
                 input,
                 allow,
-                stats_interval: match self.stats_interval.unwrap_or(DEFAULT_STATS_INTERVAL) {
-                    0 => None,
-                    s => Some(Duration::from_secs(s)),
-                },
+                stats_interval,
                 destinations,
             }),
             _ => Err(ConfigError { problems }),
@@ -725,6 +744,20 @@ addr = "localhost"
             assert!(all.contains(expect), "missing {expect:?} in\n{all}");
         }
         assert_eq!(p.len(), 7, "{all}");
+    }
+
+    #[test]
+    fn a_stats_interval_longer_than_a_day_is_refused() {
+        let p = problems(
+            "[stats]\ninterval = 9223372036854775807\n[[destination]]\naddr = \"127.0.0.1:8000\"\n",
+        );
+        assert_eq!(
+            p,
+            [
+                "test.toml:2: stats.interval: 9223372036854775807 seconds is longer than a day \
+              (86400); use 0 to turn the summary off"
+            ]
+        );
     }
 
     #[test]

@@ -417,7 +417,7 @@ impl fmt::Display for Report {
             self.listen
         )?;
         if let Some(format) = i.last_format {
-            write!(f, " ({format})")?;
+            write!(f, " ({format}{})", if i.format_guessed { "?" } else { "" })?;
         }
         write!(
             f,
@@ -506,7 +506,7 @@ impl Relay {
             packet: 0,
             started: now,
             stats_interval: config.stats_interval,
-            next_summary: config.stats_interval.map(|i| now + i),
+            next_summary: config.stats_interval.and_then(|i| now.checked_add(i)),
             summary_from: (now, 0),
             warn_every: config.stats_interval.unwrap_or(DEFAULT_WARN_INTERVAL),
             malformed: Throttle::default(),
@@ -737,12 +737,21 @@ impl Core {
             }
             return;
         }
-        let format = match *input {
-            Input::Fixed(f) => (len == f.len()).then_some(f),
-            Input::Auto => detector.detect(data),
+        let (format, guessed) = match *input {
+            Input::Fixed(f) => ((len == f.len()).then_some(f), false),
+            Input::Auto => {
+                let f = detector.detect(data);
+                (
+                    f,
+                    f.is_some_and(Format::is_horizon) && !detector.is_certain(),
+                )
+            }
         };
         match format {
-            Some(f) => stats.last_format = Some(f),
+            Some(f) => {
+                stats.last_format = Some(f);
+                stats.format_guessed = guessed;
+            }
             None => {
                 stats.malformed += 1;
                 if let Some(more) = malformed.ready(now, *warn_every) {
@@ -766,10 +775,23 @@ impl Core {
             let bytes: &[u8] = match dest.config.output {
                 Output::Same => data,
                 Output::Format(to) => {
+                    // A guessed Horizon input is not rewritten into another Horizon
+                    // format: fh5 and fh6 differ only in CarClass (and puddles,
+                    // which are zero when it can't tell), and a guess must not
+                    // change the class a tool shows.
+                    let from = match format {
+                        Some(_) if guessed && to.is_horizon() => Some(to),
+                        f => f,
+                    };
                     let slot = &mut slots[dest.slot];
+                    if from == Some(to) {
+                        // Already in the destination's format: send it as it came.
+                        dest.deliver(data, now, *warn_every);
+                        continue;
+                    }
                     if slot.packet != *packet {
                         slot.packet = *packet;
-                        slot.len = format
+                        slot.len = from
                             .and_then(|from| translate(data, from, to, &mut slot.buf[..]).ok())
                             .unwrap_or(0);
                     }
@@ -808,7 +830,7 @@ impl Core {
         if let (Some(due), Some(interval)) = (self.next_summary, self.stats_interval) {
             if now >= due {
                 self.summary(now);
-                self.next_summary = Some(now + interval);
+                self.next_summary = now.checked_add(interval);
             }
         }
     }
@@ -844,7 +866,7 @@ impl Core {
             self.stats.received,
             self.stats
                 .last_format
-                .map(|f| format!(", {f}"))
+                .map(|f| format!(", {f}{}", if self.stats.format_guessed { "?" } else { "" }))
                 .unwrap_or_default()
         );
         if self.stats.malformed > 0 {

@@ -149,15 +149,6 @@ impl DestinationStats {
     }
 }
 
-/// Why a datagram was not relayed at all.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum InputDrop {
-    /// Its length fits no format (or not the configured one).
-    Malformed,
-    /// Its sender is not in `listen.allow`.
-    Disallowed,
-}
-
 /// Counters of the listening socket.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct InputStats {
@@ -173,6 +164,9 @@ pub struct InputStats {
     pub recv_errors: u64,
     /// The format of the last packet that had one.
     pub last_format: Option<Format>,
+    /// True when `last_format` is `auto`'s default for a 324-byte packet, not yet
+    /// confirmed by the packets (see [`crate::wire::Detector::is_certain`]).
+    pub format_guessed: bool,
 }
 
 /// A duration as a person reads it: `42s`, `3m 05s`, `2h 01m`.

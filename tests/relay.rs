@@ -400,6 +400,51 @@ fn auto_input_translates_every_forza_length_to_fh6() {
     assert_eq!(d.stats.dropped, [0; 5]);
 }
 
+/// Issue 3 review: with `auto`, a dry 324-byte packet can't be told fh5 from fh6;
+/// acting on the default guess (fh6) turned an FH5 player's class X into S2.
+#[test]
+fn issue3_auto_input_does_not_remap_car_class_on_a_guess() {
+    let (fh5, fh5_addr) = receiver();
+    let (fh6, fh6_addr) = receiver();
+    let relay = Running::start(config(
+        &(listen_toml("auto")
+            + &destination_toml("fh5", fh5_addr, "fh5", "")
+            + &destination_toml("fh6", fh6_addr, "fh6", "")),
+    ));
+    let sender = relay.sender();
+
+    // Dry road, nothing seen yet: both Horizon destinations get the bytes as sent.
+    let dry_x = Spec::new(Format::Fh5, 1)
+        .class(FH5_X)
+        .puddle([DRY_DEPTH; 4])
+        .build();
+    sender.send(&dry_x);
+    assert_eq!(recv(&fh5), dry_x);
+    assert_eq!(recv(&fh6), dry_x);
+
+    // A wet wheel shows a depth: fh5 for certain, and from now on X maps to 7.
+    let wet = Spec::new(Format::Fh5, 2)
+        .class(FH5_X)
+        .puddle([Puddle::Depth(0.5), DRY_DEPTH, DRY_DEPTH, DRY_DEPTH])
+        .build();
+    sender.send(&wet);
+    assert_eq!(recv(&fh5), wet);
+    assert_eq!(view(&recv(&fh6), Format::Fh6).car_class(), FH6_X);
+    let dry_again = Spec::new(Format::Fh5, 3)
+        .class(FH5_X)
+        .puddle([DRY_DEPTH; 4])
+        .build();
+    sender.send(&dry_again);
+    assert_eq!(recv(&fh5), dry_again);
+    let p = recv(&fh6);
+    assert_eq!(view(&p, Format::Fh6).car_class(), FH6_X);
+    assert_eq!(view(&p, Format::Fh6).timestamp_ms(), 3);
+
+    let report = relay.stop();
+    assert_eq!(report.input.last_format, Some(Format::Fh5));
+    assert!(!report.input.format_guessed);
+}
+
 /// A relay driven from the test thread, listening on loopback with `allow`.
 #[track_caller]
 fn relay_allowing(allow: &str, dest: SocketAddr) -> Relay {

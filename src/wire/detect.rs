@@ -65,10 +65,12 @@ pub fn detect(packet: &[u8]) -> Option<Format> {
 }
 
 /// Detection for a stream: a 324-byte packet that can't be told apart is taken to
-/// be the Horizon format last seen for certain, or the default given at start.
+/// be the Horizon format last seen for certain, or the default given at start
+/// ([`Detector::is_certain`] says which).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Detector {
     horizon: Format,
+    certain: bool,
 }
 
 impl Detector {
@@ -76,7 +78,15 @@ impl Detector {
     pub const fn new(default_horizon: Format) -> Self {
         Detector {
             horizon: default_horizon,
+            certain: false,
         }
+    }
+
+    /// False until a 324-byte packet has shown its Horizon format: until then the
+    /// answer for 324 bytes is the default, a guess that callers should not act on
+    /// where fh4/fh5 and fh6 differ (CarClass).
+    pub fn is_certain(&self) -> bool {
+        self.certain
     }
 
     /// The Horizon format currently assumed for ambiguous packets.
@@ -89,7 +99,9 @@ impl Detector {
     pub fn detect(&mut self, packet: &[u8]) -> Option<Format> {
         match packet.len() {
             324 => {
-                match detect_horizon(packet) {
+                let guess = detect_horizon(packet);
+                self.certain |= guess != HorizonGuess::Unknown;
+                match guess {
                     HorizonGuess::Fh6 => self.horizon = Format::Fh6,
                     // fh4 and fh5 share every byte's meaning: a depth says "not
                     // fh6", and a detector told fh4 stays fh4.
@@ -165,11 +177,14 @@ mod tests {
         let mut d = Detector::default();
         let dry = horizon_with_puddles([0; 4]);
         assert_eq!(d.detect(&dry), Some(Format::Fh6));
+        assert!(!d.is_certain(), "a dry packet is a guess");
         assert_eq!(
             d.detect(&horizon_with_puddles([0.3f32.to_bits(), 0, 0, 0])),
             Some(Format::Fh5)
         );
+        assert!(d.is_certain());
         assert_eq!(d.detect(&dry), Some(Format::Fh5));
+        assert!(d.is_certain(), "the last certain answer stands");
         assert_eq!(d.detect(&[0; 311]), Some(Format::Fm7));
         assert_eq!(d.detect(&[0; 5]), None);
         assert_eq!(d.horizon(), Format::Fh5);
