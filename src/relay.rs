@@ -47,6 +47,12 @@ pub const BACKLOG_FRAMES: usize = 8;
 /// datagram that fits one Ethernet frame. Larger `same` datagrams that must wait
 /// are dropped and counted.
 pub const FRAME_CAPACITY: usize = 1_472;
+/// Datagrams read per drain before other work gets a turn.
+const DRAIN_BUDGET: usize = 256;
+/// Datagrams between clock reads while draining (the rate limiter's clock).
+const CLOCK_EVERY: usize = 32;
+/// Consecutive unexpected receive errors after which a drain gives up.
+const MAX_RECV_ERRORS: usize = 8;
 /// Events handled per `poll` call.
 const EVENTS: usize = 256;
 /// How often a repeated warning may be logged when the stats line is off.
@@ -316,6 +322,13 @@ pub enum StartError {
         /// The OS error.
         source: io::Error,
     },
+    /// A destination is this computer on the listen port: packets would loop.
+    Loop {
+        /// Its name.
+        name: String,
+        /// Its address.
+        addr: SocketAddr,
+    },
     /// The event loop could not be created.
     Poll(io::Error),
 }
@@ -357,6 +370,11 @@ impl fmt::Display for StartError {
                     "destination {name:?} ({addr}): cannot set up a socket: {source}"
                 )
             }
+            StartError::Loop { name, addr } => write!(
+                f,
+                "destination {name:?} ({addr}) is this computer, on the port forza-relay \
+                 listens on: packets would loop forever. Point it at the tool's own port."
+            ),
             StartError::Poll(e) => write!(f, "cannot create the event loop: {e}"),
         }
     }
@@ -462,6 +480,8 @@ struct Core {
     slots: Vec<OutputSlot>,
     dests: Vec<Option<Dest>>,
     stats: InputStats,
+    /// The last drain stopped at its budget with datagrams still queued.
+    unread: bool,
     packet: u64,
     started: Instant,
     stats_interval: Option<Duration>,
@@ -490,7 +510,17 @@ impl Relay {
         registry
             .register(&mut listener, LISTENER, Interest::READABLE)
             .map_err(StartError::Poll)?;
-        debug!("listening on {listen} with a {granted}-byte receive buffer");
+        if granted < socket::MIN_RECV_BUFFER {
+            warn!(
+                "the OS gave the listening socket a {} KiB receive buffer (asked for {} KiB): \
+                 bursts may be lost while forza-relay is busy. On Linux, raise \
+                 net.core.rmem_max.",
+                granted >> 10,
+                socket::RECV_BUFFER >> 10
+            );
+        } else {
+            debug!("listening on {listen} with a {granted}-byte receive buffer");
+        }
         let now = Instant::now();
         let mut core = Core {
             registry,
@@ -503,6 +533,7 @@ impl Relay {
             slots: Vec::new(),
             dests: Vec::new(),
             stats: InputStats::default(),
+            unread: false,
             packet: 0,
             started: now,
             stats_interval: config.stats_interval,
@@ -570,20 +601,31 @@ impl Relay {
     /// everything that is ready: datagrams, writable destinations, due frames and
     /// the periodic summary.
     pub fn poll_once(&mut self, timeout: Option<Duration>) -> io::Result<()> {
+        // Datagrams left unread by the last drain: look, don't wait.
+        let timeout = if self.core.unread {
+            Some(Duration::ZERO)
+        } else {
+            timeout
+        };
         match self.poll.poll(&mut self.events, timeout) {
             Ok(()) => {}
             Err(e) if e.kind() == io::ErrorKind::Interrupted => return Ok(()),
             Err(e) => return Err(e),
         }
         let now = Instant::now();
+        let unread = self.core.unread;
         for event in self.events.iter() {
             match event.token() {
-                LISTENER => self.core.drain(now),
+                LISTENER if !unread => self.core.drain(now),
+                LISTENER => {}
                 WAKER => {}
                 Token(t) => self
                     .core
                     .destination_event(t - FIRST_DESTINATION, event, now),
             }
+        }
+        if unread {
+            self.core.drain(now);
         }
         self.core.tick(Instant::now());
         Ok(())
@@ -623,6 +665,19 @@ impl Core {
         };
         let mut socket =
             UdpSocket::from_std(socket::connect_destination(config.addr).map_err(err)?);
+        // The config catches loopback loops; a connected socket also reveals a
+        // destination that is this computer's own LAN address on our port.
+        let local = socket.local_addr().map_err(err)?;
+        let listen_ip = self.listen.ip().to_canonical();
+        if config.addr.port() == self.listen.port()
+            && local.ip().to_canonical() == config.addr.ip().to_canonical()
+            && (listen_ip.is_unspecified() || listen_ip == config.addr.ip().to_canonical())
+        {
+            return Err(StartError::Loop {
+                name: config.name.clone(),
+                addr: config.addr,
+            });
+        }
         let index = self
             .dests
             .iter()
@@ -680,29 +735,41 @@ impl Core {
     }
 
     /// Receives until the socket would block.
-    fn drain(&mut self, now: Instant) {
-        loop {
+    fn drain(&mut self, mut now: Instant) {
+        self.unread = false;
+        let mut errors = 0;
+        for n in 1..=DRAIN_BUDGET {
+            if n % CLOCK_EVERY == 0 {
+                now = Instant::now();
+            }
             match self.listener.recv_from(&mut self.recv) {
                 Ok((len, from)) => self.relay(len, from, now),
                 Err(e) => match e.kind() {
-                    io::ErrorKind::WouldBlock => break,
-                    io::ErrorKind::Interrupted => continue,
+                    io::ErrorKind::WouldBlock => return,
+                    io::ErrorKind::Interrupted => {}
                     // A closed consumer reported on the listening socket (Windows):
                     // not ours to act on, and never a reason to stop receiving.
                     io::ErrorKind::ConnectionReset | io::ErrorKind::ConnectionRefused => {
                         trace!("ignored {e} on the listening socket");
-                        continue;
                     }
                     _ => {
                         self.stats.recv_errors += 1;
                         if let Some(more) = self.recv_error.ready(now, self.warn_every) {
                             warn!("receive failed on {}: {e}{}", self.listen, suppressed(more));
                         }
-                        break;
+                        // Keep reading what is queued (mio is edge-triggered), but
+                        // don't spin on a socket that keeps failing.
+                        errors += 1;
+                        if errors == MAX_RECV_ERRORS {
+                            return;
+                        }
                     }
                 },
             }
         }
+        // Budget spent with datagrams still queued: other work (writable
+        // destinations, rate slots, the summary) goes first, then draining resumes.
+        self.unread = true;
     }
 
     /// Relays the datagram of `len` bytes in the receive buffer, from `from`.

@@ -1078,3 +1078,24 @@ fn binary_unknown_input_format_exits_2_listing_the_valid_ones() {
         "--input: unknown input format \"fh7\" (valid: auto, sled, fm7, fm2023, fh4, fh5, fh6)",
     ]);
 }
+
+/// Issue 3 review: a destination that is this computer on the listen port loops.
+/// The config catches loopback spellings; the relay also checks the address its
+/// connected socket reports, which catches the computer's own LAN address. Here
+/// the config check is bypassed to reach that second check with 127.0.0.1.
+#[test]
+fn issue3_a_destination_on_our_own_listen_port_is_refused_at_start() {
+    let (_other, other_addr) = receiver();
+    let mut cfg = config(&(listen_toml("fh6") + &destination_toml("loop", other_addr, "same", "")));
+    let taken = UdpSocket::bind("127.0.0.1:0").unwrap();
+    cfg.listen = taken.local_addr().unwrap();
+    drop(taken);
+    cfg.destinations[0].addr = cfg.listen;
+    let err = Relay::bind(&cfg).err().expect("a loop must not start");
+    let msg = err.to_string();
+    assert!(
+        msg.contains(&format!("destination \"loop\" ({})", cfg.listen))
+            && msg.contains("loop forever"),
+        "{msg}"
+    );
+}
