@@ -973,6 +973,63 @@ fn expected(input: Input) -> String {
 mod tests {
     use super::*;
 
+    /// A link to a fresh loopback receiver, with its backlog.
+    fn link_to_receiver() -> (Link, std::net::UdpSocket, Destination) {
+        let receiver = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        receiver
+            .set_read_timeout(Some(Duration::from_secs(2)))
+            .unwrap();
+        let addr = receiver.local_addr().unwrap();
+        let link = Link {
+            socket: UdpSocket::from_std(socket::connect_destination(addr).unwrap()),
+            backlog: LocalRb::new(BACKLOG_FRAMES),
+            stats: DestinationStats::default(),
+            throttle: Throttle::default(),
+        };
+        let config = Destination {
+            name: "rig".to_owned(),
+            addr_text: addr.to_string(),
+            addr,
+            output: Output::Same,
+            only_race_on: false,
+            max_rate: 0,
+        };
+        (link, receiver, config)
+    }
+
+    #[test]
+    fn a_full_backlog_keeps_the_newest_frames_and_sends_them_oldest_first() {
+        let (mut link, receiver, config) = link_to_receiver();
+        // What a socket that would block leaves behind: frames queued in order.
+        let extra = 3u8;
+        for i in 0..BACKLOG_FRAMES as u8 + extra {
+            link.queue(&[i; 324]);
+        }
+        assert_eq!(link.stats.dropped(DropReason::Backlog), u64::from(extra));
+        link.queue(&[0xFF; FRAME_CAPACITY + 1]);
+        assert_eq!(
+            link.stats.dropped(DropReason::Backlog),
+            u64::from(extra) + 1
+        );
+
+        let now = Instant::now();
+        link.flush(&config, now, DEFAULT_WARN_INTERVAL);
+        assert!(link.backlog.is_empty());
+        assert_eq!(link.stats.sent, BACKLOG_FRAMES as u64);
+        let mut buf = [0u8; 2048];
+        for i in extra..BACKLOG_FRAMES as u8 + extra {
+            let n = receiver.recv(&mut buf).unwrap();
+            assert_eq!(n, 324);
+            assert!(buf[..n].iter().all(|&b| b == i), "frame {i} out of order");
+        }
+        // With frames waiting, a new frame goes behind them, never ahead.
+        link.queue(&[0xA1; 311]);
+        link.send(&[0xA2; 232], &config, now, DEFAULT_WARN_INTERVAL);
+        assert_eq!(receiver.recv(&mut buf).unwrap(), 311);
+        assert_eq!(receiver.recv(&mut buf).unwrap(), 232);
+        assert_eq!(link.stats.sent, BACKLOG_FRAMES as u64 + 2);
+    }
+
     #[test]
     fn throttle_lets_one_message_through_per_interval() {
         let t0 = Instant::now();
