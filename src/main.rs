@@ -59,7 +59,7 @@ fn main() -> ExitCode {
     };
     if check {
         let mut out = std::io::stdout().lock();
-        let _ = writeln!(out, "{}\nconfiguration OK", forza_relay::describe(&config));
+        let _ = writeln!(out, "{}\nconfiguration OK", config.describe());
         return ExitCode::SUCCESS;
     }
     run(&config)
@@ -79,7 +79,7 @@ fn run(config: &Config) -> ExitCode {
     }
     let mut config = config.clone();
     config.listen = relay.local_addr();
-    info!("{}", forza_relay::describe(&config));
+    info!("{}", config.describe());
     info!("running; press Ctrl-C to stop");
     match relay.run() {
         Ok(report) => {

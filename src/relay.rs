@@ -569,17 +569,19 @@ impl Relay {
         }
     }
 
-    /// Adds a destination while running.
+    /// Adds a destination while running. The caller validates it first, as
+    /// [`Config`] does (unique name and address, no loop to our own port).
     pub fn add_destination(&mut self, d: Destination) -> Result<(), StartError> {
         self.core.add(d)
     }
 
-    /// Removes the destination called `name`, returning its final counters.
+    /// Removes the destination called `name`, returning its final counters. Its
+    /// output buffer stays allocated for a destination added later.
     pub fn remove_destination(&mut self, name: &str) -> Option<DestinationReport> {
         self.core.remove(name)
     }
 
-    /// Runs until stopped, then returns (and logs) the final report.
+    /// Runs until stopped, then returns the final report.
     pub fn run(&mut self) -> io::Result<Report> {
         while !self.stop.load(Ordering::SeqCst) {
             let timeout = self
