@@ -15,6 +15,7 @@ pub use wire::{detect, Detector, Format, Packet};
 pub mod cli;
 pub mod config;
 pub mod filter;
+pub mod platform;
 pub mod relay;
 pub mod socket;
 pub mod stats;

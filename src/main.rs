@@ -33,6 +33,15 @@ Data Out IP Port to 5400.
 \"forza-relay --help\" lists every option.";
 
 fn main() -> ExitCode {
+    let bare = std::env::args_os().len() == 1;
+    let code = real_main();
+    if code != ExitCode::SUCCESS {
+        forza_relay::platform::hold_console_on_error(bare);
+    }
+    code
+}
+
+fn real_main() -> ExitCode {
     let cli = Cli::parse();
     init_logging();
     let (check, settings) = match cli.command {
