@@ -30,12 +30,7 @@ pub fn translate(input: &[u8], from: Format, to: Format, out: &mut [u8]) -> Resu
             actual: out.len(),
         });
     };
-    if from == to {
-        // The relay's most common case needs no plan, nor the call through one.
-        out.copy_from_slice(input);
-    } else {
-        KERNELS[from.index()][to.index()](input, out);
-    }
+    KERNELS[from.index()][to.index()](input, out);
     Ok(len)
 }
 
