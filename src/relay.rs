@@ -116,56 +116,17 @@ impl Throttle {
 struct Link {
     socket: UdpSocket,
     backlog: LocalRb<ringbuf::storage::Heap<Frame>>,
+    tally: Tally,
+}
+
+/// A destination's counters, and the throttle on its warnings.
+#[derive(Default)]
+struct Tally {
     stats: DestinationStats,
     throttle: Throttle,
 }
 
-/// What one send attempt did.
-enum Sent {
-    Yes,
-    WouldBlock,
-    Failed,
-}
-
-impl Link {
-    /// Sends `bytes` now, or queues them behind frames already waiting.
-    fn send(&mut self, bytes: &[u8], config: &Destination, now: Instant, every: Duration) {
-        if !self.backlog.is_empty() {
-            self.queue(bytes);
-            self.flush(config, now, every);
-            return;
-        }
-        match self.try_send(bytes, config, now, every) {
-            Sent::Yes | Sent::Failed => {}
-            Sent::WouldBlock => self.queue(bytes),
-        }
-    }
-
-    /// Keeps `bytes` for later, dropping the oldest waiting frame when full.
-    fn queue(&mut self, bytes: &[u8]) {
-        let mut frame = Frame::EMPTY;
-        if !frame.store(bytes) {
-            self.stats.drop(DropReason::Backlog);
-            return;
-        }
-        if self.backlog.push_overwrite(frame).is_some() {
-            self.stats.drop(DropReason::Backlog);
-        }
-    }
-
-    /// Sends waiting frames, oldest first, until the socket would block.
-    fn flush(&mut self, config: &Destination, now: Instant, every: Duration) {
-        while let Some(frame) = self.backlog.first() {
-            let frame = *frame;
-            match self.try_send(frame.bytes(), config, now, every) {
-                Sent::WouldBlock => break,
-                Sent::Yes | Sent::Failed => {
-                    self.backlog.try_pop();
-                }
-            }
-        }
-    }
-
+impl Tally {
     /// Counts a send error (from `send`, or collected from the socket after an
     /// ICMP message) and warns at most once per interval.
     fn report_error(
@@ -182,62 +143,127 @@ impl Link {
                 "{} ({}): {}; still sending to it{}",
                 config.name,
                 config.addr,
-                describe_send_error(kind, e),
-                suppressed(more)
+                SendProblem(kind, e),
+                Suppressed(more)
             );
         }
         kind
     }
+}
 
-    /// One send, counting the outcome. A refused send is tried once more: Linux
-    /// reports an earlier frame's ICMP on the next send and drops that frame, so
-    /// the retry is what delivers the first frame after a consumer comes back.
-    fn try_send(
-        &mut self,
-        bytes: &[u8],
-        config: &Destination,
-        now: Instant,
-        every: Duration,
-    ) -> Sent {
-        let mut retried = false;
-        loop {
-            match self.socket.send(bytes) {
-                Ok(_) => {
-                    self.stats.sent += 1;
-                    return Sent::Yes;
+/// What one send attempt did.
+enum Sent {
+    Yes,
+    WouldBlock,
+    Failed,
+}
+
+/// One send, counting the outcome. A refused send is tried once more: Linux
+/// reports an earlier frame's ICMP on the next send and drops that frame, so the
+/// retry is what delivers the first frame after a consumer comes back.
+fn try_send(
+    socket: &UdpSocket,
+    tally: &mut Tally,
+    bytes: &[u8],
+    config: &Destination,
+    now: Instant,
+    every: Duration,
+) -> Sent {
+    let mut retried = false;
+    loop {
+        match socket.send(bytes) {
+            Ok(_) => {
+                tally.stats.sent += 1;
+                return Sent::Yes;
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Sent::WouldBlock,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => {
+                let kind = tally.report_error(&e, config, now, every);
+                if kind == SendErrorKind::Refused && !retried {
+                    retried = true;
+                    continue;
                 }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Sent::WouldBlock,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) => {
-                    let kind = self.report_error(&e, config, now, every);
-                    if kind == SendErrorKind::Refused && !retried {
-                        retried = true;
-                        continue;
-                    }
-                    self.stats.drop(DropReason::SendError);
-                    return Sent::Failed;
+                tally.stats.drop(DropReason::SendError);
+                return Sent::Failed;
+            }
+        }
+    }
+}
+
+impl Link {
+    /// Sends `bytes` now, or queues them behind frames already waiting.
+    fn send(&mut self, bytes: &[u8], config: &Destination, now: Instant, every: Duration) {
+        if !self.backlog.is_empty() {
+            self.queue(bytes);
+            self.flush(config, now, every);
+            return;
+        }
+        match try_send(&self.socket, &mut self.tally, bytes, config, now, every) {
+            Sent::Yes | Sent::Failed => {}
+            Sent::WouldBlock => self.queue(bytes),
+        }
+    }
+
+    /// Keeps `bytes` for later, dropping the oldest waiting frame when full.
+    fn queue(&mut self, bytes: &[u8]) {
+        let mut frame = Frame::EMPTY;
+        if !frame.store(bytes) {
+            self.tally.stats.drop(DropReason::Backlog);
+            return;
+        }
+        if self.backlog.push_overwrite(frame).is_some() {
+            self.tally.stats.drop(DropReason::Backlog);
+        }
+    }
+
+    /// Sends waiting frames, oldest first, straight from the ring, until the
+    /// socket would block.
+    fn flush(&mut self, config: &Destination, now: Instant, every: Duration) {
+        while let Some(frame) = self.backlog.first() {
+            match try_send(
+                &self.socket,
+                &mut self.tally,
+                frame.bytes(),
+                config,
+                now,
+                every,
+            ) {
+                Sent::WouldBlock => break,
+                Sent::Yes | Sent::Failed => {
+                    self.backlog.try_pop();
                 }
             }
         }
     }
 }
 
-fn describe_send_error(kind: SendErrorKind, e: &io::Error) -> String {
-    match kind {
-        SendErrorKind::Refused => {
-            "nothing is listening on that port (is the tool running?)".to_owned()
+/// A send error as a person reads it.
+struct SendProblem<'a>(SendErrorKind, &'a io::Error);
+
+impl fmt::Display for SendProblem<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let e = self.1;
+        match self.0 {
+            SendErrorKind::Refused => {
+                f.write_str("nothing is listening on that port (is the tool running?)")
+            }
+            SendErrorKind::Unreachable => write!(f, "the address can't be reached ({e})"),
+            SendErrorKind::TooLarge => write!(f, "datagram too large for the path ({e})"),
+            SendErrorKind::Other => write!(f, "send failed ({e})"),
         }
-        SendErrorKind::Unreachable => format!("the address can't be reached ({e})"),
-        SendErrorKind::TooLarge => format!("datagram too large for the path ({e})"),
-        SendErrorKind::Other => format!("send failed ({e})"),
     }
 }
 
-fn suppressed(n: u64) -> String {
-    if n == 0 {
-        String::new()
-    } else {
-        format!(" ({n} more like this since the last message)")
+/// How many messages a throttle held back, for the end of the next one.
+struct Suppressed(u64);
+
+impl fmt::Display for Suppressed {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0 {
+            0 => Ok(()),
+            n => write!(f, " ({n} more like this since the last message)"),
+        }
     }
 }
 
@@ -260,7 +286,7 @@ impl Dest {
         if self.has_pending {
             // This newer frame supersedes the waiting one.
             self.has_pending = false;
-            self.link.stats.drop(DropReason::RateLimited);
+            self.link.tally.stats.drop(DropReason::RateLimited);
         }
         if self.rate.is_due(now) {
             self.rate.sent(now);
@@ -268,7 +294,7 @@ impl Dest {
         } else if self.pending.store(bytes) {
             self.has_pending = true;
         } else {
-            self.link.stats.drop(DropReason::RateLimited);
+            self.link.tally.stats.drop(DropReason::RateLimited);
         }
     }
 
@@ -593,7 +619,7 @@ impl Relay {
         // A frame still waiting for its rate slot will never go: count it.
         for dest in self.core.dests.iter_mut().flatten() {
             if std::mem::take(&mut dest.has_pending) {
-                dest.link.stats.drop(DropReason::RateLimited);
+                dest.link.tally.stats.drop(DropReason::RateLimited);
             }
         }
         Ok(self.report())
@@ -654,7 +680,7 @@ fn report_of(d: &Dest) -> DestinationReport {
         name: d.config.name.clone(),
         addr: d.config.addr,
         output: d.config.output,
-        stats: d.link.stats,
+        stats: d.link.tally.stats,
     }
 }
 
@@ -713,8 +739,7 @@ impl Core {
             link: Link {
                 socket,
                 backlog: LocalRb::new(BACKLOG_FRAMES),
-                stats: DestinationStats::default(),
-                throttle: Throttle::default(),
+                tally: Tally::default(),
             },
             config,
         };
@@ -757,7 +782,7 @@ impl Core {
                     _ => {
                         self.stats.recv_errors += 1;
                         if let Some(more) = self.recv_error.ready(now, self.warn_every) {
-                            warn!("receive failed on {}: {e}{}", self.listen, suppressed(more));
+                            warn!("receive failed on {}: {e}{}", self.listen, Suppressed(more));
                         }
                         // Keep reading what is queued (mio is edge-triggered), but
                         // don't spin on a socket that keeps failing.
@@ -801,7 +826,7 @@ impl Core {
             if let Some(more) = disallowed.ready(now, *warn_every) {
                 warn!(
                     "dropped a datagram from {from}: not in listen.allow{}",
-                    suppressed(more)
+                    Suppressed(more)
                 );
             }
             return;
@@ -827,8 +852,8 @@ impl Core {
                     warn!(
                         "a {len}-byte datagram from {from} is not {}; sent only to \
                          destinations with format \"same\"{}",
-                        expected(*input),
-                        suppressed(more)
+                        Expected(*input),
+                        Suppressed(more)
                     );
                 }
             }
@@ -838,7 +863,7 @@ impl Core {
         trace!("packet {} from {from}: {len} bytes, {format:?}", *packet);
         for dest in dests.iter_mut().flatten() {
             if dest.config.only_race_on && !dest.race.admit(race_on) {
-                dest.link.stats.drop(DropReason::NotRacing);
+                dest.link.tally.stats.drop(DropReason::NotRacing);
                 continue;
             }
             let bytes: &[u8] = match dest.config.output {
@@ -865,7 +890,7 @@ impl Core {
                             .unwrap_or(0);
                     }
                     if slot.len == 0 {
-                        dest.link.stats.drop(DropReason::Untranslatable);
+                        dest.link.tally.stats.drop(DropReason::Untranslatable);
                         continue;
                     }
                     &slot.buf[..slot.len]
@@ -883,6 +908,7 @@ impl Core {
             // Collect a pending ICMP error now, so it doesn't fail the next send.
             if let Ok(Some(e)) = dest.link.socket.take_error() {
                 dest.link
+                    .tally
                     .report_error(&e, &dest.config, now, self.warn_every);
             }
         }
@@ -946,27 +972,38 @@ impl Core {
         }
         line.push(')');
         for d in self.dests.iter().flatten() {
-            line.push_str(&format!(" | {} {} sent", d.config.name, d.link.stats.sent));
-            stats::write_drops(&mut line, &d.link.stats);
+            line.push_str(&format!(
+                " | {} {} sent",
+                d.config.name, d.link.tally.stats.sent
+            ));
+            stats::write_drops(&mut line, &d.link.tally.stats);
         }
         info!("{line}");
     }
 }
 
 /// What the input expects, for the malformed-datagram warning.
-fn expected(input: Input) -> String {
-    match input {
-        Input::Fixed(f) => format!("in the {f} format ({} bytes)", f.len()),
-        Input::Auto => {
-            let lens: Vec<String> = Format::ALL
-                .iter()
-                .filter(|f| **f != Format::Fh4 && **f != Format::Fh5)
-                .map(|f| match f {
-                    Format::Fh6 => format!("fh4/fh5/fh6 {}", f.len()),
-                    _ => format!("{f} {}", f.len()),
-                })
-                .collect();
-            format!("in any Forza format (lengths: {})", lens.join(", "))
+struct Expected(Input);
+
+impl fmt::Display for Expected {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0 {
+            Input::Fixed(format) => write!(f, "in the {format} format ({} bytes)", format.len()),
+            Input::Auto => {
+                f.write_str("in any Forza format (lengths: ")?;
+                // fh4 and fh5 share fh6's length: name the three once.
+                let lengths = Format::ALL
+                    .iter()
+                    .filter(|x| !matches!(x, Format::Fh4 | Format::Fh5));
+                for (i, format) in lengths.enumerate() {
+                    let sep = if i == 0 { "" } else { ", " };
+                    match format {
+                        Format::Fh6 => write!(f, "{sep}fh4/fh5/fh6 {}", format.len())?,
+                        _ => write!(f, "{sep}{format} {}", format.len())?,
+                    }
+                }
+                f.write_str(")")
+            }
         }
     }
 }
@@ -985,8 +1022,7 @@ mod tests {
         let link = Link {
             socket: UdpSocket::from_std(socket::connect_destination(addr).unwrap()),
             backlog: LocalRb::new(BACKLOG_FRAMES),
-            stats: DestinationStats::default(),
-            throttle: Throttle::default(),
+            tally: Tally::default(),
         };
         let config = Destination {
             name: "rig".to_owned(),
@@ -1007,17 +1043,20 @@ mod tests {
         for i in 0..BACKLOG_FRAMES as u8 + extra {
             link.queue(&[i; 324]);
         }
-        assert_eq!(link.stats.dropped(DropReason::Backlog), u64::from(extra));
+        assert_eq!(
+            link.tally.stats.dropped(DropReason::Backlog),
+            u64::from(extra)
+        );
         link.queue(&[0xFF; FRAME_CAPACITY + 1]);
         assert_eq!(
-            link.stats.dropped(DropReason::Backlog),
+            link.tally.stats.dropped(DropReason::Backlog),
             u64::from(extra) + 1
         );
 
         let now = Instant::now();
         link.flush(&config, now, DEFAULT_WARN_INTERVAL);
         assert!(link.backlog.is_empty());
-        assert_eq!(link.stats.sent, BACKLOG_FRAMES as u64);
+        assert_eq!(link.tally.stats.sent, BACKLOG_FRAMES as u64);
         let mut buf = [0u8; 2048];
         for i in extra..BACKLOG_FRAMES as u8 + extra {
             let n = receiver.recv(&mut buf).unwrap();
@@ -1029,7 +1068,7 @@ mod tests {
         link.send(&[0xA2; 232], &config, now, DEFAULT_WARN_INTERVAL);
         assert_eq!(receiver.recv(&mut buf).unwrap(), 311);
         assert_eq!(receiver.recv(&mut buf).unwrap(), 232);
-        assert_eq!(link.stats.sent, BACKLOG_FRAMES as u64 + 2);
+        assert_eq!(link.tally.stats.sent, BACKLOG_FRAMES as u64 + 2);
     }
 
     #[test]
@@ -1055,11 +1094,11 @@ mod tests {
     #[test]
     fn expected_lists_the_lengths() {
         assert_eq!(
-            expected(Input::Fixed(Format::Fh6)),
+            Expected(Input::Fixed(Format::Fh6)).to_string(),
             "in the fh6 format (324 bytes)"
         );
         assert_eq!(
-            expected(Input::Auto),
+            Expected(Input::Auto).to_string(),
             "in any Forza format (lengths: sled 232, fm7 311, fm2023 331, fh4/fh5/fh6 324)"
         );
     }
