@@ -270,8 +270,6 @@ impl fmt::Display for Suppressed {
 /// One destination while running.
 struct Dest {
     config: Destination,
-    /// Index of the output buffer for `config.output`.
-    slot: usize,
     race: RaceFilter,
     rate: RateLimiter,
     /// The newest frame waiting for its `max_rate` slot, if `has_pending`.
@@ -318,8 +316,8 @@ impl Dest {
 }
 
 /// The translated packet of one output format, rebuilt at most once per packet.
+/// There is one per format, indexed by [`Format::index`], made at start-up.
 struct OutputSlot {
-    output: Output,
     buf: Box<[u8; MAX_LEN]>,
     /// Length of the translation in `buf`; 0 when the packet couldn't be translated.
     len: usize,
@@ -503,7 +501,7 @@ struct Core {
     input: Input,
     detector: Detector,
     allow: Vec<IpNet>,
-    slots: Vec<OutputSlot>,
+    slots: [OutputSlot; Format::ALL.len()],
     dests: Vec<Option<Dest>>,
     stats: InputStats,
     /// The last drain stopped at its budget with datagrams still queued.
@@ -556,7 +554,11 @@ impl Relay {
             input: config.input,
             detector: Detector::default(),
             allow: config.allow.clone(),
-            slots: Vec::new(),
+            slots: std::array::from_fn(|_| OutputSlot {
+                buf: Box::new([0; MAX_LEN]),
+                len: 0,
+                packet: 0,
+            }),
             dests: Vec::new(),
             stats: InputStats::default(),
             unread: false,
@@ -601,8 +603,7 @@ impl Relay {
         self.core.add(d)
     }
 
-    /// Removes the destination called `name`, returning its final counters. Its
-    /// output buffer stays allocated for a destination added later.
+    /// Removes the destination called `name`, returning its final counters.
     pub fn remove_destination(&mut self, name: &str) -> Option<DestinationReport> {
         self.core.remove(name)
     }
@@ -718,20 +719,7 @@ impl Core {
                 Interest::WRITABLE,
             )
             .map_err(err)?;
-        let slot = match self.slots.iter().position(|s| s.output == config.output) {
-            Some(i) => i,
-            None => {
-                self.slots.push(OutputSlot {
-                    output: config.output,
-                    buf: Box::new([0; MAX_LEN]),
-                    len: 0,
-                    packet: 0,
-                });
-                self.slots.len() - 1
-            }
-        };
         let dest = Dest {
-            slot,
             race: RaceFilter::default(),
             rate: RateLimiter::new(config.max_rate),
             pending: Box::new(Frame::EMPTY),
@@ -877,7 +865,7 @@ impl Core {
                         Some(_) if guessed && to.is_horizon() => Some(to),
                         f => f,
                     };
-                    let slot = &mut slots[dest.slot];
+                    let slot = &mut slots[to.index()];
                     if from == Some(to) {
                         // Already in the destination's format: send it as it came.
                         dest.deliver(data, now, *warn_every);
