@@ -865,23 +865,23 @@ impl Core {
                         Some(_) if guessed && to.is_horizon() => Some(to),
                         f => f,
                     };
-                    let slot = &mut slots[to.index()];
                     if from == Some(to) {
                         // Already in the destination's format: send it as it came.
-                        dest.deliver(data, now, *warn_every);
-                        continue;
+                        data
+                    } else {
+                        let slot = &mut slots[to.index()];
+                        if slot.packet != *packet {
+                            slot.packet = *packet;
+                            slot.len = from
+                                .and_then(|from| translate(data, from, to, &mut slot.buf[..]).ok())
+                                .unwrap_or(0);
+                        }
+                        if slot.len == 0 {
+                            dest.link.tally.stats.drop(DropReason::Untranslatable);
+                            continue;
+                        }
+                        &slot.buf[..slot.len]
                     }
-                    if slot.packet != *packet {
-                        slot.packet = *packet;
-                        slot.len = from
-                            .and_then(|from| translate(data, from, to, &mut slot.buf[..]).ok())
-                            .unwrap_or(0);
-                    }
-                    if slot.len == 0 {
-                        dest.link.tally.stats.drop(DropReason::Untranslatable);
-                        continue;
-                    }
-                    &slot.buf[..slot.len]
                 }
             };
             dest.deliver(bytes, now, *warn_every);
