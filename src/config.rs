@@ -135,7 +135,8 @@ impl fmt::Display for ConfigError {
 impl std::error::Error for ConfigError {}
 
 impl ConfigError {
-    fn one(place: impl Into<String>, message: impl Into<String>) -> Self {
+    /// An error of one problem at `place`.
+    pub fn one(place: impl Into<String>, message: impl Into<String>) -> Self {
         ConfigError {
             problems: vec![Problem {
                 place: place.into(),

@@ -112,12 +112,10 @@ fn load(s: &Settings) -> Result<Option<Config>, ConfigError> {
         stats_interval: s.stats_interval,
     };
     match (&s.config, s.to.is_empty()) {
-        (Some(_), false) => Err(ConfigError {
-            problems: vec![forza_relay::config::Problem {
-                place: "command line".to_owned(),
-                message: "use either --config FILE or --to DEST, not both".to_owned(),
-            }],
-        }),
+        (Some(_), false) => Err(ConfigError::one(
+            "command line",
+            "use either --config FILE or --to DEST, not both",
+        )),
         (Some(path), true) => Config::from_file(path, &overrides).map(Some),
         (None, false) => Config::from_args(&s.to, &overrides).map(Some),
         (None, true) => match find_default_file() {
