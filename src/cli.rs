@@ -52,4 +52,8 @@ pub struct Settings {
     /// Seconds between summary lines, 0 = off (overrides the file).
     #[arg(long, value_name = "SECONDS")]
     pub stats_interval: Option<u64>,
+    /// How summaries are printed: text (in the log) or json (one object per
+    /// line on standard output, for scripts).
+    #[arg(long, value_name = "FORMAT")]
+    pub stats_format: Option<String>,
 }

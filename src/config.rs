@@ -50,6 +50,28 @@ impl fmt::Display for Input {
     }
 }
 
+/// How summaries are printed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum StatsFormat {
+    /// A line a person reads, in the log.
+    #[default]
+    Text,
+    /// One JSON object per summary, one per line, on standard output.
+    Json,
+}
+
+impl std::str::FromStr for StatsFormat {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "text" => Ok(StatsFormat::Text),
+            "json" => Ok(StatsFormat::Json),
+            _ => Err(format!("{s:?} is not a stats format (valid: text, json)")),
+        }
+    }
+}
+
 /// What a destination receives.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Output {
@@ -65,6 +87,12 @@ impl fmt::Display for Output {
             Output::Same => f.write_str("same"),
             Output::Format(format) => format.fmt(f),
         }
+    }
+}
+
+impl serde::Serialize for Output {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
     }
 }
 
@@ -100,6 +128,8 @@ pub struct Config {
     pub allow: Vec<IpNet>,
     /// Time between summary lines; `None` = off.
     pub stats_interval: Option<Duration>,
+    /// How summaries are printed.
+    pub stats_format: StatsFormat,
     /// Where packets go.
     pub destinations: Vec<Destination>,
 }
@@ -180,6 +210,8 @@ pub struct ListenFile {
 pub struct StatsFile {
     /// Seconds between summary lines, 0 = off.
     pub interval: Option<Spanned<u64>>,
+    /// `text` (default) or `json`.
+    pub format: Option<Spanned<String>>,
 }
 
 /// One `[[destination]]` as written.
@@ -219,6 +251,7 @@ struct Raw {
     format: Option<(String, String)>,
     allow: Vec<(String, String)>,
     stats_interval: Option<(String, u64)>,
+    stats_format: Option<(String, String)>,
     destinations: Vec<RawDestination>,
     /// Where to point a "no destinations" message.
     destinations_place: String,
@@ -242,6 +275,8 @@ pub struct Overrides {
     pub input: Option<String>,
     /// `--stats-interval`.
     pub stats_interval: Option<u64>,
+    /// `--stats-format`.
+    pub stats_format: Option<String>,
 }
 
 impl Config {
@@ -292,6 +327,9 @@ impl Config {
                 let _ = write!(s, "\nsummary every {}s", i.as_secs());
             }
             None => s.push_str("\nperiodic summary off"),
+        }
+        if self.stats_format == StatsFormat::Json {
+            s.push_str(", summaries as JSON lines on standard output");
         }
         s
     }
@@ -345,6 +383,11 @@ impl Config {
                 .interval
                 .as_ref()
                 .map(|v| (at(v.span(), "stats.interval"), *v.get_ref())),
+            stats_format: file
+                .stats
+                .format
+                .as_ref()
+                .map(|v| spanned(v, "stats.format")),
             destinations: file
                 .destination
                 .iter()
@@ -394,6 +437,7 @@ impl Config {
             format: None,
             allow: Vec::new(),
             stats_interval: None,
+            stats_format: None,
             destinations,
             destinations_place: "command line".to_owned(),
         }
@@ -462,6 +506,9 @@ impl Raw {
         if let Some(s) = o.stats_interval {
             self.stats_interval = Some(("--stats-interval".to_owned(), s));
         }
+        if let Some(f) = &o.stats_format {
+            self.stats_format = Some(("--stats-format".to_owned(), f.clone()));
+        }
         self
     }
 
@@ -517,6 +564,14 @@ impl Raw {
                 None
             }
             Some((_, s)) => Some(Duration::from_secs(*s)),
+        };
+
+        let stats_format = match &self.stats_format {
+            None => StatsFormat::Text,
+            Some((place, text)) => text.parse().unwrap_or_else(|message| {
+                problem(place, message);
+                StatsFormat::Text
+            }),
         };
 
         let mut allow = Vec::new();
@@ -615,6 +670,7 @@ impl Raw {
                 input,
                 allow,
                 stats_interval,
+                stats_format,
                 destinations,
             }),
             _ => Err(ConfigError { problems }),
@@ -813,6 +869,22 @@ addr = "localhost"
     }
 
     #[test]
+    fn stats_format_is_text_or_json() {
+        let dest = "[[destination]]\naddr = \"127.0.0.1:8000\"\n";
+        assert_eq!(
+            parse(&format!("[stats]\nformat = \"JSON\"\n{dest}"))
+                .unwrap()
+                .stats_format,
+            StatsFormat::Json
+        );
+        assert_eq!(parse(dest).unwrap().stats_format, StatsFormat::Text);
+        assert_eq!(
+            problems(&format!("[stats]\nformat = \"xml\"\n{dest}")),
+            ["test.toml:2: stats.format: \"xml\" is not a stats format (valid: text, json)"]
+        );
+    }
+
+    #[test]
     fn no_destinations_is_an_error() {
         assert_eq!(
             problems("[listen]\naddr = \"0.0.0.0:5400\"\n"),
@@ -847,12 +919,14 @@ addr = "localhost"
                 listen: Some("0.0.0.0:5555".to_owned()),
                 input: Some("fh6".to_owned()),
                 stats_interval: Some(0),
+                stats_format: Some("json".to_owned()),
             },
         )
         .unwrap();
         assert_eq!(c.listen.port(), 5555);
         assert_eq!(c.input, Input::Fixed(Format::Fh6));
         assert_eq!(c.stats_interval, None);
+        assert_eq!(c.stats_format, StatsFormat::Json);
         assert_eq!(c.destinations[0].name, "127.0.0.1:8000");
         let d = &c.destinations[1];
         assert_eq!(

@@ -1,8 +1,9 @@
 //! forza-relay: receive Forza "Data Out" telemetry on one UDP port and forward it to
 //! many destinations, each in the packet layout it understands.
 //!
-//! The library holds the pure parts (formats, translation, decoding) and the relay
-//! shell that owns every socket; `main.rs` only parses the command line.
+//! The library holds the pure parts (formats, translation, decoding, the fan-out
+//! core) and the relay shell that owns every socket; `main.rs` only parses the
+//! command line.
 
 pub mod telemetry;
 pub mod translate;
@@ -14,8 +15,10 @@ pub use wire::{detect, Detector, Format, Packet};
 
 pub mod cli;
 pub mod config;
+pub mod fanout;
 pub mod filter;
 pub mod platform;
+pub mod recv;
 pub mod relay;
 pub mod socket;
 pub mod stats;

@@ -9,8 +9,9 @@ use clap::Parser as _;
 use log::{error, info, warn};
 
 use forza_relay::cli::{Cli, Command, Settings};
-use forza_relay::config::{Config, ConfigError, Overrides, DEFAULT_FILE_NAME};
+use forza_relay::config::{Config, ConfigError, Overrides, StatsFormat, DEFAULT_FILE_NAME};
 use forza_relay::relay::Relay;
+use forza_relay::stats::{SnapshotKind, Summary};
 
 const NO_CONFIG_HELP: &str = "\
 forza-relay needs to know where to send the game's packets.
@@ -82,25 +83,42 @@ fn run(config: &Config) -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    let handle = relay.stop_handle();
-    if let Err(e) = ctrlc::set_handler(move || handle.stop()) {
+    let control = relay.control();
+    if let Err(e) = ctrlc::set_handler(move || control.stop()) {
         warn!("Ctrl-C will not print the final summary: {e}");
     }
+    // Summaries are printed off the loop, which never waits for the terminal.
+    let summaries = relay.summaries();
+    let format = config.stats_format;
+    let printer = std::thread::spawn(move || {
+        let mut summary = Summary::default();
+        for snapshot in summaries {
+            match format {
+                StatsFormat::Text => info!("{}", summary.line(&snapshot)),
+                StatsFormat::Json => print_json(&snapshot.to_json(SnapshotKind::Summary)),
+            }
+        }
+    });
     let mut config = config.clone();
     config.listen = relay.local_addr();
     info!("{}", config.describe());
     info!("running; press Ctrl-C to stop");
-    match relay.run() {
-        Ok(report) => {
-            info!("{report}");
-            ExitCode::SUCCESS
-        }
-        Err(e) => {
-            error!("the event loop failed: {e}");
-            info!("{}", relay.report());
-            ExitCode::from(1)
-        }
+    let last = relay.run();
+    // Closes the summaries channel, which ends the printer.
+    drop(relay);
+    let _ = printer.join();
+    if format == StatsFormat::Json {
+        print_json(&last.to_json(SnapshotKind::Final));
     }
+    info!("{last}");
+    ExitCode::SUCCESS
+}
+
+/// One JSON line on standard output, flushed so a script sees it at once.
+fn print_json(line: &str) {
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "{line}");
+    let _ = out.flush();
 }
 
 /// The configuration from `--config`, `--to`, or a `forza-relay.toml` found in the
@@ -110,6 +128,7 @@ fn load(s: &Settings) -> Result<Option<Config>, ConfigError> {
         listen: s.listen.clone(),
         input: s.input.clone(),
         stats_interval: s.stats_interval,
+        stats_format: s.stats_format.clone(),
     };
     match (&s.config, s.to.is_empty()) {
         (Some(_), false) => Err(ConfigError::one(

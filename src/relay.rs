@@ -1,92 +1,68 @@
-//! The relay: a single-threaded mio loop that owns every socket and buffer.
+//! The relay's shell: a single-threaded mio loop that owns every socket, timer
+//! and hand-off, around the pure fan-out core ([`Fanout`]).
 //!
-//! Data flows one way: listening socket → [`Packet`] view → per-destination filter
-//! → translation (once per distinct output format per packet, into a buffer made
-//! at start-up) → each destination's own connected socket. Per packet nothing is
-//! allocated, nothing is logged above `trace!`, and no error is fatal: a send error
-//! is counted against its destination alone, a bad datagram against the input.
+//! One packet's way: `poll` wakes the loop; the listening socket is drained in
+//! batches ([`Batch`]: one `recvmmsg` on Linux); the core decides, per
+//! destination, what to send; the shell sends it on that destination's own
+//! connected socket. At the game's rate that is the floor of system calls: the
+//! wait, one receive, one send per destination. Per packet nothing is
+//! allocated, nothing is logged above `trace!`, and no error is fatal: a send
+//! error is counted against its destination alone, a bad datagram against the
+//! input, a failed `poll` is logged and the loop goes on.
 //!
 //! Each destination has its own connected UDP socket, so the ICMP "port
-//! unreachable" of a closed consumer lands on that socket only, never on the
-//! listening one (which on Windows would fail its next `recv` with WSAECONNRESET).
-//! When a send would block, up to [`BACKLOG_FRAMES`] of the newest frames wait in
-//! a preallocated ring and go out when the socket is writable.
+//! unreachable" of a closed consumer lands on that socket only (it comes back
+//! from its next send), never on the listening one (which on Windows would fail
+//! its next `recv` with WSAECONNRESET). When a send would block, up to
+//! [`BACKLOG_FRAMES`] of the newest frames wait in a preallocated ring, and only
+//! then is the socket registered with the poll, until the ring is flushed.
+//!
+//! Other threads talk to the loop only through [`Control`]: a message on a
+//! channel plus a wake-up of the poll's [`Waker`]; the loop acts on it between
+//! packets. Summaries leave the loop as [`Snapshot`]s on a bounded channel
+//! ([`Relay::summaries`]), so the loop never waits for a terminal or a pipe.
 
 use std::fmt;
 use std::io;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use ipnet::IpNet;
-use log::{debug, info, trace, warn};
+use log::{debug, error, info, trace, warn};
 use mio::net::UdpSocket;
 use mio::{Events, Interest, Poll, Registry, Token, Waker};
 use ringbuf::traits::{Consumer, Observer, RingBuffer};
 use ringbuf::LocalRb;
 
-use crate::config::{Config, Destination, Input, Output};
-use crate::filter::{RaceFilter, RateLimiter};
+use crate::config::{Config, Destination, Input};
+use crate::fanout::{Changes, DestinationId, Fanout, Frame, Sink};
+use crate::recv::Batch;
 use crate::socket;
-use crate::stats::{self, DestinationStats, DropReason, Elapsed, InputStats, SendErrorKind};
-use crate::translate::translate;
-use crate::wire::{Detector, Format, Packet, MAX_LEN};
+use crate::stats::{DestinationStats, DropReason, InputStats, SendErrorKind, Snapshot};
+use crate::wire::Format;
 
 const LISTENER: Token = Token(0);
 const WAKER: Token = Token(1);
-/// Destination `i` is registered as `Token(FIRST_DESTINATION + i)`.
+/// Destination `id` is registered as `Token(FIRST_DESTINATION + id.index())`.
 const FIRST_DESTINATION: usize = 2;
 
-/// Receive buffer: larger than the largest UDP payload (65,507), so nothing is
-/// ever truncated.
-pub const MAX_DATAGRAM: usize = 65_536;
+pub use crate::fanout::FRAME_CAPACITY;
+pub use crate::recv::MAX_DATAGRAM;
 /// Newest frames kept per destination while its socket would block.
 pub const BACKLOG_FRAMES: usize = 8;
-/// Largest frame a backlog or rate-limit slot holds: every Forza format, and any
-/// datagram that fits one Ethernet frame. Larger `same` datagrams that must wait
-/// are dropped and counted.
-pub const FRAME_CAPACITY: usize = 1_472;
 /// Datagrams read per drain before other work gets a turn.
 const DRAIN_BUDGET: usize = 256;
-/// Datagrams between clock reads while draining (the rate limiter's clock).
-const CLOCK_EVERY: usize = 32;
 /// Consecutive unexpected receive errors after which a drain gives up.
 const MAX_RECV_ERRORS: usize = 8;
 /// Events handled per `poll` call.
 const EVENTS: usize = 256;
 /// How often a repeated warning may be logged when the stats line is off.
 const DEFAULT_WARN_INTERVAL: Duration = Duration::from_secs(10);
-
-/// A frame waiting in a backlog or a rate-limit slot.
-#[derive(Clone, Copy)]
-struct Frame {
-    len: usize,
-    data: [u8; FRAME_CAPACITY],
-}
-
-impl Frame {
-    const EMPTY: Frame = Frame {
-        len: 0,
-        data: [0; FRAME_CAPACITY],
-    };
-
-    /// Copies `bytes` in; `false` when they don't fit.
-    fn store(&mut self, bytes: &[u8]) -> bool {
-        match self.data.get_mut(..bytes.len()) {
-            Some(dst) => {
-                dst.copy_from_slice(bytes);
-                self.len = bytes.len();
-                true
-            }
-            None => false,
-        }
-    }
-
-    fn bytes(&self) -> &[u8] {
-        &self.data[..self.len]
-    }
-}
+/// Summaries waiting for their reader; more are dropped, never waited for.
+const SUMMARY_QUEUE: usize = 4;
+/// Pause after a failed `poll`, so a poll that keeps failing doesn't spin.
+const POLL_ERROR_PAUSE: Duration = Duration::from_millis(10);
 
 /// Logs a repeated problem at most once per interval and counts the rest.
 #[derive(Debug, Default)]
@@ -112,128 +88,14 @@ impl Throttle {
     }
 }
 
-/// A destination's socket, backlog and counters.
-struct Link {
-    socket: UdpSocket,
-    backlog: LocalRb<ringbuf::storage::Heap<Frame>>,
-    tally: Tally,
-}
+/// How many messages a throttle held back, for the end of the next one.
+struct Suppressed(u64);
 
-/// A destination's counters, and the throttle on its warnings.
-#[derive(Default)]
-struct Tally {
-    stats: DestinationStats,
-    throttle: Throttle,
-}
-
-impl Tally {
-    /// Counts a send error (from `send`, or collected from the socket after an
-    /// ICMP message) and warns at most once per interval.
-    fn report_error(
-        &mut self,
-        e: &io::Error,
-        config: &Destination,
-        now: Instant,
-        every: Duration,
-    ) -> SendErrorKind {
-        let kind = SendErrorKind::of(e);
-        self.stats.send_errors.add(kind);
-        if let Some(more) = self.throttle.ready(now, every) {
-            warn!(
-                "{} ({}): {}; still sending to it{}",
-                config.name,
-                config.addr,
-                SendProblem(kind, e),
-                Suppressed(more)
-            );
-        }
-        kind
-    }
-}
-
-/// What one send attempt did.
-enum Sent {
-    Yes,
-    WouldBlock,
-    Failed,
-}
-
-/// One send, counting the outcome. A refused send is tried once more: Linux
-/// reports an earlier frame's ICMP on the next send and drops that frame, so the
-/// retry is what delivers the first frame after a consumer comes back.
-fn try_send(
-    socket: &UdpSocket,
-    tally: &mut Tally,
-    bytes: &[u8],
-    config: &Destination,
-    now: Instant,
-    every: Duration,
-) -> Sent {
-    let mut retried = false;
-    loop {
-        match socket.send(bytes) {
-            Ok(_) => {
-                tally.stats.sent += 1;
-                return Sent::Yes;
-            }
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Sent::WouldBlock,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(e) => {
-                let kind = tally.report_error(&e, config, now, every);
-                if kind == SendErrorKind::Refused && !retried {
-                    retried = true;
-                    continue;
-                }
-                tally.stats.drop(DropReason::SendError);
-                return Sent::Failed;
-            }
-        }
-    }
-}
-
-impl Link {
-    /// Sends `bytes` now, or queues them behind frames already waiting.
-    fn send(&mut self, bytes: &[u8], config: &Destination, now: Instant, every: Duration) {
-        if !self.backlog.is_empty() {
-            self.queue(bytes);
-            self.flush(config, now, every);
-            return;
-        }
-        match try_send(&self.socket, &mut self.tally, bytes, config, now, every) {
-            Sent::Yes | Sent::Failed => {}
-            Sent::WouldBlock => self.queue(bytes),
-        }
-    }
-
-    /// Keeps `bytes` for later, dropping the oldest waiting frame when full.
-    fn queue(&mut self, bytes: &[u8]) {
-        let mut frame = Frame::EMPTY;
-        if !frame.store(bytes) {
-            self.tally.stats.drop(DropReason::Backlog);
-            return;
-        }
-        if self.backlog.push_overwrite(frame).is_some() {
-            self.tally.stats.drop(DropReason::Backlog);
-        }
-    }
-
-    /// Sends waiting frames, oldest first, straight from the ring, until the
-    /// socket would block.
-    fn flush(&mut self, config: &Destination, now: Instant, every: Duration) {
-        while let Some(frame) = self.backlog.first() {
-            match try_send(
-                &self.socket,
-                &mut self.tally,
-                frame.bytes(),
-                config,
-                now,
-                every,
-            ) {
-                Sent::WouldBlock => break,
-                Sent::Yes | Sent::Failed => {
-                    self.backlog.try_pop();
-                }
-            }
+impl fmt::Display for Suppressed {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0 {
+            0 => Ok(()),
+            n => write!(f, " ({n} more like this since the last message)"),
         }
     }
 }
@@ -255,74 +117,241 @@ impl fmt::Display for SendProblem<'_> {
     }
 }
 
-/// How many messages a throttle held back, for the end of the next one.
-struct Suppressed(u64);
+/// What one send attempt did.
+enum Sent {
+    Yes,
+    WouldBlock,
+    Failed,
+}
 
-impl fmt::Display for Suppressed {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.0 {
-            0 => Ok(()),
-            n => write!(f, " ({n} more like this since the last message)"),
+/// The moment and the warning interval a batch of sends shares.
+#[derive(Clone, Copy)]
+struct Clock {
+    now: Instant,
+    warn_every: Duration,
+}
+
+/// Warns about one destination's send errors, at most once per interval.
+struct Warner {
+    name: String,
+    addr: SocketAddr,
+    throttle: Throttle,
+}
+
+impl Warner {
+    /// Counts a send error (from `send`, or collected from the socket after an
+    /// ICMP message) and warns at most once per interval.
+    fn report(
+        &mut self,
+        e: &io::Error,
+        stats: &mut DestinationStats,
+        clock: Clock,
+    ) -> SendErrorKind {
+        let kind = SendErrorKind::of(e);
+        stats.send_errors.add(kind);
+        if let Some(more) = self.throttle.ready(clock.now, clock.warn_every) {
+            warn!(
+                "{} ({}): {}; still sending to it{}",
+                self.name,
+                self.addr,
+                SendProblem(kind, e),
+                Suppressed(more)
+            );
+        }
+        kind
+    }
+}
+
+/// One send, counting the outcome. A refused send is tried once more: Linux
+/// reports an earlier frame's ICMP on the next send and drops that frame, so the
+/// retry is what delivers the first frame after a consumer comes back.
+fn try_send(
+    socket: &UdpSocket,
+    warner: &mut Warner,
+    bytes: &[u8],
+    stats: &mut DestinationStats,
+    clock: Clock,
+) -> Sent {
+    let mut retried = false;
+    loop {
+        match socket.send(bytes) {
+            Ok(_) => {
+                stats.sent += 1;
+                return Sent::Yes;
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Sent::WouldBlock,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => {
+                let kind = warner.report(&e, stats, clock);
+                if kind == SendErrorKind::Refused && !retried {
+                    retried = true;
+                    continue;
+                }
+                stats.drop(DropReason::SendError);
+                return Sent::Failed;
+            }
         }
     }
 }
 
-/// One destination while running.
-struct Dest {
-    config: Destination,
-    race: RaceFilter,
-    rate: RateLimiter,
-    /// The newest frame waiting for its `max_rate` slot, if `has_pending`.
-    pending: Box<Frame>,
-    has_pending: bool,
-    link: Link,
+/// Refuses a destination whose connected `socket` shows it is this computer on
+/// the `listen` port. The config catches loopback loops; the connected socket
+/// also reveals this computer's own LAN address.
+fn check_loop(socket: &UdpSocket, d: &Destination, listen: SocketAddr) -> Result<(), StartError> {
+    let local = socket
+        .local_addr()
+        .map_err(|source| StartError::Destination {
+            name: d.name.clone(),
+            addr: d.addr,
+            source,
+        })?;
+    let listen_ip = listen.ip().to_canonical();
+    let dest_ip = d.addr.ip().to_canonical();
+    if d.addr.port() == listen.port()
+        && local.ip().to_canonical() == dest_ip
+        && (listen_ip.is_unspecified() || listen_ip == dest_ip)
+    {
+        return Err(StartError::Loop {
+            name: d.name.clone(),
+            addr: d.addr,
+        });
+    }
+    Ok(())
 }
 
-impl Dest {
-    /// Applies `max_rate`, then sends.
-    fn deliver(&mut self, bytes: &[u8], now: Instant, every: Duration) {
-        if self.has_pending {
-            // This newer frame supersedes the waiting one.
-            self.has_pending = false;
-            self.link.tally.stats.drop(DropReason::RateLimited);
+/// A destination's socket and backlog.
+struct Link {
+    socket: UdpSocket,
+    token: Token,
+    backlog: LocalRb<ringbuf::storage::Heap<Frame>>,
+    /// Registered with the poll for writability: only while frames wait.
+    watched: bool,
+    warner: Warner,
+}
+
+impl Link {
+    /// Opens the connected socket for `d`, refusing one that would loop back to
+    /// `listen`.
+    fn open(id: DestinationId, d: &Destination, listen: SocketAddr) -> Result<Link, StartError> {
+        let err = |source| StartError::Destination {
+            name: d.name.clone(),
+            addr: d.addr,
+            source,
+        };
+        let socket = UdpSocket::from_std(socket::connect_destination(d.addr).map_err(err)?);
+        check_loop(&socket, d, listen)?;
+        Ok(Link {
+            socket,
+            token: Token(FIRST_DESTINATION + id.index()),
+            backlog: LocalRb::new(BACKLOG_FRAMES),
+            watched: false,
+            warner: Warner {
+                name: d.name.clone(),
+                addr: d.addr,
+                throttle: Throttle::default(),
+            },
+        })
+    }
+
+    /// Sends `bytes` now, or queues them behind frames already waiting.
+    fn send(
+        &mut self,
+        bytes: &[u8],
+        stats: &mut DestinationStats,
+        registry: &Registry,
+        clock: Clock,
+    ) {
+        if !self.backlog.is_empty() {
+            self.queue(bytes, stats);
+            self.flush(stats, registry, clock);
+            return;
         }
-        if self.rate.is_due(now) {
-            self.rate.sent(now);
-            self.link.send(bytes, &self.config, now, every);
-        } else if self.pending.store(bytes) {
-            self.has_pending = true;
+        match try_send(&self.socket, &mut self.warner, bytes, stats, clock) {
+            Sent::Yes | Sent::Failed => {}
+            Sent::WouldBlock => {
+                self.queue(bytes, stats);
+                self.watch(registry, true);
+            }
+        }
+    }
+
+    /// Keeps `bytes` for later, dropping the oldest waiting frame when full.
+    fn queue(&mut self, bytes: &[u8], stats: &mut DestinationStats) {
+        let mut frame = Frame::EMPTY;
+        if !frame.store(bytes) {
+            stats.drop(DropReason::Backlog);
+            return;
+        }
+        if self.backlog.push_overwrite(frame).is_some() {
+            stats.drop(DropReason::Backlog);
+        }
+    }
+
+    /// Sends waiting frames, oldest first, straight from the ring, until the
+    /// socket would block; the socket is watched only while frames remain.
+    fn flush(&mut self, stats: &mut DestinationStats, registry: &Registry, clock: Clock) {
+        let Link {
+            socket,
+            backlog,
+            warner,
+            ..
+        } = self;
+        while let Some(frame) = backlog.first() {
+            match try_send(socket, warner, frame.bytes(), stats, clock) {
+                Sent::WouldBlock => break,
+                Sent::Yes | Sent::Failed => {
+                    backlog.try_pop();
+                }
+            }
+        }
+        self.watch(registry, !self.backlog.is_empty());
+    }
+
+    /// Registers the socket for writability, or deregisters it. A failure is
+    /// logged: without the registration, waiting frames go with the next send.
+    fn watch(&mut self, registry: &Registry, on: bool) {
+        if on == self.watched {
+            return;
+        }
+        let result = if on {
+            registry.register(&mut self.socket, self.token, Interest::WRITABLE)
         } else {
-            self.link.tally.stats.drop(DropReason::RateLimited);
+            registry.deregister(&mut self.socket)
+        };
+        match result {
+            Ok(()) => self.watched = on,
+            Err(e) => warn!(
+                "{} ({}): cannot {} its socket with the event loop: {e}",
+                self.warner.name,
+                self.warner.addr,
+                if on { "register" } else { "deregister" }
+            ),
         }
     }
 
-    /// Sends the waiting frame if its slot has come.
-    fn flush_pending(&mut self, now: Instant, every: Duration) {
-        if self.has_pending && self.rate.is_due(now) {
-            self.has_pending = false;
-            self.rate.sent(now);
-            self.link
-                .send(self.pending.bytes(), &self.config, now, every);
-        }
-    }
-
-    fn deadline(&self) -> Option<Instant> {
-        if self.has_pending {
-            self.rate.next_due()
-        } else {
-            None
-        }
+    /// Frames still waiting, dropped now (the destination changed or went away).
+    fn discard_backlog(&mut self, stats: &mut DestinationStats) {
+        let waiting = self.backlog.occupied_len() as u64;
+        self.backlog.clear();
+        stats.dropped[DropReason::Backlog as usize] += waiting;
     }
 }
 
-/// The translated packet of one output format, rebuilt at most once per packet.
-/// There is one per format, indexed by [`Format::index`], made at start-up.
-struct OutputSlot {
-    buf: Box<[u8; MAX_LEN]>,
-    /// Length of the translation in `buf`; 0 when the packet couldn't be translated.
-    len: usize,
-    /// The packet number `buf` holds.
-    packet: u64,
+/// The shell's side of the core's [`Sink`]: each destination's link.
+struct Links<'a> {
+    links: &'a mut [Option<Link>],
+    registry: &'a Registry,
+    clock: Clock,
+}
+
+impl Sink for Links<'_> {
+    fn deliver(&mut self, id: DestinationId, bytes: &[u8], stats: &mut DestinationStats) {
+        match self.links.get_mut(id.index()) {
+            Some(Some(link)) => link.send(bytes, stats, self.registry, self.clock),
+            // Every destination of the core has a link (see `Shell::apply`).
+            _ => stats.drop(DropReason::SendError),
+        }
+    }
 }
 
 /// Why the relay could not start.
@@ -406,80 +435,48 @@ impl fmt::Display for StartError {
 
 impl std::error::Error for StartError {}
 
-/// Stops a running relay from another thread or a signal handler.
+/// What other threads ask of the loop.
+enum Command {
+    /// Finish: `run` returns its final snapshot.
+    Stop,
+    /// Take this configuration (a reload).
+    Apply(Box<Config>),
+    /// Reply with a snapshot of every counter.
+    Snapshot(mpsc::Sender<Snapshot>),
+}
+
+/// Talks to a running relay from any thread: a message, then a wake-up.
 #[derive(Clone)]
-pub struct StopHandle {
-    stop: Arc<AtomicBool>,
+pub struct Control {
+    commands: mpsc::Sender<Command>,
     waker: Arc<Waker>,
 }
 
-impl StopHandle {
-    /// Asks the loop to finish; `run` then returns its final report.
-    pub fn stop(&self) {
-        self.stop.store(true, Ordering::SeqCst);
-        // If waking fails the loop still sees the flag at its next wake-up.
-        let _ = self.waker.wake();
+impl Control {
+    fn send(&self, command: Command) {
+        // A relay that is gone has nothing left to do with the message.
+        if self.commands.send(command).is_ok() {
+            // If waking fails the loop still sees the message at its next wake-up.
+            let _ = self.waker.wake();
+        }
     }
-}
 
-/// One destination's line in a report.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct DestinationReport {
-    /// Its name.
-    pub name: String,
-    /// Its address.
-    pub addr: SocketAddr,
-    /// What it receives.
-    pub output: Output,
-    /// Its counters.
-    pub stats: DestinationStats,
-}
+    /// Asks the loop to finish; `run` then returns its final snapshot.
+    pub fn stop(&self) {
+        self.send(Command::Stop);
+    }
 
-/// Everything counted since start: what the final summary prints.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Report {
-    /// The listening address.
-    pub listen: SocketAddr,
-    /// How long the relay ran.
-    pub elapsed: Duration,
-    /// Input counters.
-    pub input: InputStats,
-    /// Every destination, in configuration order.
-    pub destinations: Vec<DestinationReport>,
-}
+    /// Asks the loop to take `config`, matching destinations by name: those
+    /// that did not change lose nothing (see [`Fanout::apply`]).
+    pub fn apply(&self, config: Config) {
+        self.send(Command::Apply(Box::new(config)));
+    }
 
-impl fmt::Display for Report {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let i = &self.input;
-        write!(
-            f,
-            "forza-relay ran for {}. Received {} packets on {}",
-            Elapsed(self.elapsed),
-            i.received,
-            self.listen
-        )?;
-        if let Some(format) = i.last_format {
-            write!(f, " ({format}{})", if i.format_guessed { "?" } else { "" })?;
-        }
-        write!(
-            f,
-            ", {} malformed, {} disallowed",
-            i.malformed, i.disallowed
-        )?;
-        if i.recv_errors > 0 {
-            write!(f, ", {} receive errors", i.recv_errors)?;
-        }
-        f.write_str(".")?;
-        for d in &self.destinations {
-            let mut drops = String::new();
-            stats::write_drops(&mut drops, &d.stats);
-            write!(f, "\n  {}", d.name)?;
-            if d.name != d.addr.to_string() {
-                write!(f, " ({})", d.addr)?;
-            }
-            write!(f, ", {}: sent {}{}", d.output, d.stats.sent, drops)?;
-        }
-        Ok(())
+    /// Every counter now, or `None` if the loop doesn't answer within `timeout`.
+    pub fn snapshot(&self, timeout: Duration) -> Option<Snapshot> {
+        let (tx, rx) = mpsc::channel();
+        self.send(Command::Snapshot(tx));
+        rx.recv_timeout(timeout).ok()
     }
 }
 
@@ -487,34 +484,36 @@ impl fmt::Display for Report {
 pub struct Relay {
     poll: Poll,
     events: Events,
-    stop: Arc<AtomicBool>,
-    waker: Arc<Waker>,
-    core: Core,
+    shell: Shell,
 }
 
 /// Everything but the poll: split so events can be iterated while handled.
-struct Core {
+struct Shell {
     registry: Registry,
     listener: UdpSocket,
+    /// The address bound, and the one configured (they differ with port 0).
     listen: SocketAddr,
-    recv: Box<[u8]>,
-    input: Input,
-    detector: Detector,
-    allow: Vec<IpNet>,
-    slots: [OutputSlot; Format::ALL.len()],
-    dests: Vec<Option<Dest>>,
-    stats: InputStats,
+    configured_listen: SocketAddr,
+    batch: Batch,
+    core: Fanout,
+    /// Indexed by [`DestinationId`], as the core's destinations are.
+    links: Vec<Option<Link>>,
+    commands: mpsc::Receiver<Command>,
+    control: Control,
+    stopping: bool,
     /// The last drain stopped at its budget with datagrams still queued.
     unread: bool,
-    packet: u64,
     started: Instant,
     stats_interval: Option<Duration>,
     next_summary: Option<Instant>,
-    summary_from: (Instant, u64),
+    summaries: Option<mpsc::SyncSender<Snapshot>>,
     warn_every: Duration,
+    /// Input counters when their warnings were last considered.
+    warned: InputStats,
     malformed: Throttle,
     disallowed: Throttle,
     recv_error: Throttle,
+    poll_error: Throttle,
 }
 
 impl Relay {
@@ -523,244 +522,233 @@ impl Relay {
         let poll = Poll::new().map_err(StartError::Poll)?;
         let registry = poll.registry().try_clone().map_err(StartError::Poll)?;
         let waker = Arc::new(Waker::new(poll.registry(), WAKER).map_err(StartError::Poll)?);
-        let (std_listener, granted) =
-            socket::bind_listener(config.listen).map_err(|source| StartError::Listen {
-                addr: config.listen,
-                place: config.listen_place.clone(),
-                source,
-            })?;
-        let mut listener = UdpSocket::from_std(std_listener);
-        let listen = listener.local_addr().unwrap_or(config.listen);
-        registry
-            .register(&mut listener, LISTENER, Interest::READABLE)
-            .map_err(StartError::Poll)?;
-        if granted < socket::MIN_RECV_BUFFER {
-            warn!(
-                "the OS gave the listening socket a {} KiB receive buffer (asked for {} KiB): \
-                 bursts may be lost while forza-relay is busy. On Linux, raise \
-                 net.core.rmem_max.",
-                granted >> 10,
-                socket::RECV_BUFFER >> 10
-            );
-        } else {
-            debug!("listening on {listen} with a {granted}-byte receive buffer");
+        let (listener, listen) = bind_listener(&registry, config)?;
+        let core = Fanout::new(config);
+        let mut links = Vec::new();
+        for (id, d) in core.destinations() {
+            let link = Link::open(id, d, listen)?;
+            links.resize_with(links.len().max(id.index() + 1), || None);
+            links[id.index()] = Some(link);
         }
+        let (tx, commands) = mpsc::channel();
         let now = Instant::now();
-        let mut core = Core {
-            registry,
-            listener,
-            listen,
-            recv: vec![0u8; MAX_DATAGRAM].into_boxed_slice(),
-            input: config.input,
-            detector: Detector::default(),
-            allow: config.allow.clone(),
-            slots: std::array::from_fn(|_| OutputSlot {
-                buf: Box::new([0; MAX_LEN]),
-                len: 0,
-                packet: 0,
-            }),
-            dests: Vec::new(),
-            stats: InputStats::default(),
-            unread: false,
-            packet: 0,
-            started: now,
-            stats_interval: config.stats_interval,
-            next_summary: config.stats_interval.and_then(|i| now.checked_add(i)),
-            summary_from: (now, 0),
-            warn_every: config.stats_interval.unwrap_or(DEFAULT_WARN_INTERVAL),
-            malformed: Throttle::default(),
-            disallowed: Throttle::default(),
-            recv_error: Throttle::default(),
-        };
-        for d in &config.destinations {
-            core.add(d.clone())?;
-        }
         Ok(Relay {
             poll,
             events: Events::with_capacity(EVENTS),
-            stop: Arc::new(AtomicBool::new(false)),
-            waker,
-            core,
+            shell: Shell {
+                registry,
+                listener,
+                listen,
+                configured_listen: config.listen,
+                batch: Batch::new(),
+                core,
+                links,
+                commands,
+                control: Control {
+                    commands: tx,
+                    waker,
+                },
+                stopping: false,
+                unread: false,
+                started: now,
+                stats_interval: config.stats_interval,
+                next_summary: config.stats_interval.and_then(|i| now.checked_add(i)),
+                summaries: None,
+                warn_every: config.stats_interval.unwrap_or(DEFAULT_WARN_INTERVAL),
+                warned: InputStats::default(),
+                malformed: Throttle::default(),
+                disallowed: Throttle::default(),
+                recv_error: Throttle::default(),
+                poll_error: Throttle::default(),
+            },
         })
     }
 
     /// The address actually bound (useful with port 0).
     pub fn local_addr(&self) -> SocketAddr {
-        self.core.listen
+        self.shell.listen
     }
 
-    /// A handle that stops [`Relay::run`] from anywhere.
-    pub fn stop_handle(&self) -> StopHandle {
-        StopHandle {
-            stop: self.stop.clone(),
-            waker: self.waker.clone(),
-        }
+    /// A handle that stops, reconfigures or asks the relay from anywhere.
+    pub fn control(&self) -> Control {
+        self.shell.control.clone()
     }
 
-    /// Adds a destination while running. The caller validates it first, as
-    /// [`Config`] does (unique name and address, no loop to our own port).
-    pub fn add_destination(&mut self, d: Destination) -> Result<(), StartError> {
-        self.core.add(d)
+    /// The periodic summaries (every `stats.interval`), as snapshots to render
+    /// with [`crate::stats::Summary`] or as JSON. The loop never waits for the
+    /// reader: a summary the reader hasn't taken while more pile up is dropped.
+    /// The channel closes when the relay is dropped.
+    pub fn summaries(&mut self) -> mpsc::Receiver<Snapshot> {
+        let (tx, rx) = mpsc::sync_channel(SUMMARY_QUEUE);
+        self.shell.summaries = Some(tx);
+        rx
     }
 
-    /// Removes the destination called `name`, returning its final counters.
-    pub fn remove_destination(&mut self, name: &str) -> Option<DestinationReport> {
-        self.core.remove(name)
-    }
-
-    /// Runs until stopped, then returns the final report.
-    pub fn run(&mut self) -> io::Result<Report> {
-        while !self.stop.load(Ordering::SeqCst) {
+    /// Runs until stopped, then returns the final snapshot.
+    pub fn run(&mut self) -> Snapshot {
+        while !self.shell.stopping {
             let timeout = self
-                .core
-                .next_deadline()
+                .shell
+                .next_wake()
                 .map(|d| d.saturating_duration_since(Instant::now()));
-            self.poll_once(timeout)?;
+            self.poll_once(timeout);
         }
         // A frame still waiting for its rate slot will never go: count it.
-        for dest in self.core.dests.iter_mut().flatten() {
-            if std::mem::take(&mut dest.has_pending) {
-                dest.link.tally.stats.drop(DropReason::RateLimited);
-            }
-        }
-        Ok(self.report())
+        self.shell.core.finish();
+        self.snapshot()
     }
 
     /// Waits for at most `timeout` (`None`: until something happens), then handles
-    /// everything that is ready: datagrams, writable destinations, due frames and
-    /// the periodic summary.
-    pub fn poll_once(&mut self, timeout: Option<Duration>) -> io::Result<()> {
+    /// everything that is ready: datagrams, writable destinations, commands, due
+    /// frames and the periodic summary.
+    pub fn poll_once(&mut self, timeout: Option<Duration>) {
+        let shell = &mut self.shell;
         // Datagrams left unread by the last drain: look, don't wait.
-        let timeout = if self.core.unread {
+        let timeout = if shell.unread {
             Some(Duration::ZERO)
         } else {
             timeout
         };
-        match self.poll.poll(&mut self.events, timeout) {
-            Ok(()) => {}
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => return Ok(()),
-            Err(e) => return Err(e),
+        if let Err(e) = self.poll.poll(&mut self.events, timeout) {
+            if e.kind() != io::ErrorKind::Interrupted {
+                let now = Instant::now();
+                if let Some(more) = shell.poll_error.ready(now, shell.warn_every) {
+                    error!(
+                        "waiting for packets failed: {e}; trying again{}",
+                        Suppressed(more)
+                    );
+                }
+                std::thread::sleep(POLL_ERROR_PAUSE);
+            }
+            return;
         }
         let now = Instant::now();
-        let unread = self.core.unread;
+        let unread = shell.unread;
         for event in self.events.iter() {
             match event.token() {
-                LISTENER if !unread => self.core.drain(now),
+                LISTENER if !unread => shell.drain(now),
                 LISTENER => {}
-                WAKER => {}
-                Token(t) => self
-                    .core
-                    .destination_event(t - FIRST_DESTINATION, event, now),
+                WAKER => shell.commands(now),
+                Token(t) => shell.destination_event(t - FIRST_DESTINATION, event, now),
             }
         }
         if unread {
-            self.core.drain(now);
+            shell.drain(now);
         }
-        self.core.tick(Instant::now());
-        Ok(())
+        shell.timers(now);
+    }
+
+    /// Takes `config` now, as [`Control::apply`] does from another thread: all of
+    /// it, or (when a socket can't be opened) none of it, returning why.
+    pub fn apply(&mut self, config: &Config) -> Result<Changes, StartError> {
+        self.shell.apply(config, Instant::now())
     }
 
     /// Input counters so far.
     pub fn input_stats(&self) -> InputStats {
-        self.core.stats
+        *self.shell.core.input_stats()
     }
 
-    /// Counters so far, for every destination.
-    pub fn report(&self) -> Report {
-        Report {
-            listen: self.core.listen,
-            elapsed: self.core.started.elapsed(),
-            input: self.core.stats,
-            destinations: self.core.dests.iter().flatten().map(report_of).collect(),
-        }
+    /// Every counter so far.
+    pub fn snapshot(&self) -> Snapshot {
+        self.shell.snapshot()
     }
 }
 
-fn report_of(d: &Dest) -> DestinationReport {
-    DestinationReport {
-        name: d.config.name.clone(),
-        addr: d.config.addr,
-        output: d.config.output,
-        stats: d.link.tally.stats,
-    }
-}
-
-impl Core {
-    fn add(&mut self, config: Destination) -> Result<(), StartError> {
-        let err = |source| StartError::Destination {
-            name: config.name.clone(),
-            addr: config.addr,
+/// Binds and registers the listening socket of `config`.
+fn bind_listener(
+    registry: &Registry,
+    config: &Config,
+) -> Result<(UdpSocket, SocketAddr), StartError> {
+    let (std_listener, granted) =
+        socket::bind_listener(config.listen).map_err(|source| StartError::Listen {
+            addr: config.listen,
+            place: config.listen_place.clone(),
             source,
-        };
-        let mut socket =
-            UdpSocket::from_std(socket::connect_destination(config.addr).map_err(err)?);
-        // The config catches loopback loops; a connected socket also reveals a
-        // destination that is this computer's own LAN address on our port.
-        let local = socket.local_addr().map_err(err)?;
-        let listen_ip = self.listen.ip().to_canonical();
-        if config.addr.port() == self.listen.port()
-            && local.ip().to_canonical() == config.addr.ip().to_canonical()
-            && (listen_ip.is_unspecified() || listen_ip == config.addr.ip().to_canonical())
-        {
-            return Err(StartError::Loop {
-                name: config.name.clone(),
-                addr: config.addr,
-            });
+        })?;
+    let mut listener = UdpSocket::from_std(std_listener);
+    let listen = listener.local_addr().unwrap_or(config.listen);
+    registry
+        .register(&mut listener, LISTENER, Interest::READABLE)
+        .map_err(StartError::Poll)?;
+    if granted < socket::MIN_RECV_BUFFER {
+        warn!(
+            "the OS gave the listening socket a {} KiB receive buffer (asked for {} KiB): \
+             bursts may be lost while forza-relay is busy. On Linux, raise \
+             net.core.rmem_max.",
+            granted >> 10,
+            socket::RECV_BUFFER >> 10
+        );
+    } else {
+        debug!("listening on {listen} with a {granted}-byte receive buffer");
+    }
+    Ok((listener, listen))
+}
+
+impl Shell {
+    fn clock(&self, now: Instant) -> Clock {
+        Clock {
+            now,
+            warn_every: self.warn_every,
         }
-        let index = self
-            .dests
-            .iter()
-            .position(Option::is_none)
-            .unwrap_or(self.dests.len());
-        self.registry
-            .register(
-                &mut socket,
-                Token(FIRST_DESTINATION + index),
-                Interest::WRITABLE,
-            )
-            .map_err(err)?;
-        let dest = Dest {
-            race: RaceFilter::default(),
-            rate: RateLimiter::new(config.max_rate),
-            pending: Box::new(Frame::EMPTY),
-            has_pending: false,
-            link: Link {
-                socket,
-                backlog: LocalRb::new(BACKLOG_FRAMES),
-                tally: Tally::default(),
-            },
-            config,
-        };
-        if index == self.dests.len() {
-            self.dests.push(Some(dest));
-        } else {
-            self.dests[index] = Some(dest);
-        }
-        Ok(())
     }
 
-    fn remove(&mut self, name: &str) -> Option<DestinationReport> {
-        let entry = self
-            .dests
-            .iter_mut()
-            .find(|d| d.as_ref().is_some_and(|d| d.config.name == name))?;
-        let mut dest = entry.take()?;
-        let _ = self.registry.deregister(&mut dest.link.socket);
-        Some(report_of(&dest))
+    fn snapshot(&self) -> Snapshot {
+        self.core.snapshot(self.listen, self.started.elapsed())
     }
 
-    /// Receives until the socket would block.
+    /// The earliest moment the loop must wake without an event.
+    fn next_wake(&self) -> Option<Instant> {
+        match (self.core.next_deadline(), self.next_summary) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// Receives until the socket is empty, handing each datagram to the core.
     fn drain(&mut self, mut now: Instant) {
         self.unread = false;
         let mut errors = 0;
-        for n in 1..=DRAIN_BUDGET {
-            if n % CLOCK_EVERY == 0 {
-                now = Instant::now();
-            }
-            match self.listener.recv_from(&mut self.recv) {
-                Ok((len, from)) => self.relay(len, from, now),
+        let mut read = 0;
+        loop {
+            match self.batch.recv(&self.listener) {
+                Ok(n) => {
+                    let Shell {
+                        batch,
+                        core,
+                        links,
+                        registry,
+                        warn_every,
+                        ..
+                    } = self;
+                    let mut sink = Links {
+                        links,
+                        registry,
+                        clock: Clock {
+                            now,
+                            warn_every: *warn_every,
+                        },
+                    };
+                    for i in 0..n {
+                        let (data, from) = batch.datagram(i);
+                        core.handle(data, from, now, &mut sink);
+                    }
+                    read += n;
+                    if n < Batch::SIZE {
+                        // A short batch: the queue is empty (Linux's recvmmsg).
+                        break;
+                    }
+                    if read >= DRAIN_BUDGET {
+                        // Datagrams still queued: other work (writable
+                        // destinations, rate slots, commands) goes first, then
+                        // draining resumes.
+                        self.unread = true;
+                        break;
+                    }
+                    now = Instant::now();
+                }
                 Err(e) => match e.kind() {
-                    io::ErrorKind::WouldBlock => return,
+                    io::ErrorKind::WouldBlock => break,
                     io::ErrorKind::Interrupted => {}
                     // A closed consumer reported on the listening socket (Windows):
                     // not ours to act on, and never a reason to stop receiving.
@@ -768,7 +756,7 @@ impl Core {
                         trace!("ignored {e} on the listening socket");
                     }
                     _ => {
-                        self.stats.recv_errors += 1;
+                        self.core.count_recv_error();
                         if let Some(more) = self.recv_error.ready(now, self.warn_every) {
                             warn!("receive failed on {}: {e}{}", self.listen, Suppressed(more));
                         }
@@ -776,197 +764,212 @@ impl Core {
                         // don't spin on a socket that keeps failing.
                         errors += 1;
                         if errors == MAX_RECV_ERRORS {
-                            return;
+                            break;
                         }
                     }
                 },
             }
         }
-        // Budget spent with datagrams still queued: other work (writable
-        // destinations, rate slots, the summary) goes first, then draining resumes.
-        self.unread = true;
+        self.warn_input(now);
     }
 
-    /// Relays the datagram of `len` bytes in the receive buffer, from `from`.
-    fn relay(&mut self, len: usize, from: SocketAddr, now: Instant) {
-        let Core {
-            recv,
-            stats,
-            allow,
-            input,
-            detector,
-            slots,
-            dests,
-            packet,
-            warn_every,
-            malformed,
-            disallowed,
-            ..
-        } = self;
-        let data = &recv[..len];
-        stats.received += 1;
-        stats.bytes += len as u64;
-        // An IPv4 sender seen through a dual-stack socket reads as itself.
-        let from = SocketAddr::new(from.ip().to_canonical(), from.port());
-        let ip = from.ip();
-        if !allow.is_empty() && !allow.iter().any(|net| net.contains(&ip)) {
-            stats.disallowed += 1;
-            if let Some(more) = disallowed.ready(now, *warn_every) {
+    /// Warns, at most once per interval each, about datagrams the core counted
+    /// as malformed or from a sender outside `listen.allow` since the last look.
+    fn warn_input(&mut self, now: Instant) {
+        let stats = *self.core.input_stats();
+        if stats.malformed != self.warned.malformed {
+            if let (Some(more), Some((len, from))) = (
+                self.malformed.ready(now, self.warn_every),
+                self.core.last_malformed(),
+            ) {
+                // Messages since the last one, less the one this reports.
+                let more = more + (stats.malformed - self.warned.malformed - 1);
+                warn!(
+                    "a {len}-byte datagram from {from} is not {}; sent only to \
+                     destinations with format \"same\"{}",
+                    Expected(self.core.input()),
+                    Suppressed(more)
+                );
+                self.warned.malformed = stats.malformed;
+            }
+        }
+        if stats.disallowed != self.warned.disallowed {
+            if let (Some(more), Some(from)) = (
+                self.disallowed.ready(now, self.warn_every),
+                self.core.last_disallowed(),
+            ) {
+                let more = more + (stats.disallowed - self.warned.disallowed - 1);
                 warn!(
                     "dropped a datagram from {from}: not in listen.allow{}",
                     Suppressed(more)
                 );
+                self.warned.disallowed = stats.disallowed;
             }
-            return;
-        }
-        let (format, guessed) = match *input {
-            Input::Fixed(f) => ((len == f.len()).then_some(f), false),
-            Input::Auto => {
-                let f = detector.detect(data);
-                (
-                    f,
-                    f.is_some_and(Format::is_horizon) && !detector.is_certain(),
-                )
-            }
-        };
-        match format {
-            Some(f) => {
-                stats.last_format = Some(f);
-                stats.format_guessed = guessed;
-            }
-            None => {
-                stats.malformed += 1;
-                if let Some(more) = malformed.ready(now, *warn_every) {
-                    warn!(
-                        "a {len}-byte datagram from {from} is not {}; sent only to \
-                         destinations with format \"same\"{}",
-                        Expected(*input),
-                        Suppressed(more)
-                    );
-                }
-            }
-        }
-        let race_on = format.map(|f| Packet::new_unchecked(data, f).race_on());
-        *packet += 1;
-        trace!("packet {} from {from}: {len} bytes, {format:?}", *packet);
-        for dest in dests.iter_mut().flatten() {
-            if dest.config.only_race_on && !dest.race.admit(race_on) {
-                dest.link.tally.stats.drop(DropReason::NotRacing);
-                continue;
-            }
-            let bytes: &[u8] = match dest.config.output {
-                Output::Same => data,
-                Output::Format(to) => {
-                    // A guessed Horizon input is not rewritten into another Horizon
-                    // format: fh5 and fh6 differ only in CarClass (and puddles,
-                    // which are zero when it can't tell), and a guess must not
-                    // change the class a tool shows.
-                    let from = match format {
-                        Some(_) if guessed && to.is_horizon() => Some(to),
-                        f => f,
-                    };
-                    if from == Some(to) {
-                        // Already in the destination's format: send it as it came.
-                        data
-                    } else {
-                        let slot = &mut slots[to.index()];
-                        if slot.packet != *packet {
-                            slot.packet = *packet;
-                            slot.len = from
-                                .and_then(|from| translate(data, from, to, &mut slot.buf[..]).ok())
-                                .unwrap_or(0);
-                        }
-                        if slot.len == 0 {
-                            dest.link.tally.stats.drop(DropReason::Untranslatable);
-                            continue;
-                        }
-                        &slot.buf[..slot.len]
-                    }
-                }
-            };
-            dest.deliver(bytes, now, *warn_every);
         }
     }
 
     fn destination_event(&mut self, index: usize, event: &mio::event::Event, now: Instant) {
-        let Some(Some(dest)) = self.dests.get_mut(index) else {
+        let clock = self.clock(now);
+        let id = DestinationId::from_index(index);
+        let (Some(Some(link)), Some(stats)) = (self.links.get_mut(index), self.core.stats_mut(id))
+        else {
             return;
         };
         if event.is_error() || event.is_read_closed() {
             // Collect a pending ICMP error now, so it doesn't fail the next send.
-            if let Ok(Some(e)) = dest.link.socket.take_error() {
-                dest.link
-                    .tally
-                    .report_error(&e, &dest.config, now, self.warn_every);
+            if let Ok(Some(e)) = link.socket.take_error() {
+                link.warner.report(&e, stats, clock);
             }
         }
         if event.is_writable() {
-            dest.link.flush(&dest.config, now, self.warn_every);
+            link.flush(stats, &self.registry, clock);
         }
     }
 
-    /// Sends frames whose rate slot has come, and the summary when it is due.
-    fn tick(&mut self, now: Instant) {
-        for dest in self.dests.iter_mut().flatten() {
-            dest.flush_pending(now, self.warn_every);
+    /// Frames whose rate slot has come, and the summary when it is due.
+    fn timers(&mut self, now: Instant) {
+        if self.core.next_deadline().is_some_and(|due| now >= due) {
+            let clock = self.clock(now);
+            let Shell {
+                core,
+                links,
+                registry,
+                ..
+            } = self;
+            core.due(
+                now,
+                &mut Links {
+                    links,
+                    registry,
+                    clock,
+                },
+            );
         }
-        if let (Some(due), Some(interval)) = (self.next_summary, self.stats_interval) {
-            if now >= due {
-                self.summary(now);
-                self.next_summary = now.checked_add(interval);
+        if self.next_summary.is_some_and(|due| now >= due) {
+            self.next_summary = self.stats_interval.and_then(|i| now.checked_add(i));
+            if let Some(tx) = &self.summaries {
+                // A reader that is behind misses this one; one that is gone is
+                // no reason to stop.
+                let _ = tx.try_send(self.snapshot());
             }
         }
     }
 
-    /// The earliest moment the loop must wake without an event.
-    fn next_deadline(&self) -> Option<Instant> {
-        self.dests
-            .iter()
-            .flatten()
-            .filter_map(Dest::deadline)
-            .chain(self.next_summary)
-            .min()
+    /// Acts on every command waiting.
+    fn commands(&mut self, now: Instant) {
+        while let Ok(command) = self.commands.try_recv() {
+            match command {
+                Command::Stop => self.stopping = true,
+                Command::Apply(config) => match self.apply(&config, now) {
+                    Ok(changes) => info!("configuration applied: {changes}"),
+                    Err(e) => error!("the new configuration was not applied: {e}"),
+                },
+                Command::Snapshot(reply) => {
+                    let _ = reply.send(self.snapshot());
+                }
+            }
+        }
     }
 
-    /// Logs the one-line summary.
-    fn summary(&mut self, now: Instant) {
-        let (since, before) = self.summary_from;
-        let received = self.stats.received - before;
-        let secs = now.saturating_duration_since(since).as_secs_f64();
-        self.summary_from = (now, self.stats.received);
-        if received == 0 {
-            info!(
-                "waiting: nothing received on {} in the last {} (is the game's Data Out \
-                 pointed here?)",
-                self.listen,
-                Elapsed(now - since)
-            );
-            return;
+    /// Takes a new configuration, all of it or (when a socket can't be opened)
+    /// none of it. Destinations that did not change keep their sockets, backlogs,
+    /// filters and counters.
+    fn apply(&mut self, config: &Config, now: Instant) -> Result<Changes, StartError> {
+        // Open what is new first, so that a failure changes nothing.
+        // Port 0 in a config means "any": the port bound is as good.
+        let listener = if config.listen == self.configured_listen || config.listen == self.listen {
+            None
+        } else {
+            Some(bind_listener(&self.registry, config)?)
+        };
+        let listen = listener.as_ref().map_or(self.listen, |(_, addr)| *addr);
+        let mut opened: Vec<(String, Link)> = Vec::new();
+        let mut problem = None;
+        for d in &config.destinations {
+            let current = self
+                .core
+                .destinations()
+                .find(|(_, c)| c.name == d.name && c.addr == d.addr)
+                .and_then(|(id, _)| self.links.get(id.index())?.as_ref());
+            let result = match current {
+                // The same socket stays; a new listen address may make it a loop.
+                Some(link) => check_loop(&link.socket, d, listen),
+                // The id is set below, once the core has placed the destination.
+                None => Link::open(DestinationId::from_index(0), d, listen)
+                    .map(|link| opened.push((d.name.clone(), link))),
+            };
+            if let Err(e) = result {
+                problem = Some(e);
+                break;
+            }
         }
-        let mut line = format!(
-            "in {:.0}/s ({} total{}",
-            received as f64 / secs.max(1e-9),
-            self.stats.received,
-            self.stats
-                .last_format
-                .map(|f| format!(", {f}{}", if self.stats.format_guessed { "?" } else { "" }))
-                .unwrap_or_default()
-        );
-        if self.stats.malformed > 0 {
-            line.push_str(&format!(", {} malformed", self.stats.malformed));
+        if let Some(e) = problem {
+            if let Some((mut socket, _)) = listener {
+                let _ = self.registry.deregister(&mut socket);
+            }
+            return Err(e);
         }
-        if self.stats.disallowed > 0 {
-            line.push_str(&format!(", {} disallowed", self.stats.disallowed));
+        if let Some((socket, addr)) = listener {
+            // What the old socket still holds is relayed before it closes.
+            self.drain(now);
+            let mut old = std::mem::replace(&mut self.listener, socket);
+            let _ = self.registry.deregister(&mut old);
+            info!("now listening on {addr} (was {})", self.listen);
+            self.listen = addr;
+            self.configured_listen = config.listen;
         }
-        line.push(')');
-        for d in self.dests.iter().flatten() {
-            line.push_str(&format!(
-                " | {} {} sent",
-                d.config.name, d.link.tally.stats.sent
-            ));
-            stats::write_drops(&mut line, &d.link.tally.stats);
+        let changes = self.core.apply(config);
+        for removed in &changes.removed {
+            if let Some(mut link) = self
+                .links
+                .get_mut(removed.id.index())
+                .and_then(Option::take)
+            {
+                link.watch(&self.registry, false);
+                debug!(
+                    "{} removed after sending {}{}",
+                    removed.destination.name,
+                    removed.stats.sent,
+                    crate::stats::Drops(&removed.stats)
+                );
+            }
         }
-        info!("{line}");
+        for changed in &changes.changed {
+            let id = changed.id;
+            if changed.before.output != changed.after.output {
+                // Frames waiting are in the old format.
+                if let (Some(Some(link)), Some(stats)) =
+                    (self.links.get_mut(id.index()), self.core.stats_mut(id))
+                {
+                    link.discard_backlog(stats);
+                }
+            }
+        }
+        for (name, mut link) in opened {
+            let Some(id) = self
+                .core
+                .destinations()
+                .find(|(_, d)| d.name == name)
+                .map(|(id, _)| id)
+            else {
+                continue;
+            };
+            link.token = Token(FIRST_DESTINATION + id.index());
+            if self.links.len() <= id.index() {
+                self.links.resize_with(id.index() + 1, || None);
+            }
+            if let Some(mut old) = self.links[id.index()].take() {
+                if let Some(stats) = self.core.stats_mut(id) {
+                    old.discard_backlog(stats);
+                }
+                old.watch(&self.registry, false);
+            }
+            self.links[id.index()] = Some(link);
+        }
+        self.stats_interval = config.stats_interval;
+        self.warn_every = config.stats_interval.unwrap_or(DEFAULT_WARN_INTERVAL);
+        self.next_summary = config.stats_interval.and_then(|i| now.checked_add(i));
+        Ok(changes)
     }
 }
 
@@ -999,19 +1002,15 @@ impl fmt::Display for Expected {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::Output;
 
     /// A link to a fresh loopback receiver, with its backlog.
-    fn link_to_receiver() -> (Link, std::net::UdpSocket, Destination) {
+    fn link_to_receiver() -> (Link, std::net::UdpSocket) {
         let receiver = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
         receiver
             .set_read_timeout(Some(Duration::from_secs(2)))
             .unwrap();
         let addr = receiver.local_addr().unwrap();
-        let link = Link {
-            socket: UdpSocket::from_std(socket::connect_destination(addr).unwrap()),
-            backlog: LocalRb::new(BACKLOG_FRAMES),
-            tally: Tally::default(),
-        };
         let config = Destination {
             name: "rig".to_owned(),
             addr_text: addr.to_string(),
@@ -1020,31 +1019,35 @@ mod tests {
             only_race_on: false,
             max_rate: 0,
         };
-        (link, receiver, config)
+        let listen = "127.0.0.1:5400".parse().unwrap();
+        let link = Link::open(DestinationId::from_index(0), &config, listen).unwrap();
+        (link, receiver)
     }
 
     #[test]
     fn a_full_backlog_keeps_the_newest_frames_and_sends_them_oldest_first() {
-        let (mut link, receiver, config) = link_to_receiver();
+        let poll = Poll::new().unwrap();
+        let (mut link, receiver) = link_to_receiver();
+        let mut stats = DestinationStats::default();
         // What a socket that would block leaves behind: frames queued in order.
         let extra = 3u8;
         for i in 0..BACKLOG_FRAMES as u8 + extra {
-            link.queue(&[i; 324]);
+            link.queue(&[i; 324], &mut stats);
         }
-        assert_eq!(
-            link.tally.stats.dropped(DropReason::Backlog),
-            u64::from(extra)
-        );
-        link.queue(&[0xFF; FRAME_CAPACITY + 1]);
-        assert_eq!(
-            link.tally.stats.dropped(DropReason::Backlog),
-            u64::from(extra) + 1
-        );
+        assert_eq!(stats.dropped(DropReason::Backlog), u64::from(extra));
+        link.queue(&[0xFF; FRAME_CAPACITY + 1], &mut stats);
+        assert_eq!(stats.dropped(DropReason::Backlog), u64::from(extra) + 1);
 
-        let now = Instant::now();
-        link.flush(&config, now, DEFAULT_WARN_INTERVAL);
+        let clock = Clock {
+            now: Instant::now(),
+            warn_every: DEFAULT_WARN_INTERVAL,
+        };
+        link.watch(poll.registry(), true);
+        assert!(link.watched);
+        link.flush(&mut stats, poll.registry(), clock);
         assert!(link.backlog.is_empty());
-        assert_eq!(link.tally.stats.sent, BACKLOG_FRAMES as u64);
+        assert!(!link.watched, "a flushed link is no longer watched");
+        assert_eq!(stats.sent, BACKLOG_FRAMES as u64);
         let mut buf = [0u8; 2048];
         for i in extra..BACKLOG_FRAMES as u8 + extra {
             let n = receiver.recv(&mut buf).unwrap();
@@ -1052,11 +1055,15 @@ mod tests {
             assert!(buf[..n].iter().all(|&b| b == i), "frame {i} out of order");
         }
         // With frames waiting, a new frame goes behind them, never ahead.
-        link.queue(&[0xA1; 311]);
-        link.send(&[0xA2; 232], &config, now, DEFAULT_WARN_INTERVAL);
+        link.queue(&[0xA1; 311], &mut stats);
+        link.send(&[0xA2; 232], &mut stats, poll.registry(), clock);
         assert_eq!(receiver.recv(&mut buf).unwrap(), 311);
         assert_eq!(receiver.recv(&mut buf).unwrap(), 232);
-        assert_eq!(link.tally.stats.sent, BACKLOG_FRAMES as u64 + 2);
+        assert_eq!(stats.sent, BACKLOG_FRAMES as u64 + 2);
+
+        link.queue(&[0xA3; 311], &mut stats);
+        link.discard_backlog(&mut stats);
+        assert_eq!(stats.dropped(DropReason::Backlog), u64::from(extra) + 2);
     }
 
     #[test]
@@ -1068,15 +1075,6 @@ mod tests {
         assert_eq!(t.ready(t0 + Duration::from_secs(1), every), None);
         assert_eq!(t.ready(t0 + Duration::from_secs(2), every), None);
         assert_eq!(t.ready(t0 + Duration::from_secs(10), every), Some(2));
-    }
-
-    #[test]
-    fn frames_refuse_what_does_not_fit() {
-        let mut f = Frame::EMPTY;
-        assert!(f.store(&[1, 2, 3]));
-        assert_eq!(f.bytes(), &[1, 2, 3]);
-        assert!(!f.store(&[0; FRAME_CAPACITY + 1]));
-        assert_eq!(f.bytes(), &[1, 2, 3]);
     }
 
     #[test]

@@ -1,9 +1,19 @@
-//! Plain counters, why frames were dropped, and the lines a person reads.
+//! Plain counters, why frames were dropped, and every rendering of them.
+//!
+//! The relay's counters are read as one [`Snapshot`]; the periodic summary line
+//! ([`Summary`]), the final report (`Display` for [`Snapshot`]) and the JSON form
+//! for scripts and the bench ([`Snapshot::to_json`]) are all rendered here and
+//! nowhere else.
 
 use std::fmt::{self, Write as _};
 use std::io;
+use std::net::SocketAddr;
 use std::time::Duration;
 
+use serde::ser::{SerializeMap, SerializeStruct};
+use serde::{Serialize, Serializer};
+
+use crate::config::Output;
 use crate::wire::Format;
 
 /// Why a frame did not reach a destination.
@@ -30,6 +40,17 @@ impl DropReason {
         DropReason::Backlog,
         DropReason::SendError,
     ];
+
+    /// Its key in the JSON form.
+    pub const fn key(self) -> &'static str {
+        match self {
+            DropReason::NotRacing => "not_racing",
+            DropReason::RateLimited => "rate_limited",
+            DropReason::Untranslatable => "untranslatable",
+            DropReason::Backlog => "backlog_full",
+            DropReason::SendError => "send_failed",
+        }
+    }
 
     /// How the summary names it.
     pub const fn label(self) -> &'static str {
@@ -75,6 +96,16 @@ impl SendErrorKind {
             }
             _ if e.raw_os_error() == Some(libc_emsgsize()) => SendErrorKind::TooLarge,
             _ => SendErrorKind::Other,
+        }
+    }
+
+    /// Its key in the JSON form.
+    pub const fn key(self) -> &'static str {
+        match self {
+            SendErrorKind::Refused => "refused",
+            SendErrorKind::Unreachable => "unreachable",
+            SendErrorKind::TooLarge => "too_large",
+            SendErrorKind::Other => "other",
         }
     }
 
@@ -147,6 +178,21 @@ impl DestinationStats {
     pub fn dropped(&self, reason: DropReason) -> u64 {
         self.dropped[reason as usize]
     }
+
+    /// Frames dropped for any reason.
+    pub fn dropped_total(&self) -> u64 {
+        self.dropped.iter().sum()
+    }
+}
+
+impl Serialize for SendErrors {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut map = s.serialize_map(Some(SendErrorKind::ALL.len()))?;
+        for kind in SendErrorKind::ALL {
+            map.serialize_entry(kind.key(), &self.get(kind))?;
+        }
+        map.end()
+    }
 }
 
 /// Counters of the listening socket.
@@ -169,6 +215,199 @@ pub struct InputStats {
     pub format_guessed: bool,
 }
 
+impl Serialize for InputStats {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut st = s.serialize_struct("InputStats", 7)?;
+        st.serialize_field("received", &self.received)?;
+        st.serialize_field("bytes", &self.bytes)?;
+        st.serialize_field("malformed", &self.malformed)?;
+        st.serialize_field("disallowed", &self.disallowed)?;
+        st.serialize_field("recv_errors", &self.recv_errors)?;
+        st.serialize_field("format", &self.last_format)?;
+        st.serialize_field("format_guessed", &self.format_guessed)?;
+        st.end()
+    }
+}
+
+/// One destination's counters, with what it is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DestinationSnapshot {
+    /// Its name.
+    pub name: String,
+    /// Its address.
+    pub addr: SocketAddr,
+    /// What it receives.
+    pub output: Output,
+    /// Its counters.
+    pub stats: DestinationStats,
+}
+
+impl Serialize for DestinationSnapshot {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut map = s.serialize_map(None)?;
+        map.serialize_entry("name", &self.name)?;
+        map.serialize_entry("addr", &self.addr)?;
+        map.serialize_entry("output", &self.output)?;
+        map.serialize_entry("sent", &self.stats.sent)?;
+        for reason in DropReason::ALL {
+            map.serialize_entry(reason.key(), &self.stats.dropped(reason))?;
+        }
+        map.serialize_entry("send_errors", &self.stats.send_errors)?;
+        map.end()
+    }
+}
+
+/// Every counter of a running relay at one moment: what every summary, report
+/// and dashboard is rendered from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Snapshot {
+    /// The listening address.
+    pub listen: SocketAddr,
+    /// Time since the relay started.
+    #[serde(rename = "elapsed_s", serialize_with = "seconds")]
+    pub elapsed: Duration,
+    /// Input counters.
+    pub input: InputStats,
+    /// Every destination, in configuration order.
+    pub destinations: Vec<DestinationSnapshot>,
+}
+
+fn seconds<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_f64(d.as_secs_f64())
+}
+
+/// Which summary a JSON line is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SnapshotKind {
+    /// A periodic summary.
+    Summary,
+    /// The final summary, after the relay stopped.
+    Final,
+}
+
+impl SnapshotKind {
+    const fn key(self) -> &'static str {
+        match self {
+            SnapshotKind::Summary => "summary",
+            SnapshotKind::Final => "final",
+        }
+    }
+}
+
+impl Snapshot {
+    /// The counters of the destination called `name`.
+    pub fn destination(&self, name: &str) -> Option<&DestinationSnapshot> {
+        self.destinations.iter().find(|d| d.name == name)
+    }
+
+    /// One JSON object on one line: `{"event":"summary","elapsed_s":…,"listen":…,
+    /// "input":{…},"destinations":[{"name":…,"sent":…,"not_racing":…,…}]}`.
+    pub fn to_json(&self, kind: SnapshotKind) -> String {
+        #[derive(Serialize)]
+        struct Line<'a> {
+            event: &'static str,
+            #[serde(flatten)]
+            snapshot: &'a Snapshot,
+        }
+        serde_json::to_string(&Line {
+            event: kind.key(),
+            snapshot: self,
+        })
+        .unwrap_or_else(|e| format!("{{\"event\":\"error\",\"error\":\"{e}\"}}"))
+    }
+}
+
+impl fmt::Display for Snapshot {
+    /// The final summary: how long it ran, the input, every destination.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let i = &self.input;
+        write!(
+            f,
+            "forza-relay ran for {}. Received {} packets on {}",
+            Elapsed(self.elapsed),
+            i.received,
+            self.listen
+        )?;
+        if let Some(format) = i.last_format {
+            write!(f, " ({format}{})", if i.format_guessed { "?" } else { "" })?;
+        }
+        write!(
+            f,
+            ", {} malformed, {} disallowed",
+            i.malformed, i.disallowed
+        )?;
+        if i.recv_errors > 0 {
+            write!(f, ", {} receive errors", i.recv_errors)?;
+        }
+        f.write_str(".")?;
+        for d in &self.destinations {
+            write!(f, "\n  {}", d.name)?;
+            if d.name != d.addr.to_string() {
+                write!(f, " ({})", d.addr)?;
+            }
+            write!(
+                f,
+                ", {}: sent {}{}",
+                d.output,
+                d.stats.sent,
+                Drops(&d.stats)
+            )?;
+        }
+        Ok(())
+    }
+}
+
+/// The periodic one-line summary: rates since the previous line.
+#[derive(Debug, Clone, Default)]
+pub struct Summary {
+    /// When the previous line was made (time since start) and the count then.
+    previous: (Duration, u64),
+}
+
+impl Summary {
+    /// The line for `now`, relative to the previous call.
+    pub fn line(&mut self, now: &Snapshot) -> String {
+        let (since, before) =
+            std::mem::replace(&mut self.previous, (now.elapsed, now.input.received));
+        let interval = now.elapsed.saturating_sub(since);
+        let received = now.input.received.saturating_sub(before);
+        let i = &now.input;
+        if received == 0 {
+            return format!(
+                "waiting: nothing received on {} in the last {} (is the game's Data Out \
+                 pointed here?)",
+                now.listen,
+                Elapsed(interval)
+            );
+        }
+        let mut line = format!(
+            "in {:.0}/s ({} total",
+            received as f64 / interval.as_secs_f64().max(1e-9),
+            i.received
+        );
+        if let Some(f) = i.last_format {
+            let _ = write!(line, ", {f}{}", if i.format_guessed { "?" } else { "" });
+        }
+        if i.malformed > 0 {
+            let _ = write!(line, ", {} malformed", i.malformed);
+        }
+        if i.disallowed > 0 {
+            let _ = write!(line, ", {} disallowed", i.disallowed);
+        }
+        line.push(')');
+        for d in &now.destinations {
+            let _ = write!(
+                line,
+                " | {} {} sent{}",
+                d.name,
+                d.stats.sent,
+                Drops(&d.stats)
+            );
+        }
+        line
+    }
+}
+
 /// A duration as a person reads it: `42s`, `3m 05s`, `2h 01m`.
 pub struct Elapsed(pub Duration);
 
@@ -183,19 +422,25 @@ impl fmt::Display for Elapsed {
     }
 }
 
-/// Appends `, N label` for every non-zero drop reason and send error kind.
-pub fn write_drops(out: &mut String, s: &DestinationStats) {
-    for reason in DropReason::ALL {
-        let n = s.dropped(reason);
-        if n > 0 && reason != DropReason::SendError {
-            let _ = write!(out, ", {n} {}", reason.label());
+/// `, N label` for every non-zero drop reason and send error kind.
+pub struct Drops<'a>(pub &'a DestinationStats);
+
+impl fmt::Display for Drops<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let s = self.0;
+        for reason in DropReason::ALL {
+            let n = s.dropped(reason);
+            if n > 0 && reason != DropReason::SendError {
+                write!(f, ", {n} {}", reason.label())?;
+            }
         }
-    }
-    for kind in SendErrorKind::ALL {
-        let n = s.send_errors.get(kind);
-        if n > 0 {
-            let _ = write!(out, ", {n} send errors: {}", kind.label());
+        for kind in SendErrorKind::ALL {
+            let n = s.send_errors.get(kind);
+            if n > 0 {
+                write!(f, ", {n} send errors: {}", kind.label())?;
+            }
         }
+        Ok(())
     }
 }
 
@@ -212,10 +457,8 @@ mod tests {
         s.drop(DropReason::NotRacing);
         s.drop(DropReason::NotRacing);
         s.send_errors.add(SendErrorKind::Refused);
-        let mut out = String::new();
-        write_drops(&mut out, &s);
         assert_eq!(
-            out,
+            Drops(&s).to_string(),
             ", 2 not racing, 1 send errors: refused (nothing listening)"
         );
         assert_eq!(s.send_errors.total(), 1);

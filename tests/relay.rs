@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use forza_relay::config::{Destination, Output};
+use forza_relay::config::Output;
 use forza_relay::relay::Relay;
 use forza_relay::stats::{DropReason, SendErrorKind};
 use forza_relay::wire::{Format, Packet, Puddle};
@@ -467,7 +467,7 @@ fn allow_list_drops_and_counts_senders_outside_it() {
     pump_until(&mut relay, |r| r.input_stats().received == 3);
     assert_nothing_waiting(&dash);
 
-    let report = relay.report();
+    let report = relay.snapshot();
     assert_eq!(report.input.disallowed, 3);
     assert_eq!(report.input.malformed, 0);
     assert_eq!(destination(&report, "dash").stats.sent, 0);
@@ -483,7 +483,7 @@ fn allow_list_passes_senders_inside_it() {
     pump_until(&mut relay, |r| r.input_stats().received == 1);
     assert_eq!(recv(&dash), bytes);
 
-    let report = relay.report();
+    let report = relay.snapshot();
     assert_eq!(report.input.disallowed, 0);
     assert_eq!(destination(&report, "dash").stats.sent, 1);
 }
@@ -582,10 +582,14 @@ fn destinations_can_be_added_and_removed_while_running() {
     let (a, a_addr) = receiver();
     let (b, b_addr) = receiver();
     let (c, c_addr) = receiver();
-    let mut relay = Relay::bind(&config(
-        &(listen_toml("fh6") + &destination_toml("a", a_addr, "same", "")),
-    ))
-    .expect("the relay binds");
+    let with = |dests: &[(&str, SocketAddr, &str)]| {
+        let mut toml = listen_toml("fh6");
+        for (name, addr, format) in dests {
+            toml += &destination_toml(name, *addr, format, "");
+        }
+        config(&toml)
+    };
+    let mut relay = Relay::bind(&with(&[("a", a_addr, "same")])).expect("the relay binds");
     let sender = Sender::new(relay.local_addr());
     let mut handled = 0;
     let mut relay_one = |relay: &mut Relay, ts: u32| -> Vec<u8> {
@@ -595,42 +599,43 @@ fn destinations_can_be_added_and_removed_while_running() {
         pump_until(relay, |r| r.input_stats().received == handled);
         bytes
     };
-    let destination_at = |name: &str, addr: SocketAddr, output: Output| Destination {
-        name: name.to_owned(),
-        addr_text: addr.to_string(),
-        addr,
-        output,
-        only_race_on: false,
-        max_rate: 0,
+    // The listen port stays the one bound: the new configs name it.
+    let reconfigure = |relay: &mut Relay, dests: &[(&str, SocketAddr, &str)]| {
+        let mut c = with(dests);
+        c.listen = relay.local_addr();
+        relay.apply(&c).expect("apply")
     };
 
     let p1 = relay_one(&mut relay, 1);
     assert_eq!(recv(&a), p1);
 
-    relay
-        .add_destination(destination_at("b", b_addr, Output::Format(Format::Fm7)))
-        .expect("add b");
+    let changes = reconfigure(&mut relay, &[("a", a_addr, "same"), ("b", b_addr, "fm7")]);
+    assert_eq!(changes.added.len(), 1, "add b");
     let p2 = relay_one(&mut relay, 2);
     assert_eq!(recv(&a), p2);
     assert_eq!(timestamp(&recv(&b), Format::Fm7), 2);
 
-    let removed = relay.remove_destination("a").expect("a was there");
-    assert_eq!((removed.name.as_str(), removed.stats.sent), ("a", 2));
-    assert!(relay.remove_destination("a").is_none(), "a is gone");
-    assert!(relay.remove_destination("nobody").is_none());
+    let changes = reconfigure(&mut relay, &[("b", b_addr, "fm7")]);
+    let removed = changes.removed.first().expect("a was there");
+    assert_eq!(
+        (removed.destination.name.as_str(), removed.stats.sent),
+        ("a", 2)
+    );
+    let changes = reconfigure(&mut relay, &[("b", b_addr, "fm7")]);
+    assert!(changes.removed.is_empty(), "a is gone");
+    assert!(changes.is_empty(), "{changes}");
     relay_one(&mut relay, 3);
     assert_eq!(timestamp(&recv(&b), Format::Fm7), 3);
     assert_nothing_waiting(&a);
 
-    relay
-        .add_destination(destination_at("c", c_addr, Output::Same))
-        .expect("add c");
+    let changes = reconfigure(&mut relay, &[("b", b_addr, "fm7"), ("c", c_addr, "same")]);
+    assert_eq!(changes.added.len(), 1, "add c");
     let p4 = relay_one(&mut relay, 4);
     assert_eq!(timestamp(&recv(&b), Format::Fm7), 4);
     assert_eq!(recv(&c), p4);
     assert_nothing_waiting(&a);
 
-    let report = relay.report();
+    let report = relay.snapshot();
     let names: Vec<&str> = report
         .destinations
         .iter()

@@ -1,0 +1,47 @@
+//! Every platform but Linux: one `recv_from` per batch.
+
+use std::io;
+use std::net::{Ipv4Addr, SocketAddr};
+
+use super::MAX_DATAGRAM;
+
+/// One received datagram at a time, in a buffer made at start-up.
+pub struct Batch {
+    buf: Box<[u8]>,
+    len: usize,
+    from: SocketAddr,
+}
+
+impl Default for Batch {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Batch {
+    /// Datagrams one call can return.
+    pub const SIZE: usize = 1;
+
+    /// A batch with its buffer allocated.
+    pub fn new() -> Self {
+        Batch {
+            buf: vec![0u8; MAX_DATAGRAM].into_boxed_slice(),
+            len: 0,
+            from: (Ipv4Addr::UNSPECIFIED, 0).into(),
+        }
+    }
+
+    /// Receives one datagram; `WouldBlock` when none is queued.
+    pub fn recv(&mut self, socket: &mio::net::UdpSocket) -> io::Result<usize> {
+        let (len, from) = socket.recv_from(&mut self.buf)?;
+        self.len = len;
+        self.from = from;
+        Ok(1)
+    }
+
+    /// Datagram `i` of the last batch and its sender.
+    pub fn datagram(&self, i: usize) -> (&[u8], SocketAddr) {
+        debug_assert_eq!(i, 0);
+        (&self.buf[..self.len], self.from)
+    }
+}
