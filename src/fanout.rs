@@ -588,6 +588,7 @@ impl Fanout {
             elapsed,
             input: self.stats,
             destinations: self.states().map(|(_, d)| d.snapshot()).collect(),
+            tap_dropped: 0,
         }
     }
 

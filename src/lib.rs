@@ -22,3 +22,4 @@ pub mod recv;
 pub mod relay;
 pub mod socket;
 pub mod stats;
+pub mod tap;

@@ -27,7 +27,7 @@ use std::io;
 use std::net::SocketAddr;
 use std::sync::mpsc;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use log::{debug, error, info, trace, warn};
 use mio::net::UdpSocket;
@@ -40,6 +40,7 @@ use crate::fanout::{Changes, DestinationId, Fanout, Frame, Sink};
 use crate::recv::Batch;
 use crate::socket;
 use crate::stats::{DestinationStats, DropReason, InputStats, SendErrorKind, Snapshot};
+use crate::tap::TapProducer;
 use crate::wire::Format;
 
 const LISTENER: Token = Token(0);
@@ -443,6 +444,8 @@ enum Command {
     Apply(Box<Config>),
     /// Reply with a snapshot of every counter.
     Snapshot(mpsc::Sender<Snapshot>),
+    /// Copy every datagram received into this tap from now on.
+    Attach(Box<TapProducer>),
 }
 
 /// Talks to a running relay from any thread: a message, then a wake-up.
@@ -470,6 +473,12 @@ impl Control {
     /// that did not change lose nothing (see [`Fanout::apply`]).
     pub fn apply(&self, config: Config) {
         self.send(Command::Apply(Box::new(config)));
+    }
+
+    /// Copies every datagram received from now on into `tap` (see
+    /// [`crate::tap`]); dropping the tap's reader detaches it.
+    pub fn attach(&self, tap: TapProducer) {
+        self.send(Command::Attach(Box::new(tap)));
     }
 
     /// Every counter now, or `None` if the loop doesn't answer within `timeout`.
@@ -507,6 +516,10 @@ struct Shell {
     stats_interval: Option<Duration>,
     next_summary: Option<Instant>,
     summaries: Option<mpsc::SyncSender<Snapshot>>,
+    /// Readers of every datagram received (the capture writer, the dashboard).
+    taps: Vec<TapProducer>,
+    /// Datagrams dropped by taps whose readers have gone.
+    tap_dropped: u64,
     warn_every: Duration,
     /// Input counters when their warnings were last considered.
     warned: InputStats,
@@ -554,6 +567,8 @@ impl Relay {
                 stats_interval: config.stats_interval,
                 next_summary: config.stats_interval.and_then(|i| now.checked_add(i)),
                 summaries: None,
+                taps: Vec::new(),
+                tap_dropped: 0,
                 warn_every: config.stats_interval.unwrap_or(DEFAULT_WARN_INTERVAL),
                 warned: InputStats::default(),
                 malformed: Throttle::default(),
@@ -638,6 +653,12 @@ impl Relay {
         shell.timers(now);
     }
 
+    /// Copies every datagram received from now on into `tap`, as
+    /// [`Control::attach`] does from another thread.
+    pub fn attach(&mut self, tap: TapProducer) {
+        self.shell.taps.push(tap);
+    }
+
     /// Takes `config` now, as [`Control::apply`] does from another thread: all of
     /// it, or (when a socket can't be opened) none of it, returning why.
     pub fn apply(&mut self, config: &Config) -> Result<Changes, StartError> {
@@ -694,7 +715,10 @@ impl Shell {
     }
 
     fn snapshot(&self) -> Snapshot {
-        self.core.snapshot(self.listen, self.started.elapsed())
+        let mut snapshot = self.core.snapshot(self.listen, self.started.elapsed());
+        snapshot.tap_dropped =
+            self.tap_dropped + self.taps.iter().map(TapProducer::dropped).sum::<u64>();
+        snapshot
     }
 
     /// The earliest moment the loop must wake without an event.
@@ -732,6 +756,10 @@ impl Shell {
                     for i in 0..n {
                         let (data, from) = batch.datagram(i);
                         core.handle(data, from, now, &mut sink);
+                    }
+                    // After the sends: a tap's copy never delays a packet.
+                    if !self.taps.is_empty() {
+                        self.tap(n);
                     }
                     read += n;
                     if n < Batch::SIZE {
@@ -771,6 +799,28 @@ impl Shell {
             }
         }
         self.warn_input(now);
+    }
+
+    /// Copies the `n` datagrams of the last batch into every tap, and lets go of
+    /// taps whose readers have gone.
+    fn tap(&mut self, n: usize) {
+        let time = SystemTime::now();
+        for tap in &mut self.taps {
+            for i in 0..n {
+                let (data, from) = self.batch.datagram(i);
+                tap.push(time, from, self.listen, data);
+            }
+        }
+        if self.taps.iter().any(TapProducer::is_closed) {
+            let gone: u64 = self
+                .taps
+                .iter()
+                .filter(|t| t.is_closed())
+                .map(TapProducer::dropped)
+                .sum();
+            self.tap_dropped += gone;
+            self.taps.retain(|t| !t.is_closed());
+        }
     }
 
     /// Warns, at most once per interval each, about datagrams the core counted
@@ -867,6 +917,7 @@ impl Shell {
                 Command::Snapshot(reply) => {
                     let _ = reply.send(self.snapshot());
                 }
+                Command::Attach(tap) => self.taps.push(*tap),
             }
         }
     }

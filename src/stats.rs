@@ -270,6 +270,9 @@ pub struct Snapshot {
     pub input: InputStats,
     /// Every destination, in configuration order.
     pub destinations: Vec<DestinationSnapshot>,
+    /// Datagrams not copied to a tap (a capture file, the dashboard) because
+    /// its reader fell behind; forwarding is never affected.
+    pub tap_dropped: u64,
 }
 
 fn seconds<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
@@ -338,6 +341,13 @@ impl fmt::Display for Snapshot {
         )?;
         if i.recv_errors > 0 {
             write!(f, ", {} receive errors", i.recv_errors)?;
+        }
+        if self.tap_dropped > 0 {
+            write!(
+                f,
+                ", {} not recorded or shown (the reader fell behind)",
+                self.tap_dropped
+            )?;
         }
         f.write_str(".")?;
         for d in &self.destinations {

@@ -1,7 +1,9 @@
 //! Proof that the relay allocates nothing per packet: a counting global allocator,
 //! armed only on the relay's thread, watches 1,000+ packets go through the real
 //! loop on loopback (after a warm-up) to four destinations, one of each kind:
-//! byte-for-byte, translated, translated with `only_race_on`, and rate-limited.
+//! byte-for-byte, translated, translated with `only_race_on`, and rate-limited,
+//! with a tap attached (what `[record]` and the dashboard read) and drained by
+//! another thread.
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
@@ -13,6 +15,7 @@ use std::time::{Duration, Instant};
 
 use forza_relay::config::{Config, Overrides};
 use forza_relay::relay::Relay;
+use forza_relay::tap;
 use forza_relay::wire::{Format, Packet};
 
 struct Counting;
@@ -107,6 +110,22 @@ max_rate = 100
     let config = Config::from_toml(&toml, "no_alloc.toml", &Overrides::default()).unwrap();
     let mut relay = Relay::bind(&config).unwrap();
     let target = relay.local_addr();
+    let (producer, mut tap) = tap::tap(tap::DEFAULT_CAPACITY);
+    relay.attach(producer);
+    let tap_stop = stop.clone();
+    let tapped = thread::spawn(move || {
+        let mut n = 0u64;
+        loop {
+            match tap.pop() {
+                Some(d) if d.payload.len() == 324 => n += 1,
+                Some(d) => panic!("a {}-byte datagram in the tap", d.payload.len()),
+                // Stopped and drained: everything the relay pushed was read.
+                None if tap_stop.load(Ordering::SeqCst) => break,
+                None => thread::sleep(Duration::from_millis(1)),
+            }
+        }
+        (n, tap.dropped())
+    });
 
     let sender = thread::spawn(move || {
         let socket = UdpSocket::bind("127.0.0.1:0").unwrap();
@@ -142,6 +161,7 @@ max_rate = 100
     sender.join().unwrap();
     stop.store(true, Ordering::SeqCst);
     let counts: Vec<u64> = receivers.into_iter().map(|r| r.1.join().unwrap()).collect();
+    let (tapped, tap_dropped) = tapped.join().unwrap();
     let report = relay.snapshot();
 
     assert!(
@@ -170,4 +190,10 @@ max_rate = 100
         "{report}"
     );
     assert!(counts.iter().all(|&n| n > 0), "receivers got {counts:?}");
+    assert_eq!(
+        tapped + tap_dropped,
+        relay.input_stats().received,
+        "every datagram reached the tap or was counted as dropped there"
+    );
+    assert!(tapped > 0, "the tap saw the traffic");
 }
