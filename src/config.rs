@@ -7,6 +7,7 @@
 //! reported together, so a user fixes them in one go.
 
 use std::fmt;
+use std::io;
 use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
 use std::path::Path;
 use std::time::Duration;
@@ -176,6 +177,24 @@ impl ConfigError {
     }
 }
 
+/// How hostnames are looked up: [`system_look_up`], or a test's own.
+pub type LookUp = dyn Fn(&str, u16) -> io::Result<Vec<SocketAddr>> + Send + Sync;
+
+/// The operating system's resolver.
+pub fn system_look_up(host: &str, port: u16) -> io::Result<Vec<SocketAddr>> {
+    Ok((host, port).to_socket_addrs()?.collect())
+}
+
+/// A configuration read again while running, and what it kept from before.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reloaded {
+    /// The new configuration.
+    pub config: Config,
+    /// Things the running relay should know but that don't make the file
+    /// invalid: a hostname that no longer resolves keeps its previous address.
+    pub warnings: Vec<Problem>,
+}
+
 /// The TOML file as written.
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -257,6 +276,14 @@ struct Raw {
     destinations_place: String,
 }
 
+/// The text of the config file at `path`, and its name for messages.
+fn read_file(path: &Path) -> Result<(String, String), ConfigError> {
+    let origin = path.display().to_string();
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| ConfigError::one(&origin, format!("cannot read the config file: {e}")))?;
+    Ok((text, origin))
+}
+
 /// 1-based line of byte `offset` in `text`.
 fn line_of(text: &str, offset: usize) -> usize {
     text.as_bytes()[..offset.min(text.len())]
@@ -336,9 +363,7 @@ impl Config {
 
     /// Reads and validates the file at `path`, then applies `overrides`.
     pub fn from_file(path: &Path, overrides: &Overrides) -> Result<Config, ConfigError> {
-        let origin = path.display().to_string();
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| ConfigError::one(&origin, format!("cannot read the config file: {e}")))?;
+        let (text, origin) = read_file(path)?;
         Self::from_toml(&text, &origin, overrides)
     }
 
@@ -348,6 +373,30 @@ impl Config {
         origin: &str,
         overrides: &Overrides,
     ) -> Result<Config, ConfigError> {
+        Self::parse(text, origin, overrides, None, &system_look_up).map(|r| r.config)
+    }
+
+    /// Reads the file at `path` again while `previous` runs, looking hostnames
+    /// up with `look_up`. As [`Config::from_file`], except that a destination
+    /// whose hostname no longer resolves, written exactly as before, keeps its
+    /// previous address (with a warning) instead of making the file invalid.
+    pub fn reload_file(
+        path: &Path,
+        overrides: &Overrides,
+        previous: Option<&Config>,
+        look_up: &LookUp,
+    ) -> Result<Reloaded, ConfigError> {
+        let (text, origin) = read_file(path)?;
+        Self::parse(&text, &origin, overrides, previous, look_up)
+    }
+
+    fn parse(
+        text: &str,
+        origin: &str,
+        overrides: &Overrides,
+        previous: Option<&Config>,
+        look_up: &LookUp,
+    ) -> Result<Reloaded, ConfigError> {
         let file: FileConfig = toml::from_str(text).map_err(|e| {
             // toml's message names the type, not the key: quote the line too.
             let place = match e.span() {
@@ -414,7 +463,7 @@ impl Config {
                 .collect(),
             destinations_place: origin.to_owned(),
         };
-        raw.apply(overrides).validate()
+        raw.apply(overrides).validate(previous, look_up)
     }
 
     /// Builds a configuration from the quick form: `--to` values such as
@@ -442,7 +491,8 @@ impl Config {
             destinations_place: "command line".to_owned(),
         }
         .apply(overrides)
-        .validate()
+        .validate(None, &system_look_up)
+        .map(|r| r.config)
     }
 }
 
@@ -512,7 +562,12 @@ impl Raw {
         self
     }
 
-    fn validate(self) -> Result<Config, ConfigError> {
+    fn validate(
+        self,
+        previous: Option<&Config>,
+        look_up: &LookUp,
+    ) -> Result<Reloaded, ConfigError> {
+        let mut warnings = Vec::new();
         let mut problems = Vec::new();
         let mut problem = |place: &str, message: String| {
             problems.push(Problem {
@@ -613,11 +668,28 @@ impl Raw {
                     }
                 },
             };
-            let addr = match resolve(&d.addr) {
+            let addr = match resolve(&d.addr, look_up) {
                 Ok(a) => Some(a),
                 Err(message) => {
-                    problem(&d.addr_place, format!("{:?}: {message}", d.addr));
-                    None
+                    // The same text resolved before, so only the look-up failed.
+                    let before = previous
+                        .and_then(|p| p.destinations.iter().find(|x| x.addr_text == d.addr));
+                    match before {
+                        Some(before) => {
+                            warnings.push(Problem {
+                                place: d.addr_place.clone(),
+                                message: format!(
+                                    "{:?}: {message}; keeping its previous address {}",
+                                    d.addr, before.addr
+                                ),
+                            });
+                            Some(before.addr)
+                        }
+                        None => {
+                            problem(&d.addr_place, format!("{:?}: {message}", d.addr));
+                            None
+                        }
+                    }
                 }
             };
             if seen.iter().any(|(n, _)| *n == name) {
@@ -663,15 +735,18 @@ impl Raw {
         }
 
         match listen {
-            Some(listen) if problems.is_empty() => Ok(Config {
-                origin: self.origin,
-                listen,
-                listen_place,
-                input,
-                allow,
-                stats_interval,
-                stats_format,
-                destinations,
+            Some(listen) if problems.is_empty() => Ok(Reloaded {
+                warnings,
+                config: Config {
+                    origin: self.origin,
+                    listen,
+                    listen_place,
+                    input,
+                    allow,
+                    stats_interval,
+                    stats_format,
+                    destinations,
+                },
             }),
             _ => Err(ConfigError { problems }),
         }
@@ -700,8 +775,8 @@ fn parse_net(text: &str) -> Option<IpNet> {
         .or_else(|| t.parse::<IpAddr>().ok().map(IpNet::from))
 }
 
-/// Resolves `host:port` (a hostname is looked up once, at start-up).
-fn resolve(text: &str) -> Result<SocketAddr, String> {
+/// Resolves `host:port` with `look_up` (never on the relay's loop).
+fn resolve(text: &str, look_up: &LookUp) -> Result<SocketAddr, String> {
     let t = text.trim();
     if let Ok(a) = t.parse::<SocketAddr>() {
         return check_port(a);
@@ -715,10 +790,7 @@ fn resolve(text: &str) -> Result<SocketAddr, String> {
     if host.is_empty() {
         return Err("needs a host before the port, like \"127.0.0.1:8000\"".to_owned());
     }
-    let addrs: Vec<SocketAddr> = (host, port)
-        .to_socket_addrs()
-        .map_err(|e| format!("cannot resolve host {host:?}: {e}"))?
-        .collect();
+    let addrs = look_up(host, port).map_err(|e| format!("cannot resolve host {host:?}: {e}"))?;
     // Prefer IPv4: most tools listen on 0.0.0.0, and "localhost" may list ::1 first.
     let chosen = addrs
         .iter()

@@ -215,6 +215,9 @@ pub struct Changes {
     pub changed: Vec<Changed>,
     /// Destinations removed.
     pub removed: Vec<Removed>,
+    /// The listening address, before and after, when it changed (the shell
+    /// fills it in: the core has no sockets).
+    pub listen: Option<(SocketAddr, SocketAddr)>,
     /// The input format, before and after, when it changed.
     pub input: Option<(Input, Input)>,
     /// The allow-list changed.
@@ -227,6 +230,7 @@ impl Changes {
         self.added.is_empty()
             && self.changed.is_empty()
             && self.removed.is_empty()
+            && self.listen.is_none()
             && self.input.is_none()
             && !self.allow
     }
@@ -241,6 +245,10 @@ impl fmt::Display for Changes {
             sep = ", ";
             f.write_str(s)
         };
+        if let Some((before, after)) = self.listen {
+            item(f)?;
+            write!(f, "~ listen: {before} -> {after}")?;
+        }
         if let Some((before, after)) = self.input {
             item(f)?;
             write!(f, "~ input: {before} -> {after}")?;

@@ -20,6 +20,7 @@ pub mod filter;
 pub mod platform;
 pub mod recv;
 pub mod relay;
+pub mod reload;
 pub mod socket;
 pub mod stats;
 pub mod tap;

@@ -4,13 +4,17 @@
 use std::io::Write as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
 
 use clap::Parser as _;
 use log::{error, info, warn};
 
 use forza_relay::cli::{Cli, Command, Settings};
-use forza_relay::config::{Config, ConfigError, Overrides, StatsFormat, DEFAULT_FILE_NAME};
+use forza_relay::config::{
+    system_look_up, Config, ConfigError, Overrides, StatsFormat, DEFAULT_FILE_NAME,
+};
 use forza_relay::relay::Relay;
+use forza_relay::reload::Reloader;
 use forza_relay::stats::{SnapshotKind, Summary};
 
 const NO_CONFIG_HELP: &str = "\
@@ -50,8 +54,8 @@ fn real_main() -> ExitCode {
         Some(Command::Run(s)) => (false, s),
         None => (false, cli.run),
     };
-    let config = match load(&settings) {
-        Ok(Some(config)) => config,
+    let (config, file) = match load(&settings) {
+        Ok(Some(loaded)) => loaded,
         Ok(None) => {
             eprintln!("{NO_CONFIG_HELP}");
             return ExitCode::from(2);
@@ -72,10 +76,12 @@ fn real_main() -> ExitCode {
         let _ = writeln!(out, "{}\nconfiguration OK", config.describe());
         return ExitCode::SUCCESS;
     }
-    run(&config)
+    run(&config, file.map(|path| (path, overrides(&settings))))
 }
 
-fn run(config: &Config) -> ExitCode {
+/// Runs the relay; with a config `file` (and the command-line overrides to
+/// keep applying), reloads it whenever it changes.
+fn run(config: &Config, file: Option<(PathBuf, Overrides)>) -> ExitCode {
     let mut relay = match Relay::bind(config) {
         Ok(relay) => relay,
         Err(e) => {
@@ -87,6 +93,8 @@ fn run(config: &Config) -> ExitCode {
     if let Err(e) = ctrlc::set_handler(move || control.stop()) {
         warn!("Ctrl-C will not print the final summary: {e}");
     }
+    #[cfg(unix)]
+    stop_on_sigterm(relay.control());
     // Summaries are printed off the loop, which never waits for the terminal.
     let summaries = relay.summaries();
     let format = config.stats_format;
@@ -102,8 +110,33 @@ fn run(config: &Config) -> ExitCode {
     let mut config = config.clone();
     config.listen = relay.local_addr();
     info!("{}", config.describe());
+    let reloader = file.and_then(|(path, overrides)| {
+        match Reloader::start(
+            &path,
+            overrides,
+            config.clone(),
+            relay.control(),
+            Arc::new(system_look_up),
+        ) {
+            Ok(r) => {
+                info!(
+                    "watching {} for changes (saved changes apply at once)",
+                    path.display()
+                );
+                Some(r)
+            }
+            Err(e) => {
+                warn!(
+                    "changes to {} will need a restart: cannot watch it ({e})",
+                    path.display()
+                );
+                None
+            }
+        }
+    });
     info!("running; press Ctrl-C to stop");
     let last = relay.run();
+    drop(reloader);
     // Closes the summaries channel, which ends the printer.
     drop(relay);
     let _ = printer.join();
@@ -114,6 +147,23 @@ fn run(config: &Config) -> ExitCode {
     ExitCode::SUCCESS
 }
 
+/// SIGTERM (a service manager, `kill`) stops the relay as Ctrl-C does. SIGHUP
+/// is left to the config reloader.
+#[cfg(unix)]
+fn stop_on_sigterm(control: forza_relay::relay::Control) {
+    use signal_hook::consts::SIGTERM;
+    match signal_hook::iterator::Signals::new([SIGTERM]) {
+        Ok(mut signals) => {
+            std::thread::spawn(move || {
+                if signals.forever().next().is_some() {
+                    control.stop();
+                }
+            });
+        }
+        Err(e) => warn!("SIGTERM will not print the final summary: {e}"),
+    }
+}
+
 /// One JSON line on standard output, flushed so a script sees it at once.
 fn print_json(line: &str) {
     let mut out = std::io::stdout().lock();
@@ -121,26 +171,34 @@ fn print_json(line: &str) {
     let _ = out.flush();
 }
 
-/// The configuration from `--config`, `--to`, or a `forza-relay.toml` found in the
-/// current folder or next to the program; `None` when there is none.
-fn load(s: &Settings) -> Result<Option<Config>, ConfigError> {
-    let overrides = Overrides {
+/// The command-line options that override the file.
+fn overrides(s: &Settings) -> Overrides {
+    Overrides {
         listen: s.listen.clone(),
         input: s.input.clone(),
         stats_interval: s.stats_interval,
         stats_format: s.stats_format.clone(),
-    };
+    }
+}
+
+/// The configuration from `--config`, `--to`, or a `forza-relay.toml` found in the
+/// current folder or next to the program, with the file it came from; `None`
+/// when there is none.
+fn load(s: &Settings) -> Result<Option<(Config, Option<PathBuf>)>, ConfigError> {
+    let overrides = overrides(s);
+    let from_file =
+        |path: PathBuf| Config::from_file(&path, &overrides).map(|c| Some((c, Some(path))));
     match (&s.config, s.to.is_empty()) {
         (Some(_), false) => Err(ConfigError::one(
             "command line",
             "use either --config FILE or --to DEST, not both",
         )),
-        (Some(path), true) => Config::from_file(path, &overrides).map(Some),
-        (None, false) => Config::from_args(&s.to, &overrides).map(Some),
+        (Some(path), true) => from_file(path.clone()),
+        (None, false) => Config::from_args(&s.to, &overrides).map(|c| Some((c, None))),
         (None, true) => match find_default_file() {
             Some(path) => {
                 info!("using {}", path.display());
-                Config::from_file(&path, &overrides).map(Some)
+                from_file(path)
             }
             None => Ok(None),
         },

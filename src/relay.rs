@@ -440,8 +440,11 @@ impl std::error::Error for StartError {}
 enum Command {
     /// Finish: `run` returns its final snapshot.
     Stop,
-    /// Take this configuration (a reload).
-    Apply(Box<Config>),
+    /// Take this configuration (a reload), and say how it went if asked.
+    Apply(
+        Box<Config>,
+        Option<mpsc::Sender<Result<Changes, StartError>>>,
+    ),
     /// Reply with a snapshot of every counter.
     Snapshot(mpsc::Sender<Snapshot>),
     /// Copy every datagram received into this tap from now on.
@@ -472,7 +475,19 @@ impl Control {
     /// Asks the loop to take `config`, matching destinations by name: those
     /// that did not change lose nothing (see [`Fanout::apply`]).
     pub fn apply(&self, config: Config) {
-        self.send(Command::Apply(Box::new(config)));
+        self.send(Command::Apply(Box::new(config), None));
+    }
+
+    /// As [`Control::apply`], then waits (at most `timeout`) for what changed,
+    /// or why nothing did; `None` when the loop didn't answer in time.
+    pub fn apply_and_wait(
+        &self,
+        config: Config,
+        timeout: Duration,
+    ) -> Option<Result<Changes, StartError>> {
+        let (tx, rx) = mpsc::channel();
+        self.send(Command::Apply(Box::new(config), Some(tx)));
+        rx.recv_timeout(timeout).ok()
     }
 
     /// Copies every datagram received from now on into `tap` (see
@@ -910,10 +925,18 @@ impl Shell {
         while let Ok(command) = self.commands.try_recv() {
             match command {
                 Command::Stop => self.stopping = true,
-                Command::Apply(config) => match self.apply(&config, now) {
-                    Ok(changes) => info!("configuration applied: {changes}"),
-                    Err(e) => error!("the new configuration was not applied: {e}"),
-                },
+                Command::Apply(config, reply) => {
+                    let result = self.apply(&config, now);
+                    match &result {
+                        Ok(changes) => info!("configuration applied: {changes}"),
+                        Err(e) => error!(
+                            "the new configuration was not applied, the previous one runs on: {e}"
+                        ),
+                    }
+                    if let Some(reply) = reply {
+                        let _ = reply.send(result);
+                    }
+                }
                 Command::Snapshot(reply) => {
                     let _ = reply.send(self.snapshot());
                 }
@@ -960,16 +983,18 @@ impl Shell {
             }
             return Err(e);
         }
+        let mut moved = None;
         if let Some((socket, addr)) = listener {
             // What the old socket still holds is relayed before it closes.
             self.drain(now);
             let mut old = std::mem::replace(&mut self.listener, socket);
             let _ = self.registry.deregister(&mut old);
-            info!("now listening on {addr} (was {})", self.listen);
+            moved = Some((self.listen, addr));
             self.listen = addr;
             self.configured_listen = config.listen;
         }
-        let changes = self.core.apply(config);
+        let mut changes = self.core.apply(config);
+        changes.listen = moved;
         for removed in &changes.removed {
             if let Some(mut link) = self
                 .links

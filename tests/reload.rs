@@ -1,0 +1,578 @@
+//! Live reload over real loopback sockets: a relay on its own thread, the
+//! reload watcher on a config file, and a sender streaming packets while the
+//! file changes. Destinations that did not change must receive every packet
+//! sent during the reload.
+
+#[allow(dead_code)]
+mod common;
+
+use std::io;
+use std::net::{SocketAddr, UdpSocket};
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::{mpsc, Arc};
+use std::thread::{self, JoinHandle};
+use std::time::{Duration, Instant};
+
+use forza_relay::config::{system_look_up, Config, LookUp, Output, Overrides};
+use forza_relay::relay::{Control, Relay};
+use forza_relay::reload::Reloader;
+use forza_relay::stats::{DropReason, Snapshot};
+use forza_relay::wire::Format;
+
+use common::bin::Bin;
+use common::*;
+
+/// Packets per second the sender streams while a file changes.
+const RATE: u64 = 400;
+/// How long a change may take to be applied (noticed within 1 s, plus a loaded
+/// machine's slack).
+const APPLY_WITHIN: Duration = Duration::from_secs(5);
+
+/// A relay, its reload watcher and the file it watches.
+struct Rig {
+    file: TempPath,
+    addr: SocketAddr,
+    control: Control,
+    thread: Option<JoinHandle<Snapshot>>,
+    reloader: Option<Reloader>,
+}
+
+impl Rig {
+    #[track_caller]
+    fn start(toml: &str, look_up: Arc<LookUp>) -> Rig {
+        let file = TempPath::file("reload.toml", toml);
+        let config = Config::reload_file(file.path(), &Overrides::default(), None, &*look_up)
+            .unwrap_or_else(|e| panic!("the first config is invalid: {e}"))
+            .config;
+        let (tx, rx) = mpsc::channel();
+        let relay_config = config.clone();
+        let thread = thread::spawn(move || {
+            let mut relay = Relay::bind(&relay_config).expect("the relay binds");
+            tx.send((relay.local_addr(), relay.control()))
+                .expect("the test waits");
+            relay.run()
+        });
+        let (addr, control) = rx
+            .recv_timeout(Duration::from_secs(10))
+            .expect("the relay starts");
+        let reloader = Reloader::start(
+            file.path(),
+            Overrides::default(),
+            config,
+            control.clone(),
+            look_up,
+        )
+        .expect("watch the file");
+        Rig {
+            file,
+            addr,
+            control,
+            thread: Some(thread),
+            reloader: Some(reloader),
+        }
+    }
+
+    /// Saves `toml` as editors do: a new file renamed over the old one.
+    fn replace(&self, toml: &str) {
+        let tmp = self.file.path().with_extension("tmp");
+        std::fs::write(&tmp, toml).expect("write the new file");
+        std::fs::rename(&tmp, self.file.path()).expect("rename it over the old one");
+    }
+
+    /// Saves `toml` into the file itself.
+    fn overwrite(&self, toml: &str) {
+        std::fs::write(self.file.path(), toml).expect("write the file");
+    }
+
+    /// Waits until the relay's counters satisfy `applied`.
+    #[track_caller]
+    fn wait_for(&self, what: &str, applied: impl Fn(&Snapshot) -> bool) -> Snapshot {
+        let deadline = Instant::now() + APPLY_WITHIN;
+        loop {
+            let s = self
+                .control
+                .snapshot(Duration::from_secs(2))
+                .expect("the relay answers");
+            if applied(&s) {
+                return s;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{what} not applied within {APPLY_WITHIN:?}:\n{s}"
+            );
+            thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    fn stop(mut self) -> Snapshot {
+        drop(self.reloader.take());
+        self.control.stop();
+        self.thread
+            .take()
+            .expect("stopped once")
+            .join()
+            .expect("the relay thread did not panic")
+    }
+}
+
+impl Drop for Rig {
+    fn drop(&mut self) {
+        if let Some(thread) = self.thread.take() {
+            self.control.stop();
+            let _ = thread.join();
+        }
+    }
+}
+
+fn names(s: &Snapshot) -> Vec<&str> {
+    s.destinations.iter().map(|d| d.name.as_str()).collect()
+}
+
+/// Streams fh6 packets (TimestampMS 0, 1, 2, …) at [`RATE`] until stopped;
+/// in every ten, the last three are IsRaceOn = 0 (a short stop).
+struct Stream {
+    stop: Arc<AtomicBool>,
+    sent: Arc<AtomicU32>,
+    thread: JoinHandle<u32>,
+}
+
+impl Stream {
+    fn start(to: SocketAddr, first: u32) -> Stream {
+        let stop = Arc::new(AtomicBool::new(false));
+        let sent = Arc::new(AtomicU32::new(0));
+        let (s, n) = (stop.clone(), sent.clone());
+        let thread = thread::spawn(move || {
+            let sender = Sender::new(to);
+            let start = Instant::now();
+            let mut ts = first;
+            while !s.load(Ordering::SeqCst) {
+                sender.send(
+                    &Spec::new(Format::Fh6, ts)
+                        .racing(ts % 10 < 7)
+                        .class(FH6_R)
+                        .build(),
+                );
+                ts += 1;
+                n.fetch_add(1, Ordering::SeqCst);
+                let due = start + Duration::from_micros(u64::from(ts - first) * 1_000_000 / RATE);
+                thread::sleep(due.saturating_duration_since(Instant::now()));
+            }
+            ts - first
+        });
+        Stream { stop, sent, thread }
+    }
+
+    /// Lets `n` more packets go, then stops; returns how many were sent.
+    fn stop_after(self, n: u32) -> u32 {
+        let until = self.sent.load(Ordering::SeqCst) + n;
+        while self.sent.load(Ordering::SeqCst) < until {
+            thread::sleep(Duration::from_millis(5));
+        }
+        self.stop.store(true, Ordering::SeqCst);
+        self.thread.join().expect("the sender thread")
+    }
+}
+
+/// Collects what one destination receives, until the sender of its test has
+/// stopped and 300 ms pass with nothing (or 20 s in all): (length,
+/// TimestampMS, CarClass) of each datagram.
+fn collect(
+    socket: UdpSocket,
+    format: Format,
+    done: Arc<AtomicBool>,
+) -> JoinHandle<Vec<(usize, u32, i32)>> {
+    thread::spawn(move || {
+        socket
+            .set_read_timeout(Some(Duration::from_millis(300)))
+            .expect("set a timeout");
+        let mut buf = vec![0u8; MAX_DATAGRAM];
+        let mut got = Vec::new();
+        let mut idle = 0;
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !(idle > 0 && done.load(Ordering::SeqCst)) && Instant::now() < deadline {
+            match socket.recv(&mut buf) {
+                Ok(n) => {
+                    idle = 0;
+                    let view = forza_relay::wire::Packet::new_checked(&buf[..n], format);
+                    let (ts, class) =
+                        view.map_or((u32::MAX, -1), |p| (p.timestamp_ms(), p.car_class()));
+                    got.push((n, ts, class));
+                }
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        io::ErrorKind::WouldBlock
+                            | io::ErrorKind::TimedOut
+                            | io::ErrorKind::Interrupted
+                    ) =>
+                {
+                    idle += 1
+                }
+                Err(e) => panic!("receive: {e}"),
+            }
+        }
+        got
+    })
+}
+
+/// Asserts `got` holds TimestampMS 0..sent, each once, in order.
+#[track_caller]
+fn assert_every_packet(name: &str, got: &[(usize, u32, i32)], sent: u32) {
+    let timestamps: Vec<u32> = got.iter().map(|g| g.1).collect();
+    let expected: Vec<u32> = (0..sent).collect();
+    if timestamps != expected {
+        let missing: Vec<u32> = expected
+            .iter()
+            .copied()
+            .filter(|t| !timestamps.contains(t))
+            .take(10)
+            .collect();
+        panic!(
+            "{name}: {} of {sent} packets arrived; first missing {missing:?}",
+            timestamps.len()
+        );
+    }
+}
+
+fn listen() -> String {
+    listen_toml("fh6")
+}
+
+#[test]
+fn an_added_destination_starts_and_the_others_lose_nothing() {
+    let (a, a_addr) = receiver();
+    let (c, c_addr) = receiver();
+    let before = listen() + &destination_toml("A", a_addr, "same", "");
+    let after = before.clone() + &destination_toml("C", c_addr, "fm7", "");
+    let rig = Rig::start(&before, Arc::new(system_look_up));
+    let done = Arc::new(AtomicBool::new(false));
+    let (a_rx, c_rx) = (
+        collect(a, Format::Fh6, done.clone()),
+        collect(c, Format::Fm7, done.clone()),
+    );
+    let stream = Stream::start(rig.addr, 0);
+    thread::sleep(Duration::from_millis(200));
+    rig.replace(&after);
+    rig.wait_for("+ C", |s| names(s) == ["A", "C"]);
+    let sent = stream.stop_after(100);
+    done.store(true, Ordering::SeqCst);
+    let (a_got, c_got) = (a_rx.join().unwrap(), c_rx.join().unwrap());
+    let report = rig.stop();
+    println!(
+        "sent {sent}; A got {}, C got {}\n{report}",
+        a_got.len(),
+        c_got.len()
+    );
+
+    assert_every_packet("A", &a_got, sent);
+    let c_report = destination(&report, "C");
+    assert_eq!(c_report.output, Output::Format(Format::Fm7));
+    assert!(
+        c_got.len() >= 100,
+        "C got {} after it was added",
+        c_got.len()
+    );
+    assert_eq!(c_got.len() as u64, c_report.stats.sent);
+    assert!(c_got.iter().all(|g| g.0 == Format::Fm7.len()), "C gets fm7");
+    // C's packets are the newest ones, in order, ending with the last sent.
+    assert!(c_got.windows(2).all(|w| w[0].1 + 1 == w[1].1), "C in order");
+    assert_eq!(c_got.last().map(|g| g.1), Some(sent - 1));
+}
+
+#[test]
+fn a_removed_destination_stops_and_the_others_lose_nothing() {
+    let (a, a_addr) = receiver();
+    let (d, d_addr) = receiver();
+    let after = listen() + &destination_toml("A", a_addr, "same", "");
+    let before = after.clone() + &destination_toml("D", d_addr, "same", "");
+    let rig = Rig::start(&before, Arc::new(system_look_up));
+    let done = Arc::new(AtomicBool::new(false));
+    let (a_rx, d_rx) = (
+        collect(a, Format::Fh6, done.clone()),
+        collect(d, Format::Fh6, done.clone()),
+    );
+    let stream = Stream::start(rig.addr, 0);
+    thread::sleep(Duration::from_millis(200));
+    rig.replace(&after);
+    let applied = rig.wait_for("- D", |s| names(s) == ["A"]);
+    let sent = stream.stop_after(100);
+    done.store(true, Ordering::SeqCst);
+    let (a_got, d_got) = (a_rx.join().unwrap(), d_rx.join().unwrap());
+    let report = rig.stop();
+    println!(
+        "sent {sent}; A got {}, D got {}\n{report}",
+        a_got.len(),
+        d_got.len()
+    );
+
+    assert_every_packet("A", &a_got, sent);
+    assert!(!d_got.is_empty(), "D got packets before it was removed");
+    assert!(
+        d_got.len() as u32 + 100 <= sent,
+        "D got {} of {sent}: nothing after its removal",
+        d_got.len()
+    );
+    assert!(d_got.windows(2).all(|w| w[0].1 + 1 == w[1].1), "D in order");
+    assert!(report.destination("D").is_none());
+    assert!(applied.input.received <= u64::from(sent));
+}
+
+#[test]
+fn a_changed_format_applies_at_once_and_keeps_every_packet_and_counter() {
+    let (a, a_addr) = receiver();
+    let (b, b_addr) = receiver();
+    let before = listen()
+        + &destination_toml("A", a_addr, "same", "")
+        + &destination_toml("B", b_addr, "same", "");
+    let after = listen()
+        + &destination_toml("A", a_addr, "same", "")
+        + &destination_toml("B", b_addr, "fh5", "");
+    let rig = Rig::start(&before, Arc::new(system_look_up));
+    let done = Arc::new(AtomicBool::new(false));
+    let (a_rx, b_rx) = (
+        collect(a, Format::Fh6, done.clone()),
+        collect(b, Format::Fh6, done.clone()),
+    );
+    let stream = Stream::start(rig.addr, 0);
+    thread::sleep(Duration::from_millis(200));
+    rig.overwrite(&after);
+    rig.wait_for("~ B: same -> fh5", |s| {
+        s.destination("B")
+            .is_some_and(|b| b.output == Output::Format(Format::Fh5))
+    });
+    let sent = stream.stop_after(100);
+    done.store(true, Ordering::SeqCst);
+    let (a_got, b_got) = (a_rx.join().unwrap(), b_rx.join().unwrap());
+    let report = rig.stop();
+    println!(
+        "sent {sent}; A got {}, B got {}\n{report}",
+        a_got.len(),
+        b_got.len()
+    );
+
+    assert_every_packet("A", &a_got, sent);
+    // Both formats are 324 bytes: the class tells them apart (FH6 R = 6 becomes
+    // FH5 S2 = 5). B got every packet, first as sent, then translated.
+    assert_every_packet("B", &b_got, sent);
+    let switch = b_got
+        .iter()
+        .position(|g| g.2 == FH5_S2)
+        .expect("B got fh5 packets");
+    assert!(switch > 0, "B got fh6 packets before the change");
+    assert!(b_got[..switch].iter().all(|g| g.2 == FH6_R), "fh6 before");
+    assert!(b_got[switch..].iter().all(|g| g.2 == FH5_S2), "fh5 after");
+    assert_eq!(
+        destination(&report, "B").stats.sent,
+        u64::from(sent),
+        "B kept its counters across the change"
+    );
+}
+
+#[test]
+fn a_changed_filter_applies_and_counts_add_up() {
+    let (a, a_addr) = receiver();
+    let (b, b_addr) = receiver();
+    let before = listen()
+        + &destination_toml("A", a_addr, "same", "")
+        + &destination_toml("B", b_addr, "same", "");
+    let after = listen()
+        + &destination_toml("A", a_addr, "same", "")
+        + &destination_toml("B", b_addr, "same", "only_race_on = true");
+    let rig = Rig::start(&before, Arc::new(system_look_up));
+    let done = Arc::new(AtomicBool::new(false));
+    let (a_rx, b_rx) = (
+        collect(a, Format::Fh6, done.clone()),
+        collect(b, Format::Fh6, done.clone()),
+    );
+    let stream = Stream::start(rig.addr, 0);
+    thread::sleep(Duration::from_millis(200));
+    rig.replace(&after);
+    rig.wait_for("~ B: only_race_on", |s| {
+        s.destination("B")
+            .is_some_and(|b| b.stats.dropped(DropReason::NotRacing) > 0)
+    });
+    let sent = stream.stop_after(100);
+    done.store(true, Ordering::SeqCst);
+    let (a_got, b_got) = (a_rx.join().unwrap(), b_rx.join().unwrap());
+    let report = rig.stop();
+    println!(
+        "sent {sent}; A got {}, B got {}\n{report}",
+        a_got.len(),
+        b_got.len()
+    );
+
+    assert_every_packet("A", &a_got, sent);
+    let b_report = destination(&report, "B");
+    assert_eq!(b_got.len() as u64, b_report.stats.sent);
+    assert_eq!(
+        b_report.stats.sent + b_report.stats.dropped(DropReason::NotRacing),
+        u64::from(sent),
+        "every packet B didn't get was a not-racing one: {report}"
+    );
+}
+
+#[test]
+fn a_changed_listen_address_moves_the_listener_and_keeps_the_destinations() {
+    let (a, a_addr) = receiver();
+    let free = UdpSocket::bind("127.0.0.1:0")
+        .and_then(|s| s.local_addr())
+        .expect("reserve a port");
+    let before = listen() + &destination_toml("A", a_addr, "same", "");
+    let after = format!("[listen]\naddr = \"{free}\"\nformat = \"fh6\"\n\n[stats]\ninterval = 0\n")
+        + &destination_toml("A", a_addr, "same", "");
+    let rig = Rig::start(&before, Arc::new(system_look_up));
+    let done = Arc::new(AtomicBool::new(false));
+    let a_rx = collect(a, Format::Fh6, done.clone());
+    let first = Stream::start(rig.addr, 0).stop_after(200);
+    rig.wait_for("the first packets", |s| {
+        s.input.received == u64::from(first)
+    });
+    rig.replace(&after);
+    rig.wait_for("~ listen", |s| s.listen == free);
+    let second = Stream::start(free, first).stop_after(200);
+    done.store(true, Ordering::SeqCst);
+    let a_got = a_rx.join().unwrap();
+    let report = rig.stop();
+    println!("sent {first} + {second}; A got {}\n{report}", a_got.len());
+
+    assert_every_packet("A", &a_got, first + second);
+    assert_eq!(report.listen, free);
+    assert_eq!(
+        destination(&report, "A").stats.sent,
+        u64::from(first + second)
+    );
+}
+
+#[test]
+fn an_invalid_file_changes_nothing_and_a_fixed_one_applies() {
+    let (a, a_addr) = receiver();
+    let (c, c_addr) = receiver();
+    let good = listen() + &destination_toml("A", a_addr, "same", "");
+    let rig = Rig::start(&good, Arc::new(system_look_up));
+    let done = Arc::new(AtomicBool::new(false));
+    let (a_rx, c_rx) = (
+        collect(a, Format::Fh6, done.clone()),
+        collect(c, Format::Fh6, done.clone()),
+    );
+    let stream = Stream::start(rig.addr, 0);
+    for bad in [
+        good.clone() + &destination_toml("C", c_addr, "fh7", ""),
+        "[listen\naddr = ".to_owned(),
+        String::new(),
+        good.replace("format = \"fh6\"", "format = 6"),
+    ] {
+        rig.replace(&bad);
+        thread::sleep(Duration::from_millis(600));
+        let s = rig
+            .control
+            .snapshot(Duration::from_secs(2))
+            .expect("the relay answers");
+        assert_eq!(names(&s), ["A"], "after {bad:?}");
+    }
+    rig.replace(&(good.clone() + &destination_toml("C", c_addr, "same", "")));
+    rig.wait_for("+ C", |s| names(s) == ["A", "C"]);
+    let sent = stream.stop_after(50);
+    done.store(true, Ordering::SeqCst);
+    let (a_got, c_got) = (a_rx.join().unwrap(), c_rx.join().unwrap());
+    let report = rig.stop();
+    println!(
+        "sent {sent}; A got {}, C got {}\n{report}",
+        a_got.len(),
+        c_got.len()
+    );
+    assert_every_packet("A", &a_got, sent);
+    assert!(c_got.len() >= 50);
+}
+
+/// A resolver for the made-up host `tool.test`, which can be switched off.
+fn switchable(addr: SocketAddr, resolves: Arc<AtomicBool>) -> Arc<LookUp> {
+    Arc::new(move |host: &str, port: u16| {
+        if host == "tool.test" && resolves.load(Ordering::SeqCst) {
+            Ok(vec![SocketAddr::new(addr.ip(), port)])
+        } else if host == "tool.test" {
+            Err(io::Error::other("no such host (the test switched it off)"))
+        } else {
+            system_look_up(host, port)
+        }
+    })
+}
+
+#[test]
+fn a_hostname_that_stops_resolving_keeps_its_address() {
+    let (a, a_addr) = receiver();
+    let (c, c_addr) = receiver();
+    let resolves = Arc::new(AtomicBool::new(true));
+    let by_name = format!(
+        "{}\n[[destination]]\nname = \"A\"\naddr = \"tool.test:{}\"\n",
+        listen(),
+        a_addr.port()
+    );
+    let rig = Rig::start(&by_name, switchable(a_addr, resolves.clone()));
+    let done = Arc::new(AtomicBool::new(false));
+    let (a_rx, c_rx) = (
+        collect(a, Format::Fh6, done.clone()),
+        collect(c, Format::Fh6, done.clone()),
+    );
+    let stream = Stream::start(rig.addr, 0);
+    thread::sleep(Duration::from_millis(200));
+    resolves.store(false, Ordering::SeqCst);
+    rig.replace(&(by_name.clone() + &destination_toml("C", c_addr, "same", "")));
+    let applied = rig.wait_for("+ C", |s| names(s) == ["A", "C"]);
+    assert_eq!(
+        destination(&applied, "A").addr,
+        a_addr,
+        "the old address is kept"
+    );
+    let sent = stream.stop_after(50);
+    done.store(true, Ordering::SeqCst);
+    let (a_got, c_got) = (a_rx.join().unwrap(), c_rx.join().unwrap());
+    rig.stop();
+    assert_every_packet("A", &a_got, sent);
+    assert!(c_got.len() >= 50);
+}
+
+#[test]
+fn binary_logs_one_line_saying_what_changed() {
+    let (_a, a_addr) = receiver();
+    let (_b, b_addr) = receiver();
+    let (_c, c_addr) = receiver();
+    let (_d, d_addr) = receiver();
+    let file = TempPath::file(
+        "reload-bin.toml",
+        &(listen()
+            + &destination_toml("A", a_addr, "same", "")
+            + &destination_toml("B", b_addr, "same", "")
+            + &destination_toml("D", d_addr, "same", "")),
+    );
+    let mut bin = Bin::spawn(&["--config", &file.display()], None);
+    bin.wait_until_running();
+    let after = listen()
+        + &destination_toml("A", a_addr, "same", "")
+        + &destination_toml("B", b_addr, "fh5", "")
+        + &destination_toml("C", c_addr, "fm7", "");
+    replace_file(file.path(), &after);
+    let line = bin.wait_for_line("configuration applied");
+    assert!(
+        line.ends_with("configuration applied: + C (fm7), ~ B: same -> fh5, - D"),
+        "{line}"
+    );
+    std::fs::write(file.path(), "[[destination]]\naddr = 7\n").expect("write");
+    let line = bin.wait_for_line("was not reloaded");
+    assert!(
+        line.contains("the previous configuration runs on"),
+        "{line}"
+    );
+    bin.wait_for_line("reload-bin.toml:2");
+    bin.signal("INT");
+    let done = bin.wait();
+    assert_eq!(done.code(), 0, "{}", done.stderr);
+    done.assert_summary_line("C", c_addr, "fm7", 0);
+    done.assert_summary_line("B", b_addr, "fh5", 0);
+}
+
+fn replace_file(path: &Path, text: &str) {
+    let tmp = path.with_extension("tmp");
+    std::fs::write(&tmp, text).expect("write the new file");
+    std::fs::rename(&tmp, path).expect("rename it over the old one");
+}
