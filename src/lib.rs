@@ -23,3 +23,4 @@ pub mod relay;
 pub mod socket;
 pub mod stats;
 pub mod tap;
+pub mod watch;
