@@ -76,8 +76,9 @@ pub fn dashboard(
     stop: &AtomicBool,
     mut on_frame: impl FnMut(&mut Model),
 ) -> io::Result<()> {
-    let mut terminal = ratatui::try_init()?;
+    // Made first, so a failure halfway through try_init is undone too.
     let _restore = Restore;
+    let mut terminal = ratatui::try_init()?;
     let hook = std::panic::take_hook();
     std::panic::set_hook(Box::new(move |info| {
         // ratatui's hook (inside `hook`) leaves raw mode and the alternate screen;

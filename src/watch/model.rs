@@ -34,12 +34,17 @@ pub struct DestinationRow {
     pub last_error: Option<String>,
 }
 
-/// Packets per second, counted over [`RATE_WINDOW`]-long windows.
+/// Until the first window closes, a rate is shown once this much has been counted.
+const FIRST_ESTIMATE: Duration = Duration::from_millis(250);
+
+/// Packets per second, counted over [`RATE_WINDOW`]-long windows (the first one
+/// estimated while it is open, so a new stream does not read 0 Hz for a second).
 #[derive(Debug, Clone, Copy, Default)]
 struct Rate {
     window_start: Option<Instant>,
     count: u64,
     hz: f64,
+    closed_one: bool,
 }
 
 impl Rate {
@@ -57,6 +62,9 @@ impl Rate {
             self.hz = self.count as f64 / elapsed.as_secs_f64();
             self.count = 0;
             self.window_start = Some(now);
+            self.closed_one = true;
+        } else if !self.closed_one && elapsed >= FIRST_ESTIMATE {
+            self.hz = self.count as f64 / elapsed.as_secs_f64();
         }
     }
 }
@@ -186,17 +194,31 @@ mod tests {
     #[test]
     fn rate_is_packets_over_the_window_and_drops_to_zero_in_silence() {
         let t0 = Instant::now();
+        let at = |ms: u64| t0 + Duration::from_millis(ms);
         let mut m = Model::new(Input::Auto, "test");
-        for i in 0..60 {
-            m.on_datagram(t0 + Duration::from_millis(i * 16), from(), &[0; 311]);
+        for i in 0..10 {
+            m.on_datagram(at(i * 20), from(), &[0; 311]);
         }
-        m.tick(t0 + Duration::from_millis(500));
-        assert_eq!(m.rate_hz(), 0.0, "the first window is still open");
-        m.tick(t0 + Duration::from_secs(1));
-        assert_eq!(m.rate_hz(), 60.0);
-        assert_eq!(m.packets(), 60);
+        m.tick(at(200));
+        assert_eq!(m.rate_hz(), 0.0, "too early to tell");
+        for i in 10..25 {
+            m.on_datagram(at(i * 20), from(), &[0; 311]);
+        }
+        m.tick(at(500));
+        assert_eq!(m.rate_hz(), 50.0, "25 packets in the first 500 ms");
+        for i in 25..60 {
+            m.on_datagram(at(i * 20), from(), &[0; 311]);
+        }
+        m.tick(at(1_200));
+        assert_eq!(m.rate_hz(), 50.0, "60 packets in 1.2 s");
+        for i in 0..30 {
+            m.on_datagram(at(1_200 + i * 33), from(), &[0; 311]);
+        }
+        m.tick(at(2_200));
+        assert_eq!(m.rate_hz(), 30.0, "the next window alone");
+        assert_eq!(m.packets(), 90);
         assert_eq!(m.format(), Some((Format::Fm7, true)));
-        m.tick(t0 + Duration::from_secs(4));
+        m.tick(at(5_000));
         assert_eq!(m.rate_hz(), 0.0);
         assert!(m.silent_for.is_some());
     }

@@ -3,7 +3,10 @@
 //!
 //! A [`Source`] lends one datagram at a time from its own buffer; nothing is
 //! allocated per datagram. [`Source::next`] waits at most the time it is given, so a
-//! consumer can redraw, read keys or check a stop flag between datagrams.
+//! consumer can redraw, read keys or check a stop flag between datagrams. A source
+//! that plays a capture at its own pace answers [`Next::Idle`] until the next
+//! datagram is due; one fed by the relay's tap gives the receive time as wall-clock
+//! time (an `Instant` anchored to a `SystemTime` taken once).
 
 use std::collections::VecDeque;
 use std::io;
