@@ -30,6 +30,60 @@ pub enum Command {
     /// Validate the configuration and print what the relay would do, without
     /// opening any socket.
     Check(Settings),
+    /// Show the telemetry live: a full-screen dashboard (one line per second when
+    /// the output is not a terminal). q, Esc or Ctrl-C quits.
+    Watch(WatchArgs),
+    /// Write every packet as a row of decoded fields, CSV or JSON lines, until
+    /// Ctrl-C.
+    Export(ExportArgs),
+    /// Print a Wireshark Lua dissector for the Forza formats:
+    /// forza-relay dissector > forza.lua
+    Dissector(DissectorArgs),
+}
+
+/// Options of `watch`.
+#[derive(Debug, Clone, Default, Args)]
+pub struct WatchArgs {
+    /// Address to listen on, IP:PORT or a bare PORT [default: 0.0.0.0:5400].
+    #[arg(long, value_name = "ADDR")]
+    pub listen: Option<String>,
+    /// Packet format: auto, sled, fm7, fm2023, fh4, fh5 or fh6 [default: auto].
+    #[arg(long, value_name = "FORMAT")]
+    pub format: Option<String>,
+}
+
+/// Options of `export`.
+#[derive(Debug, Clone, Default, Args)]
+pub struct ExportArgs {
+    /// Address to listen on, IP:PORT or a bare PORT [default: 0.0.0.0:5400].
+    #[arg(long, value_name = "ADDR")]
+    pub listen: Option<String>,
+    /// File to write ("-" for standard output). It is replaced if it exists.
+    #[arg(short, long, value_name = "FILE")]
+    pub output: std::path::PathBuf,
+    /// csv or jsonl [default: jsonl for a .jsonl or .json file, else csv].
+    #[arg(long = "as", value_name = "KIND")]
+    pub table: Option<String>,
+    /// Columns to write, comma separated, by name (IsRaceOn, Speed, TireTempFL,
+    /// speed_kmh, recv_time …; TireTemp selects all four wheels) [default: all].
+    #[arg(long, value_name = "A,B,C")]
+    pub fields: Option<String>,
+    /// Skip packets with IsRaceOn = 0 (menus, paused).
+    #[arg(long)]
+    pub only_race_on: bool,
+    /// Packet format: auto, sled, fm7, fm2023, fh4, fh5 or fh6 [default: auto].
+    #[arg(long, value_name = "FORMAT")]
+    pub format: Option<String>,
+}
+
+/// Options of `dissector`.
+#[derive(Debug, Clone, Args)]
+pub struct DissectorArgs {
+    /// UDP port the dissector decodes by default (changeable in Wireshark's
+    /// preferences).
+    #[arg(long, value_name = "PORT", default_value_t = crate::config::DEFAULT_PORT,
+          value_parser = clap::value_parser!(u16).range(1..))]
+    pub port: u16,
 }
 
 /// Where the configuration comes from.

@@ -51,6 +51,20 @@ impl fmt::Display for Input {
     }
 }
 
+impl std::str::FromStr for Input {
+    type Err = String;
+
+    /// `auto` or a format id, ignoring case; the error lists the valid values.
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        if text.trim().eq_ignore_ascii_case("auto") {
+            return Ok(Input::Auto);
+        }
+        text.parse::<Format>()
+            .map(Input::Fixed)
+            .map_err(|_| format!("unknown input format {text:?} (valid: auto, {FORMAT_IDS})"))
+    }
+}
+
 /// How summaries are printed.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum StatsFormat {
@@ -592,17 +606,10 @@ impl Raw {
 
         let input = match &self.format {
             None => Input::Auto,
-            Some((_, text)) if text.trim().eq_ignore_ascii_case("auto") => Input::Auto,
-            Some((place, text)) => match text.parse::<Format>() {
-                Ok(f) => Input::Fixed(f),
-                Err(_) => {
-                    problem(
-                        place,
-                        format!("unknown input format {text:?} (valid: auto, {FORMAT_IDS})"),
-                    );
-                    Input::Auto
-                }
-            },
+            Some((place, text)) => text.parse::<Input>().unwrap_or_else(|message| {
+                problem(place, message);
+                Input::Auto
+            }),
         };
 
         let stats_interval = match &self.stats_interval {
@@ -754,7 +761,8 @@ impl Raw {
 }
 
 /// A listen address: `IP:PORT`, `[IPv6]:PORT`, or a bare `PORT` (all interfaces).
-fn parse_listen(text: &str) -> Result<SocketAddr, String> {
+/// The error quotes the text and shows the two usual forms.
+pub fn parse_listen(text: &str) -> Result<SocketAddr, String> {
     let t = text.trim();
     if let Ok(port) = t.parse::<u16>() {
         return Ok(SocketAddr::new(DEFAULT_LISTEN.ip(), port));

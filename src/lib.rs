@@ -24,3 +24,4 @@ pub mod reload;
 pub mod socket;
 pub mod stats;
 pub mod tap;
+pub mod watch;

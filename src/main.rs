@@ -16,6 +16,7 @@ use forza_relay::config::{
 use forza_relay::relay::Relay;
 use forza_relay::reload::Reloader;
 use forza_relay::stats::{SnapshotKind, Summary};
+use forza_relay::watch::command as watch;
 
 const NO_CONFIG_HELP: &str = "\
 forza-relay needs to know where to send the game's packets.
@@ -53,6 +54,9 @@ fn real_main() -> ExitCode {
         Some(Command::Check(s)) => (true, s),
         Some(Command::Run(s)) => (false, s),
         None => (false, cli.run),
+        Some(Command::Watch(a)) => return finish(watch::watch_command(&a)),
+        Some(Command::Export(a)) => return finish(watch::export_command(&a)),
+        Some(Command::Dissector(a)) => return finish(watch::dissector_command(&a)),
     };
     let (config, file) = match load(&settings) {
         Ok(Some(loaded)) => loaded,
@@ -215,6 +219,17 @@ fn find_default_file() -> Option<PathBuf> {
     std::iter::once(here)
         .chain(beside_exe)
         .find(|p| p.is_file())
+}
+
+/// The exit code of `watch`, `export` or `dissector`, after printing its error.
+fn finish(result: Result<(), watch::Failure>) -> ExitCode {
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {}", e.message);
+            ExitCode::from(e.code)
+        }
+    }
 }
 
 fn plural(n: usize, word: &str) -> String {

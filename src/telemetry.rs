@@ -233,6 +233,48 @@ mod tests {
         assert_eq!(t.drivetrain, Some("RWD"));
     }
 
+    /// Drift angle of a Sled packet moving at (VelocityX, VelocityZ).
+    fn drift(vx: f32, vz: f32) -> f32 {
+        let mut buf = [0u8; 232];
+        let mut p = Packet::new_checked(&mut buf[..], Format::Sled).unwrap();
+        p.set_velocity_x(vx);
+        p.set_velocity_z(vz);
+        Telemetry::decode(&p).drift_angle_deg
+    }
+
+    #[test]
+    fn drift_angle_sign_follows_the_slide_and_its_size_the_velocity() {
+        // atan(3/4) = 36.8699°: positive sliding right (X right), negative left.
+        assert!(close(drift(3.0, 4.0), 36.869_9));
+        assert!(close(drift(-3.0, 4.0), -36.869_9));
+        assert!(close(drift(4.0, 3.0), 53.130_1));
+        assert_eq!(drift(0.0, 30.0), 0.0);
+        // Sideways, then backwards.
+        assert!(close(drift(-20.0, 0.0), -90.0));
+        assert!(close(drift(0.0, -10.0), 180.0));
+        // 2.5 m/s is above DRIFT_MIN_SPEED: slow, but it counts.
+        assert!(close(drift(1.5, 2.0), 36.869_9));
+    }
+
+    #[test]
+    fn speed_and_g_for_the_dashboard_fixture() {
+        let mut buf = [0u8; 311];
+        let mut p = Packet::new_checked(&mut buf[..], Format::Fm7).unwrap();
+        p.set_speed(39.444_4).unwrap();
+        p.set_acceleration_x(-4.903_325); // half a G, pushed left
+        p.set_acceleration_y(9.806_65);
+        p.set_acceleration_z(14.709_975); // 1.5 G accelerating
+        p.set_gear(10).unwrap();
+        let t = Telemetry::decode(&p);
+        // 39.4444 × 3.6 = 141.99984; × 2.2369363 = 88.23460.
+        assert!(close(t.speed_kmh.unwrap(), 141.999_84));
+        assert!(close(t.speed_mph.unwrap(), 88.234_6));
+        assert!(close(t.g_lat, -0.5));
+        assert!(close(t.g_vert, 1.0));
+        assert!(close(t.g_long, 1.5));
+        assert_eq!(t.gear_label.unwrap().to_string(), "10");
+    }
+
     #[test]
     fn drift_angle_is_zero_when_nearly_stopped() {
         let mut buf = [0u8; 232];

@@ -12,10 +12,55 @@ use serde::Serialize;
 
 use super::{Absent, Block, Format, Packet, PuddleKind};
 
+/// The scalar types of FORMATS.md ("S32", "F32", …), plus WheelInPuddle's, which
+/// is typed per format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Scalar {
+    /// S8.
+    S8,
+    /// U8.
+    U8,
+    /// U16.
+    U16,
+    /// S32.
+    S32,
+    /// U32.
+    U32,
+    /// F32.
+    F32,
+    /// WheelInPuddle: F32 or S32 as the format's [`PuddleKind`] says.
+    Puddle,
+}
+
+impl Scalar {
+    /// The type as `format` stores it: [`Scalar::Puddle`] becomes F32 or S32, the
+    /// others stay as they are.
+    pub const fn in_format(self, format: Format) -> Scalar {
+        match (self, format.layout().puddle) {
+            (Scalar::Puddle, PuddleKind::Depth) => Scalar::F32,
+            (Scalar::Puddle, PuddleKind::Flag) => Scalar::S32,
+            (other, _) => other,
+        }
+    }
+
+    /// Bytes one value takes.
+    pub const fn size(self) -> usize {
+        match self {
+            Scalar::S8 | Scalar::U8 => 1,
+            Scalar::U16 => 2,
+            Scalar::S32 | Scalar::U32 | Scalar::F32 | Scalar::Puddle => 4,
+        }
+    }
+}
+
 /// A value stored in a packet as a fixed number of little-endian bytes.
 pub trait Value: Copy {
     /// Bytes the value takes in a packet.
     const SIZE: usize;
+    /// Its scalar type (of each wheel, for [`Wheels`]).
+    const SCALAR: Scalar;
+    /// True for [`Wheels`]: four values, FL, FR, RL, RR.
+    const WHEELS: bool = false;
     /// Reads the value from the start of `b`, typed as `format` types it.
     /// `b` holds at least `SIZE` bytes: a [`Packet`] guarantees it.
     fn read(b: &[u8], format: Format) -> Self;
@@ -24,9 +69,10 @@ pub trait Value: Copy {
 }
 
 macro_rules! le_value {
-    ($($t:ty),*) => {$(
+    ($($t:ty: $scalar:ident),*) => {$(
         impl Value for $t {
             const SIZE: usize = std::mem::size_of::<$t>();
+            const SCALAR: Scalar = Scalar::$scalar;
             #[inline(always)]
             fn read(b: &[u8], _: Format) -> Self {
                 <$t>::from_le_bytes(*b.first_chunk().expect("Packet checked the length"))
@@ -38,7 +84,7 @@ macro_rules! le_value {
         }
     )*};
 }
-le_value!(i8, u8, u16, i32, u32, f32);
+le_value!(i8: S8, u8: U8, u16: U16, i32: S32, u32: U32, f32: F32);
 
 /// One value per wheel, in the packet's order: front left, front right, rear left,
 /// rear right.
@@ -78,6 +124,8 @@ impl<T> Wheels<T> {
 
 impl<T: Value> Value for Wheels<T> {
     const SIZE: usize = 4 * T::SIZE;
+    const SCALAR: Scalar = T::SCALAR;
+    const WHEELS: bool = true;
     #[inline(always)]
     fn read(b: &[u8], format: Format) -> Self {
         let n = T::SIZE;
@@ -146,6 +194,7 @@ impl Puddle {
 
 impl Value for Puddle {
     const SIZE: usize = 4;
+    const SCALAR: Scalar = Scalar::Puddle;
     #[inline(always)]
     fn read(b: &[u8], format: Format) -> Self {
         match format.layout().puddle {
@@ -167,12 +216,18 @@ impl Value for Puddle {
 pub struct Field {
     /// The name FORMATS.md gives it (per-wheel fields carry all four wheels).
     pub name: &'static str,
+    /// The snake_case name of its getter on [`Packet`] and of its key in [`Fields`].
+    pub key: &'static str,
     /// The block it belongs to.
     pub block: Block,
     /// Its offset from the start of the block.
     pub offset: usize,
-    /// Its size in bytes.
+    /// Its size in bytes (all four wheels for a per-wheel field).
     pub size: usize,
+    /// The type of its value (of each wheel's, for a per-wheel field).
+    pub scalar: Scalar,
+    /// True for a per-wheel field: four values, FL, FR, RL, RR.
+    pub wheels: bool,
 }
 
 impl Field {
@@ -200,9 +255,12 @@ macro_rules! fields {
             #[doc = concat!("`", $wire, "`: ", stringify!($ty), " at +", $off, " in the ", stringify!($block), " block.")]
             pub const $konst: Field = Field {
                 name: $wire,
+                key: stringify!($name),
                 block: Block::$block,
                 offset: $off,
                 size: <$ty as Value>::SIZE,
+                scalar: <$ty as Value>::SCALAR,
+                wheels: <$ty as Value>::WHEELS,
             };
         )*)*
 
@@ -441,6 +499,21 @@ const fn tiles(block: Block) -> bool {
     next == block.len()
 }
 
+/// True when every field's size is its scalar's, times four for a per-wheel field.
+const fn sizes_match_types() -> bool {
+    let mut i = 0;
+    while i < ALL.len() {
+        let f = ALL[i];
+        let n = if f.wheels { 4 } else { 1 };
+        if f.size != n * f.scalar.size() {
+            return false;
+        }
+        i += 1;
+    }
+    true
+}
+
+const _: () = assert!(sizes_match_types());
 const _: () = assert!(tiles(Block::Sled));
 const _: () = assert!(tiles(Block::Horizon));
 const _: () = assert!(tiles(Block::Dash));
@@ -465,6 +538,28 @@ mod tests {
         assert_eq!(SPEED.start(Format::Sled), None);
         assert_eq!(WHEEL_IN_PUDDLE.start(Format::Sled), Some(132));
         assert_eq!(NUM_CYLINDERS.start(Format::Sled), Some(228));
+    }
+
+    #[test]
+    fn types_and_keys_match_formats_md() {
+        assert_eq!((IS_RACE_ON.scalar, IS_RACE_ON.wheels), (Scalar::S32, false));
+        assert_eq!(TIMESTAMP_MS.scalar, Scalar::U32);
+        assert_eq!((TIRE_TEMP.scalar, TIRE_TEMP.wheels), (Scalar::F32, true));
+        assert_eq!(WHEEL_ON_RUMBLE_STRIP.scalar, Scalar::S32);
+        assert_eq!(LAP_NUMBER.scalar, Scalar::U16);
+        assert_eq!(GEAR.scalar, Scalar::U8);
+        assert_eq!(STEER.scalar, Scalar::S8);
+        assert_eq!(CAR_GROUP.scalar, Scalar::U32);
+        assert_eq!(WHEEL_IN_PUDDLE.scalar.in_format(Format::Fh6), Scalar::S32);
+        assert_eq!(WHEEL_IN_PUDDLE.scalar.in_format(Format::Fh5), Scalar::F32);
+        assert_eq!(WHEEL_IN_PUDDLE.scalar.in_format(Format::Sled), Scalar::F32);
+        assert_eq!(SPEED.scalar.in_format(Format::Fh6), Scalar::F32);
+        assert_eq!(TIRE_TEMP.key, "tire_temp");
+        assert_eq!(
+            NORMALIZED_AI_BRAKE_DIFFERENCE.key,
+            "normalized_ai_brake_difference"
+        );
+        assert_eq!(TIMESTAMP_MS.key, "timestamp_ms");
     }
 
     #[test]

@@ -26,7 +26,7 @@ use std::fmt;
 use std::str::FromStr;
 
 pub use detect::{detect, detect_horizon, Detector, HorizonGuess};
-pub use field::{Field, Fields, Puddle, Value, Wheels};
+pub use field::{Field, Fields, Puddle, Scalar, Value, Wheels};
 pub use packet::Packet;
 
 /// Length of the Sled block, the start of every format.

@@ -1,0 +1,516 @@
+//! The export's columns: every field of the one field table ([`field::ALL`]) by its
+//! FORMATS.md name, per-wheel fields as four columns (`TireTempFL` …), then the
+//! values [`Telemetry`] derives, then where and when the datagram was received.
+//!
+//! Raw values are read straight from the table (block start + offset + the field's
+//! scalar type as the format types it), so a field added to the table is a new
+//! column with no change here. The derived values are [`Telemetry`]'s; a test checks
+//! that [`Derived`] lists every one of them.
+
+use std::fmt;
+use std::time::SystemTime;
+
+use serde::{Serialize, Serializer};
+
+use crate::telemetry::{Gear, Telemetry};
+use crate::wire::{field, Field, Format, Packet, Scalar};
+
+/// Wheel suffixes of per-wheel fields, in packet order.
+pub const WHEELS: [&str; 4] = ["FL", "FR", "RL", "RR"];
+
+/// One value of one row.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Cell {
+    /// An integer field.
+    Int(i64),
+    /// A float field or derived value.
+    Float(f32),
+    /// Seconds, rounded to the microsecond.
+    Seconds(f64),
+    /// A word: a format id, a class letter, a drivetrain.
+    Text(&'static str),
+    /// A gear as a driver reads it.
+    Gear(Gear),
+    /// A wall-clock time, written as RFC 3339 UTC.
+    Time(SystemTime),
+    /// Absent in this packet's format: empty in CSV, `null` in JSON.
+    Null,
+}
+
+impl fmt::Display for Cell {
+    /// The text written in a CSV cell; [`Cell::Null`] is empty.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            Cell::Int(v) => write!(f, "{v}"),
+            Cell::Float(v) => write!(f, "{v}"),
+            Cell::Seconds(v) => write!(f, "{v:.6}"),
+            Cell::Text(t) => f.write_str(t),
+            Cell::Gear(g) => write!(f, "{g}"),
+            Cell::Time(t) => write!(f, "{}", humantime::format_rfc3339_micros(t)),
+            Cell::Null => Ok(()),
+        }
+    }
+}
+
+impl Serialize for Cell {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match *self {
+            Cell::Int(v) => s.serialize_i64(v),
+            Cell::Float(v) => s.serialize_f32(v),
+            Cell::Seconds(v) => s.serialize_f64((v * 1e6).round() / 1e6),
+            Cell::Null => s.serialize_none(),
+            Cell::Text(_) | Cell::Gear(_) | Cell::Time(_) => s.collect_str(self),
+        }
+    }
+}
+
+/// The values [`Telemetry`] derives from the fields, by their names there.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Derived {
+    /// `speed_kmh`.
+    SpeedKmh,
+    /// `speed_mph`.
+    SpeedMph,
+    /// `power_hp`.
+    PowerHp,
+    /// `gear_label`: R, N, 1..10 or the raw number.
+    GearLabel,
+    /// `throttle_pct`.
+    ThrottlePct,
+    /// `brake_pct`.
+    BrakePct,
+    /// `clutch_pct`.
+    ClutchPct,
+    /// `handbrake_pct`.
+    HandbrakePct,
+    /// `steer_axis`.
+    SteerAxis,
+    /// `rev_fraction`.
+    RevFraction,
+    /// `g_lat`.
+    GLat,
+    /// `g_long`.
+    GLong,
+    /// `g_vert`.
+    GVert,
+    /// `drift_angle_deg`.
+    DriftAngleDeg,
+    /// `tire_temp_c`, per wheel.
+    TireTempC,
+    /// `car_class_letter`.
+    CarClassLetter,
+    /// `drivetrain`.
+    Drivetrain,
+}
+
+impl Derived {
+    /// Every derived value, in column order.
+    pub const ALL: [Derived; 17] = [
+        Derived::SpeedKmh,
+        Derived::SpeedMph,
+        Derived::PowerHp,
+        Derived::GearLabel,
+        Derived::ThrottlePct,
+        Derived::BrakePct,
+        Derived::ClutchPct,
+        Derived::HandbrakePct,
+        Derived::SteerAxis,
+        Derived::RevFraction,
+        Derived::GLat,
+        Derived::GLong,
+        Derived::GVert,
+        Derived::DriftAngleDeg,
+        Derived::TireTempC,
+        Derived::CarClassLetter,
+        Derived::Drivetrain,
+    ];
+
+    /// Its name: the [`Telemetry`] member's.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Derived::SpeedKmh => "speed_kmh",
+            Derived::SpeedMph => "speed_mph",
+            Derived::PowerHp => "power_hp",
+            Derived::GearLabel => "gear_label",
+            Derived::ThrottlePct => "throttle_pct",
+            Derived::BrakePct => "brake_pct",
+            Derived::ClutchPct => "clutch_pct",
+            Derived::HandbrakePct => "handbrake_pct",
+            Derived::SteerAxis => "steer_axis",
+            Derived::RevFraction => "rev_fraction",
+            Derived::GLat => "g_lat",
+            Derived::GLong => "g_long",
+            Derived::GVert => "g_vert",
+            Derived::DriftAngleDeg => "drift_angle_deg",
+            Derived::TireTempC => "tire_temp_c",
+            Derived::CarClassLetter => "car_class_letter",
+            Derived::Drivetrain => "drivetrain",
+        }
+    }
+
+    /// True for a per-wheel value.
+    pub const fn wheels(self) -> bool {
+        matches!(self, Derived::TireTempC)
+    }
+
+    fn value(self, t: &Telemetry, wheel: usize) -> Cell {
+        let float = |v: Option<f32>| v.map_or(Cell::Null, Cell::Float);
+        let text = |v: Option<&'static str>| v.map_or(Cell::Null, Cell::Text);
+        match self {
+            Derived::SpeedKmh => float(t.speed_kmh),
+            Derived::SpeedMph => float(t.speed_mph),
+            Derived::PowerHp => float(t.power_hp),
+            Derived::GearLabel => t.gear_label.map_or(Cell::Null, Cell::Gear),
+            Derived::ThrottlePct => float(t.throttle_pct),
+            Derived::BrakePct => float(t.brake_pct),
+            Derived::ClutchPct => float(t.clutch_pct),
+            Derived::HandbrakePct => float(t.handbrake_pct),
+            Derived::SteerAxis => float(t.steer_axis),
+            Derived::RevFraction => Cell::Float(t.rev_fraction),
+            Derived::GLat => Cell::Float(t.g_lat),
+            Derived::GLong => Cell::Float(t.g_long),
+            Derived::GVert => Cell::Float(t.g_vert),
+            Derived::DriftAngleDeg => Cell::Float(t.drift_angle_deg),
+            Derived::TireTempC => float(t.tire_temp_c.map(|w| w.into_array()[wheel])),
+            Derived::CarClassLetter => text(t.car_class_letter),
+            Derived::Drivetrain => text(t.drivetrain),
+        }
+    }
+}
+
+/// What one column holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Column {
+    /// `recv_time`: when the datagram was received, RFC 3339 UTC.
+    RecvTime,
+    /// `recv_s`: seconds since the first exported datagram was received.
+    RecvSeconds,
+    /// `format`: the format id the packet was read as.
+    Format,
+    /// A field of the table; `wheel` 0..4 for per-wheel fields.
+    Raw {
+        /// The field.
+        field: Field,
+        /// FL, FR, RL, RR as 0..4; `None` for a single value.
+        wheel: Option<usize>,
+    },
+    /// A value [`Telemetry`] derives; `wheel` 0..4 for per-wheel values.
+    Derived {
+        /// The value.
+        value: Derived,
+        /// FL, FR, RL, RR as 0..4; `None` for a single value.
+        wheel: Option<usize>,
+    },
+}
+
+/// One packet as the columns see it.
+#[derive(Debug, Clone, Copy)]
+pub struct Row<'a> {
+    /// When it was received.
+    pub time: SystemTime,
+    /// Seconds since the first exported datagram.
+    pub since_start: f64,
+    /// The packet, checked against its format.
+    pub packet: Packet<&'a [u8]>,
+    /// The packet decoded.
+    pub telemetry: &'a Telemetry,
+}
+
+impl Column {
+    /// Every column, in order: receive time, format, the fields, the derived values.
+    pub fn all() -> Vec<Column> {
+        let mut all = vec![Column::RecvTime, Column::RecvSeconds, Column::Format];
+        for &field in field::ALL {
+            if field.wheels {
+                all.extend((0..4).map(|w| Column::Raw {
+                    field,
+                    wheel: Some(w),
+                }));
+            } else {
+                all.push(Column::Raw { field, wheel: None });
+            }
+        }
+        for value in Derived::ALL {
+            if value.wheels() {
+                all.extend((0..4).map(|w| Column::Derived {
+                    value,
+                    wheel: Some(w),
+                }));
+            } else {
+                all.push(Column::Derived { value, wheel: None });
+            }
+        }
+        all
+    }
+
+    /// The column's name: `IsRaceOn`, `TireTempFL`, `speed_kmh`, `tire_temp_c_fl`.
+    pub fn name(&self) -> String {
+        match *self {
+            Column::RecvTime => "recv_time".to_owned(),
+            Column::RecvSeconds => "recv_s".to_owned(),
+            Column::Format => "format".to_owned(),
+            Column::Raw { field, wheel } => match wheel {
+                Some(w) => format!("{}{}", field.name, WHEELS[w]),
+                None => field.name.to_owned(),
+            },
+            Column::Derived { value, wheel } => match wheel {
+                Some(w) => format!("{}_{}", value.name(), WHEELS[w].to_ascii_lowercase()),
+                None => value.name().to_owned(),
+            },
+        }
+    }
+
+    /// The name of the group a per-wheel column belongs to (`TireTemp`,
+    /// `tire_temp_c`), which `--fields` accepts for all four.
+    fn group(&self) -> Option<&'static str> {
+        match *self {
+            Column::Raw {
+                field,
+                wheel: Some(_),
+            } => Some(field.name),
+            Column::Derived {
+                value,
+                wheel: Some(_),
+            } => Some(value.name()),
+            _ => None,
+        }
+    }
+
+    /// The column's value in `row`.
+    pub fn value(&self, row: &Row<'_>) -> Cell {
+        match *self {
+            Column::RecvTime => Cell::Time(row.time),
+            Column::RecvSeconds => Cell::Seconds(row.since_start),
+            Column::Format => Cell::Text(row.packet.format().id()),
+            Column::Raw { field, wheel } => read_raw(&field, wheel, &row.packet),
+            Column::Derived { value, wheel } => value.value(row.telemetry, wheel.unwrap_or(0)),
+        }
+    }
+}
+
+/// Reads one field (one wheel of a per-wheel field) from the table alone: where
+/// its block starts in the packet's format, its offset, its type as the format
+/// types it. [`Cell::Null`] when the format lacks the field.
+pub fn read_raw<T: AsRef<[u8]>>(field: &Field, wheel: Option<usize>, packet: &Packet<T>) -> Cell {
+    let format: Format = packet.format();
+    let Some(start) = field.start(format) else {
+        return Cell::Null;
+    };
+    let scalar = field.scalar.in_format(format);
+    let at = start + wheel.unwrap_or(0) * scalar.size();
+    let Some(b) = packet.as_bytes().get(at..at + scalar.size()) else {
+        return Cell::Null;
+    };
+    let word = |b: &[u8]| [b[0], b[1], b[2], b[3]];
+    match scalar {
+        Scalar::S8 => Cell::Int(i64::from(i8::from_le_bytes([b[0]]))),
+        Scalar::U8 => Cell::Int(i64::from(b[0])),
+        Scalar::U16 => Cell::Int(i64::from(u16::from_le_bytes([b[0], b[1]]))),
+        Scalar::S32 | Scalar::Puddle => Cell::Int(i64::from(i32::from_le_bytes(word(b)))),
+        Scalar::U32 => Cell::Int(i64::from(u32::from_le_bytes(word(b)))),
+        Scalar::F32 => Cell::Float(f32::from_le_bytes(word(b))),
+    }
+}
+
+/// A `--fields` name that is no column.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnknownColumns {
+    /// The names given that match nothing.
+    pub unknown: Vec<String>,
+}
+
+impl fmt::Display for UnknownColumns {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let quoted: Vec<String> = self.unknown.iter().map(|n| format!("{n:?}")).collect();
+        let names: Vec<String> = Column::all().iter().map(Column::name).collect();
+        write!(
+            f,
+            "--fields: no column named {} (a per-wheel field such as TireTemp also \
+             selects its four wheels). Valid names: {}",
+            quoted.join(", "),
+            names.join(", ")
+        )
+    }
+}
+
+impl std::error::Error for UnknownColumns {}
+
+/// The columns `spec` names, comma separated, in its order. Names ignore case; a
+/// per-wheel group name (`TireTemp`, `tire_temp_c`) selects its four columns.
+pub fn select(spec: &str) -> Result<Vec<Column>, UnknownColumns> {
+    let all = Column::all();
+    let mut chosen = Vec::new();
+    let mut unknown = Vec::new();
+    for name in spec.split(',').map(str::trim).filter(|n| !n.is_empty()) {
+        let exact: Vec<Column> = all
+            .iter()
+            .filter(|c| c.name().eq_ignore_ascii_case(name))
+            .copied()
+            .collect();
+        let group: Vec<Column> = all
+            .iter()
+            .filter(|c| c.group().is_some_and(|g| g.eq_ignore_ascii_case(name)))
+            .copied()
+            .collect();
+        match (exact.is_empty(), group.is_empty()) {
+            (false, _) => chosen.extend(exact),
+            (true, false) => chosen.extend(group),
+            (true, true) => unknown.push(name.to_owned()),
+        }
+    }
+    if !unknown.is_empty() {
+        return Err(UnknownColumns { unknown });
+    }
+    if chosen.is_empty() {
+        return Err(UnknownColumns {
+            unknown: vec![spec.to_owned()],
+        });
+    }
+    Ok(chosen)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::wire::{Puddle, Wheels};
+    use std::collections::BTreeSet;
+
+    fn names(columns: &[Column]) -> Vec<String> {
+        columns.iter().map(Column::name).collect()
+    }
+
+    #[test]
+    fn every_field_of_the_table_is_a_column_with_its_formats_md_name() {
+        let all = names(&Column::all());
+        for name in [
+            "recv_time",
+            "IsRaceOn",
+            "TimestampMS",
+            "TireTempFL",
+            "TireTempRR",
+            "WheelInPuddleRL",
+            "CarGroup",
+            "Speed",
+            "NormalizedAIBrakeDifference",
+            "TireWearFR",
+            "TrackOrdinal",
+            "speed_kmh",
+            "gear_label",
+            "tire_temp_c_fl",
+        ] {
+            assert!(all.iter().any(|n| n == name), "no column {name}");
+        }
+        let unique: BTreeSet<&String> = all.iter().collect();
+        assert_eq!(unique.len(), all.len(), "duplicate column names");
+        let wheel_fields = field::ALL.iter().filter(|f| f.wheels).count();
+        assert_eq!(
+            all.len(),
+            3 + field::ALL.len() + 3 * wheel_fields + Derived::ALL.len() + 3
+        );
+    }
+
+    /// Every value `Telemetry` serializes beyond the raw fields and the format is a
+    /// `Derived` (per-wheel objects as four columns), so a value added there and
+    /// forgotten here fails.
+    #[test]
+    fn derived_lists_every_derived_value_of_telemetry() {
+        let t = Telemetry::from_bytes(&[0u8; 324], Format::Fh6).unwrap();
+        let json = serde_json::to_value(t).unwrap();
+        let fields = serde_json::to_value(t.fields).unwrap();
+        let mut from_telemetry = BTreeSet::new();
+        for (key, value) in json.as_object().unwrap() {
+            if key == "format" || fields.get(key).is_some() {
+                continue;
+            }
+            match value.as_object() {
+                Some(wheels) => {
+                    for w in wheels.keys() {
+                        from_telemetry.insert(format!("{key}_{w}"));
+                    }
+                }
+                None => {
+                    from_telemetry.insert(key.clone());
+                }
+            }
+        }
+        let derived: BTreeSet<String> = Column::all()
+            .iter()
+            .filter(|c| matches!(c, Column::Derived { .. }))
+            .map(Column::name)
+            .collect();
+        assert_eq!(derived, from_telemetry);
+    }
+
+    #[test]
+    fn raw_reads_follow_each_formats_types_and_blocks() {
+        let mut buf = [0u8; 324];
+        let mut p = Packet::new_checked(&mut buf[..], Format::Fh6).unwrap();
+        p.set_speed(39.5).unwrap();
+        p.set_steer(-100).unwrap();
+        p.set_timestamp_ms(4_000_000_000);
+        p.set_wheel_in_puddle(Wheels::from_array([Puddle::Flag(1); 4]));
+        p.set_tire_temp(Wheels::from_array([1.0, 2.0, 3.0, 4.5]))
+            .unwrap();
+        let p = Packet::new_checked(&buf[..], Format::Fh6).unwrap();
+        assert_eq!(read_raw(&field::SPEED, None, &p), Cell::Float(39.5));
+        assert_eq!(read_raw(&field::STEER, None, &p), Cell::Int(-100));
+        assert_eq!(
+            read_raw(&field::TIMESTAMP_MS, None, &p),
+            Cell::Int(4_000_000_000)
+        );
+        assert_eq!(read_raw(&field::WHEEL_IN_PUDDLE, Some(2), &p), Cell::Int(1));
+        assert_eq!(read_raw(&field::TIRE_TEMP, Some(3), &p), Cell::Float(4.5));
+        assert_eq!(read_raw(&field::TIRE_WEAR, Some(0), &p), Cell::Null);
+        // The same bytes read as fh5 type the puddle words as depths.
+        let p5 = Packet::new_checked(&buf[..], Format::Fh5).unwrap();
+        assert_eq!(
+            read_raw(&field::WHEEL_IN_PUDDLE, Some(0), &p5),
+            Cell::Float(f32::from_bits(1))
+        );
+        let sled = Packet::new_checked(&buf[..232], Format::Sled).unwrap();
+        assert_eq!(read_raw(&field::SPEED, None, &sled), Cell::Null);
+    }
+
+    #[test]
+    fn select_by_name_ignoring_case_and_by_wheel_group() {
+        let c = select("speed, Gear,TireTemp , tire_temp_c_rr").unwrap();
+        assert_eq!(
+            names(&c),
+            [
+                "Speed",
+                "Gear",
+                "TireTempFL",
+                "TireTempFR",
+                "TireTempRL",
+                "TireTempRR",
+                "tire_temp_c_rr"
+            ]
+        );
+    }
+
+    #[test]
+    fn select_names_every_unknown_column_and_lists_the_valid_ones() {
+        let e = select("Speed,Sped,gear_lable").unwrap_err();
+        assert_eq!(e.unknown, ["Sped", "gear_lable"]);
+        let msg = e.to_string();
+        assert!(msg.contains("\"Sped\", \"gear_lable\""), "{msg}");
+        assert!(
+            msg.contains("TireTempFL") && msg.contains("speed_kmh"),
+            "{msg}"
+        );
+        assert!(select(" , ").is_err());
+    }
+
+    #[test]
+    fn cells_write_as_csv_text() {
+        assert_eq!(Cell::Float(39.4444).to_string(), "39.4444");
+        assert_eq!(Cell::Int(-7).to_string(), "-7");
+        assert_eq!(Cell::Null.to_string(), "");
+        assert_eq!(Cell::Gear(Gear::from(11)).to_string(), "N");
+        assert_eq!(Cell::Seconds(1.5).to_string(), "1.500000");
+        assert_eq!(
+            Cell::Time(SystemTime::UNIX_EPOCH).to_string(),
+            "1970-01-01T00:00:00.000000Z"
+        );
+    }
+}

@@ -1,0 +1,792 @@
+//! `forza-relay watch`: the full-screen dashboard (ratatui on crossterm, so it runs
+//! in Windows Terminal as in any terminal), or one plain line per second when
+//! stdout is not a terminal.
+//!
+//! [`render`] draws a [`Model`] and nothing else; the loop reads the source until
+//! the next frame is due, then reads the keys and redraws, at most [`FPS`] times a
+//! second whatever the packet rate. The terminal is restored on every way out: `q`,
+//! Esc, Ctrl-C, an error (a guard's `Drop`) and a panic (a panic hook).
+
+use std::io::{self, IsTerminal, Write};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use ratatui::crossterm::event::{self, Event, KeyCode, KeyEventKind, KeyModifiers};
+use ratatui::crossterm::{cursor, execute};
+use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::style::{Color, Modifier, Style};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Block, Cell, Gauge, Paragraph, Row, Table};
+use ratatui::Frame;
+
+use super::columns::WHEELS;
+use super::model::Model;
+use super::source::{Next, Source};
+use crate::config::Input;
+use crate::telemetry::Telemetry;
+
+/// Redraws per second at most.
+pub const FPS: u32 = 30;
+/// Above this fraction of the redline the RPM bar turns red.
+const REDLINE_WARN: f64 = 0.9;
+/// A tyre whose |slip| is above this has lost grip (FORMATS.md).
+const GRIP_LOST: f32 = 1.0;
+
+/// How to watch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WatchOptions {
+    /// The input format, or auto.
+    pub input: Input,
+}
+
+/// Watches `source` until `q`, Esc or Ctrl-C (or `stop`): the dashboard when stdout
+/// is a terminal, else one line per second on stdout until `stop` or the source's
+/// end.
+pub fn watch(source: &mut dyn Source, options: &WatchOptions, stop: &AtomicBool) -> io::Result<()> {
+    let mut model = Model::new(options.input, source.describe());
+    if io::stdout().is_terminal() {
+        dashboard(source, &mut model, stop, |_| {})
+    } else {
+        print_lines(
+            source,
+            &mut model,
+            stop,
+            &mut io::stdout().lock(),
+            Duration::from_secs(1),
+        )
+    }
+}
+
+/// Restores the terminal when dropped, whatever ended the dashboard.
+struct Restore;
+
+impl Drop for Restore {
+    fn drop(&mut self) {
+        let _ = ratatui::try_restore();
+        let _ = execute!(io::stdout(), cursor::Show);
+    }
+}
+
+/// Runs the full-screen dashboard on `model` until `q`, Esc, Ctrl-C or `stop`.
+/// `on_frame` runs before each redraw: the place to hand the model fresh data from
+/// elsewhere (the relay's destinations, [`Model::set_destinations`]).
+pub fn dashboard(
+    source: &mut dyn Source,
+    model: &mut Model,
+    stop: &AtomicBool,
+    mut on_frame: impl FnMut(&mut Model),
+) -> io::Result<()> {
+    // Made first, so a failure halfway through try_init is undone too.
+    let _restore = Restore;
+    let mut terminal = ratatui::try_init()?;
+    let hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        // ratatui's hook (inside `hook`) leaves raw mode and the alternate screen;
+        // the cursor it may leave hidden.
+        let _ = execute!(io::stdout(), cursor::Show);
+        hook(info);
+    }));
+    let frame = Duration::from_secs(1) / FPS;
+    let mut next_draw = Instant::now();
+    loop {
+        while !model.ended {
+            let left = next_draw.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                break;
+            }
+            match source.next(left)? {
+                Next::Datagram(d) => model.on_datagram(Instant::now(), d.from, d.payload),
+                Next::Idle => {}
+                Next::End => model.end(),
+            }
+        }
+        if model.ended {
+            std::thread::sleep(next_draw.saturating_duration_since(Instant::now()));
+        }
+        while event::poll(Duration::ZERO)? {
+            if let Event::Key(key) = event::read()? {
+                let quit = key.kind == KeyEventKind::Press
+                    && (matches!(key.code, KeyCode::Char('q' | 'Q') | KeyCode::Esc)
+                        || (key.code == KeyCode::Char('c')
+                            && key.modifiers.contains(KeyModifiers::CONTROL)));
+                if quit {
+                    return Ok(());
+                }
+            }
+        }
+        if stop.load(Ordering::Relaxed) {
+            return Ok(());
+        }
+        let now = Instant::now();
+        model.tick(now);
+        on_frame(model);
+        terminal.draw(|f| render(f, model))?;
+        next_draw = now + frame;
+    }
+}
+
+/// Prints [`plain_line`] every `interval` until `stop` or the source's end (then
+/// once more). A closed stdout (`| head`) ends it quietly.
+pub fn print_lines(
+    source: &mut dyn Source,
+    model: &mut Model,
+    stop: &AtomicBool,
+    out: &mut dyn Write,
+    interval: Duration,
+) -> io::Result<()> {
+    let mut next_line = Instant::now() + interval;
+    let print = |model: &Model, out: &mut dyn Write| match writeln!(out, "{}", plain_line(model))
+        .and_then(|()| out.flush())
+    {
+        Err(e) if e.kind() == io::ErrorKind::BrokenPipe => Ok(false),
+        Err(e) => Err(e),
+        Ok(()) => Ok(true),
+    };
+    while !stop.load(Ordering::Relaxed) {
+        let left = next_line
+            .saturating_duration_since(Instant::now())
+            .min(Duration::from_millis(100));
+        match source.next(left)? {
+            Next::Datagram(d) => model.on_datagram(Instant::now(), d.from, d.payload),
+            Next::Idle => {}
+            Next::End => {
+                model.end();
+                model.tick(Instant::now());
+                print(model, out)?;
+                return Ok(());
+            }
+        }
+        let now = Instant::now();
+        if now >= next_line {
+            model.tick(now);
+            if !print(model, out)? {
+                return Ok(());
+            }
+            next_line = now + interval;
+        }
+    }
+    Ok(())
+}
+
+/// One line for a log or a pipe: speed, gear, rpm, lap, rate, format.
+pub fn plain_line(model: &Model) -> String {
+    let Some(t) = model.latest() else {
+        return format!(
+            "no packets yet ({}; {} ignored)",
+            model.source,
+            model.ignored()
+        );
+    };
+    let f = &t.fields;
+    let dash = |v: Option<String>| v.unwrap_or_else(|| "-".to_owned());
+    let mut line = format!(
+        "speed {}, gear {}, {:.0} rpm, lap {}, {:.0} Hz, {}",
+        dash(t.speed_kmh.map(|s| format!("{s:.0} km/h"))),
+        dash(t.gear_label.map(|g| g.to_string())),
+        f.current_engine_rpm,
+        dash(f.lap_number.map(|l| l.to_string())),
+        model.rate_hz(),
+        format_label(model),
+    );
+    if let Some(silent) = model.silent_for {
+        line.push_str(&format!(", no packets for {} s", silent.as_secs()));
+    }
+    line
+}
+
+/// `fh6`, or `fh6 (guess)` while a Horizon format is still the default guess.
+fn format_label(model: &Model) -> String {
+    match model.format() {
+        Some((f, true)) => f.id().to_owned(),
+        Some((f, false)) => format!("{f} (guess)"),
+        None => "-".to_owned(),
+    }
+}
+
+/// A lap time as `m:ss.mmm`; `-:--.---` for none (0, negative, not a number).
+pub fn lap_time(seconds: f32) -> String {
+    if !(seconds > 0.0 && seconds.is_finite()) {
+        return "-:--.---".to_owned();
+    }
+    let ms = (f64::from(seconds) * 1000.0).round() as u64;
+    format!("{}:{:02}.{:03}", ms / 60_000, ms / 1000 % 60, ms % 1000)
+}
+
+const DIM: Style = Style::new().fg(Color::DarkGray);
+const BOLD: Style = Style::new().add_modifier(Modifier::BOLD);
+const ALERT: Style = Style::new().fg(Color::White).bg(Color::Red);
+
+/// Draws the dashboard for `model` over the whole frame.
+pub fn render(frame: &mut Frame<'_>, model: &Model) {
+    let t = model.latest();
+    let table_height = model
+        .destinations
+        .as_ref()
+        .map_or(0, |rows| rows.len() as u16 + 3);
+    let [title, status, body, destinations] = Layout::vertical([
+        Constraint::Length(1),
+        Constraint::Length(1),
+        Constraint::Length(18),
+        Constraint::Length(table_height),
+    ])
+    .areas(frame.area());
+    frame.render_widget(Paragraph::new(title_line(model)), title);
+    frame.render_widget(Paragraph::new(status_line(model)), status);
+
+    let [left, right] =
+        Layout::horizontal([Constraint::Percentage(50), Constraint::Percentage(50)]).areas(body);
+    let [speed, rpm, inputs, motion] = Layout::vertical([
+        Constraint::Length(4),
+        Constraint::Length(3),
+        Constraint::Length(7),
+        Constraint::Length(4),
+    ])
+    .areas(left);
+    let [tyres, car, race] = Layout::vertical([
+        Constraint::Length(7),
+        Constraint::Length(3),
+        Constraint::Length(6),
+    ])
+    .areas(right);
+    render_speed(frame, speed, t);
+    render_rpm(frame, rpm, t);
+    render_inputs(frame, inputs, t);
+    render_motion(frame, motion, t);
+    render_tyres(frame, tyres, t);
+    render_car(frame, car, t);
+    render_race(frame, race, t);
+    if let Some(rows) = &model.destinations {
+        render_destinations(frame, destinations, rows);
+    }
+}
+
+fn title_line(model: &Model) -> Line<'static> {
+    Line::from(vec![
+        Span::styled(" forza-relay watch ", BOLD),
+        Span::raw(format!("│ {} ", model.source)),
+        Span::raw(format!("│ format {} ", format_label(model))),
+        Span::styled(format!("│ {:.0} Hz ", model.rate_hz()), BOLD),
+        Span::styled("│ q quits", DIM),
+    ])
+}
+
+fn status_line(model: &Model) -> Line<'static> {
+    let text = if model.ended {
+        format!("end of {} ({} packets)", model.source, model.packets())
+    } else if let Some(silent) = model.silent_for {
+        format!(
+            "no packets for {} s: is the game paused, in a menu, or not focused?",
+            silent.as_secs()
+        )
+    } else if model.latest().is_none() {
+        "waiting for packets: in the game, turn Data Out on and send to this PC's address and port"
+            .to_owned()
+    } else if let Some(why) = &model.last_ignored {
+        format!("{} ignored; last: {why}", model.ignored())
+    } else if model.latest().is_some_and(|t| t.fields.speed.is_none()) {
+        "sled packets carry no speed, gear, pedals, tyre temperatures or laps".to_owned()
+    } else {
+        let sender = model
+            .sender
+            .map(|s| format!(" from {s}"))
+            .unwrap_or_default();
+        format!("{} packets{sender}", model.packets())
+    };
+    let style = if model.silent_for.is_some() || model.last_ignored.is_some() {
+        Style::new().fg(Color::Yellow)
+    } else {
+        DIM
+    };
+    Line::styled(format!(" {text}"), style)
+}
+
+fn boxed(title: &str) -> Block<'static> {
+    Block::bordered().title(format!(" {title} "))
+}
+
+fn or_dash(v: Option<String>) -> String {
+    v.unwrap_or_else(|| "-".to_owned())
+}
+
+fn render_speed(frame: &mut Frame<'_>, area: Rect, t: Option<&Telemetry>) {
+    let kmh = or_dash(t.and_then(|t| t.speed_kmh).map(|s| format!("{s:.0}")));
+    let mph = or_dash(t.and_then(|t| t.speed_mph).map(|s| format!("{s:.0}")));
+    let gear = or_dash(t.and_then(|t| t.gear_label).map(|g| g.to_string()));
+    let race_on = or_dash(t.map(|t| t.fields.is_race_on.to_string()));
+    let lines = vec![
+        Line::from(vec![
+            Span::styled(format!("{kmh} km/h"), BOLD),
+            Span::raw(format!("   {mph} mph")),
+        ]),
+        Line::from(vec![
+            Span::raw("Gear "),
+            Span::styled(gear, BOLD),
+            Span::raw(format!("   IsRaceOn {race_on}")),
+        ]),
+    ];
+    frame.render_widget(Paragraph::new(lines).block(boxed("Speed")), area);
+}
+
+fn render_rpm(frame: &mut Frame<'_>, area: Rect, t: Option<&Telemetry>) {
+    let (ratio, label) = match t {
+        Some(t) => (
+            f64::from(t.rev_fraction),
+            format!(
+                "{:.0} / {:.0} rpm",
+                t.fields.current_engine_rpm, t.fields.engine_max_rpm
+            ),
+        ),
+        None => (0.0, "- rpm".to_owned()),
+    };
+    let color = if ratio > REDLINE_WARN {
+        Color::Red
+    } else {
+        Color::Green
+    };
+    let gauge = Gauge::default()
+        .block(boxed("RPM"))
+        .gauge_style(Style::new().fg(color).bg(Color::Black))
+        .ratio(ratio.clamp(0.0, 1.0))
+        .label(label);
+    frame.render_widget(gauge, area);
+}
+
+fn render_inputs(frame: &mut Frame<'_>, area: Rect, t: Option<&Telemetry>) {
+    let block = boxed("Inputs");
+    let inner = block.inner(area);
+    frame.render_widget(block, area);
+    let rows = Layout::vertical([Constraint::Length(1); 5]).split(inner);
+    let pedals = [
+        ("Throttle", t.and_then(|t| t.throttle_pct), Color::Green),
+        ("Brake", t.and_then(|t| t.brake_pct), Color::Red),
+        ("Clutch", t.and_then(|t| t.clutch_pct), Color::Blue),
+        ("Handbrake", t.and_then(|t| t.handbrake_pct), Color::Magenta),
+    ];
+    for (row, (name, pct, color)) in rows.iter().zip(pedals) {
+        let [label, bar] =
+            Layout::horizontal([Constraint::Length(10), Constraint::Min(1)]).areas(*row);
+        frame.render_widget(Paragraph::new(name), label);
+        let gauge = Gauge::default()
+            .gauge_style(Style::new().fg(color).bg(Color::Black))
+            .ratio(f64::from(pct.unwrap_or(0.0) / 100.0).clamp(0.0, 1.0))
+            .label(or_dash(pct.map(|p| format!("{p:.0}%"))));
+        frame.render_widget(gauge, bar);
+    }
+    let [label, bar] =
+        Layout::horizontal([Constraint::Length(10), Constraint::Min(1)]).areas(rows[4]);
+    frame.render_widget(Paragraph::new("Steer"), label);
+    let steer = t.and_then(|t| t.steer_axis);
+    frame.render_widget(Paragraph::new(steer_bar(steer, bar.width)), bar);
+}
+
+/// A track `width` wide with the centre marked and the wheel's position as a
+/// block, then the percentage: `──────┼──█───  +42%`.
+fn steer_bar(axis: Option<f32>, width: u16) -> String {
+    let text = or_dash(axis.map(|a| format!("{:+.0}%", a * 100.0)));
+    let track = usize::from(width).saturating_sub(text.len() + 1).max(3);
+    let centre = track / 2;
+    let at = axis.map(|a| ((a.clamp(-1.0, 1.0) + 1.0) / 2.0 * (track - 1) as f32).round() as usize);
+    let mut s: String = (0..track)
+        .map(|i| match (Some(i) == at, i == centre) {
+            (true, _) => '█',
+            (false, true) => '┼',
+            (false, false) => '─',
+        })
+        .collect();
+    s.push(' ');
+    s.push_str(&text);
+    s
+}
+
+fn render_motion(frame: &mut Frame<'_>, area: Rect, t: Option<&Telemetry>) {
+    let lines = match t {
+        Some(t) => {
+            let side = if t.drift_angle_deg > 0.5 {
+                "sliding right"
+            } else if t.drift_angle_deg < -0.5 {
+                "sliding left"
+            } else {
+                "straight"
+            };
+            vec![
+                Line::raw(format!(
+                    "G lat {:+.2}   long {:+.2}   vert {:+.2}",
+                    t.g_lat, t.g_long, t.g_vert
+                )),
+                Line::raw(format!("Drift {:+.1}° ({side})", t.drift_angle_deg)),
+            ]
+        }
+        None => vec![Line::raw("G lat -   long -   vert -"), Line::raw("Drift -")],
+    };
+    frame.render_widget(Paragraph::new(lines).block(boxed("Motion")), area);
+}
+
+fn render_tyres(frame: &mut Frame<'_>, area: Rect, t: Option<&Telemetry>) {
+    let header = Row::new(["", "°C", "slip", "angle", "comb", "susp"]).style(DIM);
+    let rows: Vec<Row> = (0..4)
+        .map(|w| {
+            let Some(t) = t else {
+                return Row::new([WHEELS[w], "-", "-", "-", "-", "-"]);
+            };
+            let f = &t.fields;
+            let temp = or_dash(t.tire_temp_c.map(|c| format!("{:.0}", c.into_array()[w])));
+            let slip = |v: f32| {
+                let style = if v.abs() > GRIP_LOST {
+                    ALERT
+                } else {
+                    Style::new()
+                };
+                Cell::from(format!("{v:+.2}")).style(style)
+            };
+            Row::new([
+                Cell::from(WHEELS[w]),
+                Cell::from(temp),
+                slip(f.tire_slip_ratio.into_array()[w]),
+                slip(f.tire_slip_angle.into_array()[w]),
+                slip(f.tire_combined_slip.into_array()[w]),
+                Cell::from(format!(
+                    "{:.2}",
+                    f.normalized_suspension_travel.into_array()[w]
+                )),
+            ])
+        })
+        .collect();
+    let widths = [
+        Constraint::Length(3),
+        Constraint::Length(5),
+        Constraint::Length(6),
+        Constraint::Length(6),
+        Constraint::Length(6),
+        Constraint::Length(5),
+    ];
+    let lost = t.is_some_and(|t| {
+        let f = &t.fields;
+        [f.tire_slip_ratio, f.tire_slip_angle, f.tire_combined_slip]
+            .iter()
+            .any(|w| w.into_array().iter().any(|v| v.abs() > GRIP_LOST))
+    });
+    let title = if lost { "Tyres: GRIP LOST" } else { "Tyres" };
+    let table = Table::new(rows, widths).header(header).block(boxed(title));
+    frame.render_widget(table, area);
+}
+
+fn render_car(frame: &mut Frame<'_>, area: Rect, t: Option<&Telemetry>) {
+    let line = match t {
+        Some(t) => {
+            let f = &t.fields;
+            let class = t
+                .car_class_letter
+                .map_or_else(|| format!("#{}", f.car_class), str::to_owned);
+            format!(
+                "Class {class}  PI {}  {}  {} cyl  car {}",
+                f.car_performance_index,
+                t.drivetrain.unwrap_or("-"),
+                f.num_cylinders,
+                f.car_ordinal
+            )
+        }
+        None => "Class -  PI -  -  - cyl".to_owned(),
+    };
+    frame.render_widget(Paragraph::new(line).block(boxed("Car")), area);
+}
+
+fn render_race(frame: &mut Frame<'_>, area: Rect, t: Option<&Telemetry>) {
+    let f = t.map(|t| &t.fields);
+    let num = |v: Option<String>| or_dash(v);
+    let time = |v: Option<f32>| v.map_or_else(|| "-:--.---".to_owned(), lap_time);
+    let lines = vec![
+        Line::raw(format!(
+            "Lap {}   Position {}",
+            num(f.and_then(|f| f.lap_number).map(|v| v.to_string())),
+            num(f.and_then(|f| f.race_position).map(|v| v.to_string())),
+        )),
+        Line::raw(format!("Current {}", time(f.and_then(|f| f.current_lap)))),
+        Line::raw(format!("Last    {}", time(f.and_then(|f| f.last_lap)))),
+        Line::raw(format!("Best    {}", time(f.and_then(|f| f.best_lap)))),
+    ];
+    frame.render_widget(Paragraph::new(lines).block(boxed("Race")), area);
+}
+
+fn render_destinations(frame: &mut Frame<'_>, area: Rect, rows: &[super::DestinationRow]) {
+    let header = Row::new([
+        "destination",
+        "pkt/s",
+        "filtered",
+        "rate-limited",
+        "errors",
+        "last error",
+    ])
+    .style(DIM);
+    let body: Vec<Row> = rows
+        .iter()
+        .map(|d| {
+            Row::new([
+                Cell::from(d.name.clone()),
+                Cell::from(format!("{:.0}", d.packets_per_sec)),
+                Cell::from(d.filtered.to_string()),
+                Cell::from(d.rate_limited.to_string()),
+                Cell::from(d.errors.to_string()).style(if d.errors > 0 {
+                    Style::new().fg(Color::Red)
+                } else {
+                    Style::new()
+                }),
+                Cell::from(d.last_error.clone().unwrap_or_default()),
+            ])
+        })
+        .collect();
+    let widths = [
+        Constraint::Length(16),
+        Constraint::Length(6),
+        Constraint::Length(9),
+        Constraint::Length(13),
+        Constraint::Length(7),
+        Constraint::Min(10),
+    ];
+    let table = Table::new(body, widths)
+        .header(header)
+        .block(boxed("Destinations"));
+    frame.render_widget(table, area);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::watch::DestinationRow;
+    use crate::wire::{Format, Packet, Wheels};
+    use ratatui::backend::TestBackend;
+    use ratatui::Terminal;
+    use std::net::SocketAddr;
+
+    fn from() -> SocketAddr {
+        "127.0.0.1:5555".parse().unwrap()
+    }
+
+    /// An fh6 packet built field by field: 39.4444 m/s is 142 km/h and 88 mph.
+    fn fixture() -> Vec<u8> {
+        let mut buf = vec![0u8; 324];
+        let mut p = Packet::new_checked(&mut buf[..], Format::Fh6).unwrap();
+        p.set_is_race_on(1);
+        p.set_speed(39.444_4).unwrap();
+        p.set_gear(4).unwrap();
+        p.set_engine_max_rpm(8_250.0);
+        p.set_current_engine_rpm(6_543.0);
+        p.set_accel(255).unwrap();
+        p.set_brake(51).unwrap();
+        p.set_steer(-127).unwrap();
+        p.set_acceleration_x(9.806_65);
+        p.set_acceleration_z(-19.613_3);
+        p.set_velocity_x(3.0);
+        p.set_velocity_z(4.0);
+        p.set_tire_temp(Wheels::from_array([212.0, 194.0, 176.0, 176.0]))
+            .unwrap();
+        p.set_tire_combined_slip(Wheels::from_array([0.1, 1.5, 0.2, 0.3]));
+        p.set_car_class(5);
+        p.set_car_performance_index(901);
+        p.set_drivetrain_type(2);
+        p.set_num_cylinders(8);
+        p.set_lap_number(3).unwrap();
+        p.set_race_position(2).unwrap();
+        p.set_current_lap(12.75).unwrap();
+        p.set_last_lap(84.5).unwrap();
+        p.set_best_lap(83.456).unwrap();
+        buf
+    }
+
+    fn screen(model: &Model, width: u16, height: u16) -> (String, ratatui::buffer::Buffer) {
+        let mut terminal = Terminal::new(TestBackend::new(width, height)).unwrap();
+        terminal.draw(|f| render(f, model)).unwrap();
+        let buffer = terminal.backend().buffer().clone();
+        let text = (0..height)
+            .map(|y| {
+                (0..width)
+                    .map(|x| buffer[(x, y)].symbol())
+                    .collect::<String>()
+            })
+            .collect::<Vec<_>>()
+            .join("\n");
+        (text, buffer)
+    }
+
+    #[track_caller]
+    fn assert_shows(text: &str, parts: &[&str]) {
+        for part in parts {
+            assert!(text.contains(part), "{part:?} not on the screen:\n{text}");
+        }
+    }
+
+    #[test]
+    fn renders_the_key_values_of_a_packet() {
+        let t0 = Instant::now();
+        let mut model = Model::new(Input::Auto, "listening on 127.0.0.1:5400");
+        for i in 0..60 {
+            model.on_datagram(t0 + Duration::from_millis(i * 16), from(), &fixture());
+        }
+        model.tick(t0 + Duration::from_secs(1));
+        let (text, buffer) = screen(&model, 100, 24);
+        assert_shows(
+            &text,
+            &[
+                "142 km/h",
+                "88 mph",
+                "Gear 4",
+                "6543 / 8250 rpm",
+                "100%",
+                "20%",
+                "-100%",
+                "G lat +1.00",
+                "long -2.00",
+                "Drift +36.9°",
+                "Class S2",
+                "PI 901",
+                "AWD",
+                "8 cyl",
+                "Lap 3",
+                "Position 2",
+                "Current 0:12.750",
+                "Last    1:24.500",
+                "Best    1:23.456",
+                "IsRaceOn 1",
+                "60 Hz",
+                "format fh6 (guess)",
+                "listening on 127.0.0.1:5400",
+                "60 packets from 127.0.0.1:5555",
+                "GRIP LOST",
+                "+1.50",
+            ],
+        );
+        // FL 212 °F is 100 °C, RR 176 °F is 80 °C.
+        let fl = text.lines().find(|l| l.contains("FL ")).unwrap();
+        assert!(fl.contains("100"), "{fl}");
+        let rr = text.lines().find(|l| l.contains("RR ")).unwrap();
+        assert!(rr.contains("80"), "{rr}");
+        // The lost-grip slip is highlighted, the others are not.
+        assert_eq!(buffer[at(&text, "+1.50")].bg, Color::Red);
+        assert_ne!(buffer[at(&text, "+0.10")].bg, Color::Red);
+    }
+
+    /// The cell where `needle` starts on the screen (every symbol one column wide).
+    #[track_caller]
+    fn at(text: &str, needle: &str) -> (u16, u16) {
+        let (y, line) = text
+            .lines()
+            .enumerate()
+            .find(|(_, l)| l.contains(needle))
+            .unwrap_or_else(|| panic!("{needle:?} not on the screen"));
+        let byte = line.find(needle).expect("found above");
+        (line[..byte].chars().count() as u16, y as u16)
+    }
+
+    #[test]
+    fn renders_placeholders_before_any_packet_and_a_destination_table() {
+        let mut model = Model::new(Input::Fixed(Format::Fm7), "listening on 0.0.0.0:5400");
+        model.set_destinations(vec![DestinationRow {
+            name: "simhub".to_owned(),
+            packets_per_sec: 60.0,
+            filtered: 3,
+            rate_limited: 4,
+            errors: 5,
+            last_error: Some("connection refused".to_owned()),
+        }]);
+        let (text, _) = screen(&model, 100, 30);
+        assert_shows(
+            &text,
+            &[
+                "waiting for packets",
+                "- km/h",
+                "Gear -",
+                "-:--.---",
+                "simhub",
+                "connection refused",
+                "rate-limited",
+            ],
+        );
+        let row = text.lines().find(|l| l.contains("simhub")).unwrap();
+        let numbers: Vec<&str> = row.split_whitespace().collect();
+        assert!(
+            numbers.windows(4).any(|w| w == ["60", "3", "4", "5"]),
+            "{row}"
+        );
+    }
+
+    #[test]
+    fn a_sled_packet_shows_what_it_has() {
+        let mut buf = vec![0u8; 232];
+        let mut p = Packet::new_checked(&mut buf[..], Format::Sled).unwrap();
+        p.set_current_engine_rpm(5_000.0);
+        p.set_engine_max_rpm(7_000.0);
+        let mut model = Model::new(Input::Auto, "test");
+        model.on_datagram(Instant::now(), from(), &buf);
+        let (text, _) = screen(&model, 100, 24);
+        assert_shows(
+            &text,
+            &[
+                "5000 / 7000 rpm",
+                "- km/h",
+                "sled packets carry no speed",
+                "format sled",
+            ],
+        );
+        assert_eq!(
+            plain_line(&model),
+            "speed -, gear -, 5000 rpm, lap -, 0 Hz, sled"
+        );
+    }
+
+    #[test]
+    fn plain_line_has_speed_gear_rpm_lap_rate_and_format() {
+        let t0 = Instant::now();
+        let mut model = Model::new(Input::Fixed(Format::Fh6), "test");
+        assert!(plain_line(&model).starts_with("no packets yet"));
+        for i in 0..30 {
+            model.on_datagram(t0 + Duration::from_millis(i * 33), from(), &fixture());
+        }
+        model.tick(t0 + Duration::from_secs(1));
+        assert_eq!(
+            plain_line(&model),
+            "speed 142 km/h, gear 4, 6543 rpm, lap 3, 30 Hz, fh6"
+        );
+    }
+
+    #[test]
+    fn print_lines_stops_at_the_end_of_the_source() {
+        let mut source = crate::watch::MemorySource::new();
+        source.push(std::time::SystemTime::now(), from(), fixture());
+        let mut model = Model::new(Input::Auto, "test");
+        let mut out = Vec::new();
+        print_lines(
+            &mut source,
+            &mut model,
+            &AtomicBool::new(false),
+            &mut out,
+            Duration::from_secs(1),
+        )
+        .unwrap();
+        let text = String::from_utf8(out).unwrap();
+        assert_eq!(text.lines().count(), 1, "{text}");
+        assert!(
+            text.starts_with("speed 142 km/h, gear 4, 6543 rpm, lap 3"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn lap_times_read_m_ss_mmm() {
+        assert_eq!(lap_time(83.456), "1:23.456");
+        assert_eq!(lap_time(12.75), "0:12.750");
+        assert_eq!(lap_time(3_600.5), "60:00.500");
+        assert_eq!(lap_time(59.999_9), "1:00.000");
+        assert_eq!(lap_time(0.0), "-:--.---");
+        assert_eq!(lap_time(-1.0), "-:--.---");
+        assert_eq!(lap_time(f32::NAN), "-:--.---");
+    }
+
+    #[test]
+    fn steer_bar_marks_the_wheel_position() {
+        // 16 wide: the track is what the text and one blank leave, its centre ┼.
+        assert_eq!(steer_bar(Some(0.0), 16), "──────█───── +0%");
+        assert_eq!(steer_bar(Some(-1.0), 16), "█────┼──── -100%");
+        assert_eq!(steer_bar(Some(1.0), 16), "─────┼───█ +100%");
+        assert_eq!(steer_bar(Some(-0.5), 16), "───█─┼───── -50%");
+        assert_eq!(steer_bar(None, 10), "────┼─── -");
+    }
+}

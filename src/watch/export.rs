@@ -1,0 +1,442 @@
+//! `forza-relay export`: one row per packet, every decoded field by name, as CSV
+//! with a header or as JSON lines.
+//!
+//! [`export`] reads any [`Source`] until it ends or the stop flag is set, and
+//! flushes everything it wrote before it returns (also every second while it runs,
+//! so a killed process loses at most a second of rows).
+
+use std::fmt::{self, Write as _};
+use std::io::{self, Write};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant, SystemTime};
+
+use serde::ser::{SerializeMap, Serializer as _};
+
+use super::columns::{Column, Row};
+use super::source::{Next, Source};
+use super::Reader;
+use crate::config::Input;
+use crate::telemetry::Telemetry;
+use crate::wire::Packet;
+
+/// How long one wait on the source lasts: how soon a stop request is seen.
+const POLL: Duration = Duration::from_millis(100);
+/// How often rows are flushed to the file while the export runs.
+const FLUSH_EVERY: Duration = Duration::from_secs(1);
+
+/// The file format of an export.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Table {
+    /// Comma-separated values with a header line.
+    Csv,
+    /// One JSON object per line.
+    Jsonl,
+}
+
+impl std::str::FromStr for Table {
+    type Err = String;
+
+    /// `csv` or `jsonl` (also `json`), ignoring case.
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "csv" => Ok(Table::Csv),
+            "jsonl" | "json" => Ok(Table::Jsonl),
+            _ => Err(format!("--as {s:?}: write csv or jsonl")),
+        }
+    }
+}
+
+/// What to export and how.
+#[derive(Debug, Clone)]
+pub struct ExportOptions {
+    /// How datagrams are read: a fixed format, or detected.
+    pub input: Input,
+    /// CSV or JSON lines.
+    pub table: Table,
+    /// The columns, in order.
+    pub columns: Vec<Column>,
+    /// Skip packets with IsRaceOn = 0.
+    pub only_race_on: bool,
+}
+
+/// What an export did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ExportSummary {
+    /// Rows written.
+    pub rows: u64,
+    /// Packets skipped for IsRaceOn = 0 (with `only_race_on`).
+    pub not_racing: u64,
+    /// Datagrams that were not packets of the input format (or of any format).
+    pub ignored: u64,
+}
+
+impl fmt::Display for ExportSummary {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} rows written", self.rows)?;
+        if self.not_racing > 0 {
+            write!(f, ", {} with IsRaceOn = 0 skipped", self.not_racing)?;
+        }
+        if self.ignored > 0 {
+            write!(
+                f,
+                ", {} datagrams that are not packets ignored",
+                self.ignored
+            )?;
+        }
+        Ok(())
+    }
+}
+
+/// Why an export stopped early.
+#[derive(Debug)]
+pub enum ExportError {
+    /// The source failed.
+    Source(io::Error),
+    /// Writing the output failed.
+    Write(io::Error),
+}
+
+impl fmt::Display for ExportError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ExportError::Source(e) => write!(f, "reading datagrams failed: {e}"),
+            ExportError::Write(e) => write!(f, "writing the export failed: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for ExportError {}
+
+/// Writes one row per packet of `source` to `out` until the source ends or `stop`
+/// is set, then flushes. With `on_ignored`, the first datagram that is not a packet
+/// is described to it once (for a warning).
+pub fn export<W: Write>(
+    source: &mut dyn Source,
+    out: W,
+    options: &ExportOptions,
+    stop: &AtomicBool,
+    mut on_ignored: impl FnMut(&str),
+) -> Result<ExportSummary, ExportError> {
+    let mut writer = Writer::new(out, options)?;
+    let mut reader = Reader::new(options.input);
+    let mut summary = ExportSummary::default();
+    let mut first: Option<SystemTime> = None;
+    let mut flushed = Instant::now();
+    while !stop.load(Ordering::Relaxed) {
+        let d = match source.next(POLL).map_err(ExportError::Source)? {
+            Next::Datagram(d) => d,
+            Next::Idle => {
+                if flushed.elapsed() >= FLUSH_EVERY {
+                    writer.flush()?;
+                    flushed = Instant::now();
+                }
+                continue;
+            }
+            Next::End => break,
+        };
+        let Some(format) = reader.format_of(d.payload) else {
+            if summary.ignored == 0 {
+                on_ignored(&reader.why_ignored(d.payload.len()));
+            }
+            summary.ignored += 1;
+            continue;
+        };
+        let packet = Packet::new_unchecked(d.payload, format);
+        if options.only_race_on && !packet.race_on() {
+            summary.not_racing += 1;
+            continue;
+        }
+        let start = *first.get_or_insert(d.time);
+        let since_start = d
+            .time
+            .duration_since(start)
+            .map_or(0.0, |e| e.as_secs_f64());
+        let telemetry = Telemetry::decode(&packet);
+        writer.row(&Row {
+            time: d.time,
+            since_start,
+            packet,
+            telemetry: &telemetry,
+        })?;
+        summary.rows += 1;
+        if flushed.elapsed() >= FLUSH_EVERY {
+            writer.flush()?;
+            flushed = Instant::now();
+        }
+    }
+    writer.flush()?;
+    Ok(summary)
+}
+
+/// The CSV or JSON-lines writer, with the column names made once.
+enum Writer<'c, W: Write> {
+    Csv {
+        // Boxed: the csv writer holds its buffer inline, making this variant large.
+        csv: Box<csv::Writer<W>>,
+        columns: &'c [Column],
+        cell: String,
+    },
+    Jsonl {
+        out: io::BufWriter<W>,
+        columns: Vec<(String, Column)>,
+    },
+}
+
+fn csv_error(e: csv::Error) -> ExportError {
+    ExportError::Write(e.into())
+}
+
+impl<'c, W: Write> Writer<'c, W> {
+    fn new(out: W, options: &'c ExportOptions) -> Result<Self, ExportError> {
+        let columns = &options.columns;
+        Ok(match options.table {
+            Table::Csv => {
+                let mut csv = Box::new(csv::Writer::from_writer(out));
+                csv.write_record(columns.iter().map(Column::name))
+                    .map_err(csv_error)?;
+                Writer::Csv {
+                    csv,
+                    columns,
+                    cell: String::new(),
+                }
+            }
+            Table::Jsonl => Writer::Jsonl {
+                out: io::BufWriter::new(out),
+                columns: columns.iter().map(|c| (c.name(), *c)).collect(),
+            },
+        })
+    }
+
+    fn row(&mut self, row: &Row<'_>) -> Result<(), ExportError> {
+        match self {
+            Writer::Csv { csv, columns, cell } => {
+                for c in columns.iter() {
+                    cell.clear();
+                    let _ = write!(cell, "{}", c.value(row));
+                    csv.write_field(cell.as_bytes()).map_err(csv_error)?;
+                }
+                csv.write_record(None::<&[u8]>).map_err(csv_error)
+            }
+            Writer::Jsonl { out, columns } => {
+                let mut ser = serde_json::Serializer::new(&mut *out);
+                let json = |e: serde_json::Error| ExportError::Write(e.into());
+                let mut map = ser.serialize_map(Some(columns.len())).map_err(json)?;
+                for (name, c) in columns.iter() {
+                    map.serialize_entry(name, &c.value(row)).map_err(json)?;
+                }
+                map.end().map_err(json)?;
+                out.write_all(b"\n").map_err(ExportError::Write)
+            }
+        }
+    }
+
+    fn flush(&mut self) -> Result<(), ExportError> {
+        match self {
+            Writer::Csv { csv, .. } => csv.flush(),
+            Writer::Jsonl { out, .. } => out.flush(),
+        }
+        .map_err(ExportError::Write)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::watch::columns::{self, Column};
+    use crate::watch::source::MemorySource;
+    use crate::wire::{Format, Wheels};
+    use std::net::SocketAddr;
+
+    fn from() -> SocketAddr {
+        "127.0.0.1:5555".parse().unwrap()
+    }
+
+    /// An fh6 packet with named values; `n` tells packets apart.
+    fn fh6(n: u32, race_on: bool) -> Vec<u8> {
+        let mut buf = vec![0u8; 324];
+        let mut p = Packet::new_checked(&mut buf[..], Format::Fh6).unwrap();
+        p.set_is_race_on(i32::from(race_on));
+        p.set_timestamp_ms(1_000 + n);
+        p.set_speed(39.444_4).unwrap();
+        p.set_gear(4).unwrap();
+        p.set_lap_number(2).unwrap();
+        p.set_tire_temp(Wheels::from_array([212.0, 194.0, 176.0, 158.0]))
+            .unwrap();
+        p.set_car_group(26).unwrap();
+        buf
+    }
+
+    fn sled(n: u32) -> Vec<u8> {
+        let mut buf = vec![0u8; 232];
+        let mut p = Packet::new_checked(&mut buf[..], Format::Sled).unwrap();
+        p.set_is_race_on(1);
+        p.set_timestamp_ms(2_000 + n);
+        p.set_current_engine_rpm(6_543.25);
+        buf
+    }
+
+    fn source() -> MemorySource {
+        let t0 = SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000);
+        let mut s = MemorySource::new();
+        s.push(t0, from(), fh6(0, true));
+        s.push(t0 + Duration::from_millis(16), from(), fh6(1, false));
+        s.push(t0 + Duration::from_millis(32), from(), vec![0; 100]);
+        s.push(t0 + Duration::from_millis(48), from(), sled(2));
+        s
+    }
+
+    fn run(options: &ExportOptions) -> (Vec<u8>, ExportSummary, Vec<String>) {
+        let mut out = Vec::new();
+        let mut warnings = Vec::new();
+        let summary = export(
+            &mut source(),
+            &mut out,
+            options,
+            &AtomicBool::new(false),
+            |w| warnings.push(w.to_owned()),
+        )
+        .unwrap();
+        (out, summary, warnings)
+    }
+
+    fn options(table: Table) -> ExportOptions {
+        ExportOptions {
+            input: Input::Auto,
+            table,
+            columns: Column::all(),
+            only_race_on: false,
+        }
+    }
+
+    #[test]
+    fn csv_has_a_header_and_one_row_per_packet_by_column_name() {
+        let (out, summary, warnings) = run(&options(Table::Csv));
+        assert_eq!(
+            summary,
+            ExportSummary {
+                rows: 3,
+                not_racing: 0,
+                ignored: 1
+            }
+        );
+        assert_eq!(warnings.len(), 1);
+        assert!(warnings[0].contains("100-byte"), "{warnings:?}");
+        let mut r = csv::Reader::from_reader(&out[..]);
+        let header = r.headers().unwrap().clone();
+        let rows: Vec<csv::StringRecord> = r.records().map(Result::unwrap).collect();
+        assert_eq!(rows.len(), 3);
+        let get = |row: usize, name: &str| {
+            let i = header.iter().position(|h| h == name).unwrap();
+            rows[row][i].to_owned()
+        };
+        assert_eq!(get(0, "format"), "fh6");
+        assert_eq!(get(0, "IsRaceOn"), "1");
+        assert_eq!(get(1, "IsRaceOn"), "0");
+        assert_eq!(get(1, "TimestampMS"), "1001");
+        assert_eq!(get(0, "Speed"), "39.4444");
+        assert_eq!(get(0, "Gear"), "4");
+        assert_eq!(get(0, "gear_label"), "4");
+        assert_eq!(get(0, "CarGroup"), "26");
+        assert_eq!(get(0, "TireTempRL"), "176");
+        assert_eq!(get(0, "tire_temp_c_fl"), "100");
+        assert_eq!(get(0, "speed_kmh").parse::<f32>().unwrap().round(), 142.0);
+        assert_eq!(get(0, "recv_time"), "2023-11-14T22:13:20.000000Z");
+        assert_eq!(get(1, "recv_s"), "0.016000");
+        // Sled has no Dash or Horizon block: those cells are empty.
+        assert_eq!(get(2, "format"), "sled");
+        assert_eq!(get(2, "CurrentEngineRpm"), "6543.25");
+        assert_eq!(get(2, "Speed"), "");
+        assert_eq!(get(2, "CarGroup"), "");
+        assert_eq!(get(2, "speed_kmh"), "");
+        assert_eq!(get(2, "recv_s"), "0.048000");
+    }
+
+    #[test]
+    fn jsonl_has_one_object_per_packet_with_null_for_absent_fields() {
+        let (out, summary, _) = run(&options(Table::Jsonl));
+        assert_eq!(summary.rows, 3);
+        let text = String::from_utf8(out).unwrap();
+        let rows: Vec<serde_json::Value> = text
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert_eq!(rows.len(), 3);
+        assert_eq!(rows[0]["format"], "fh6");
+        assert_eq!(rows[0]["Speed"].as_f64().unwrap() as f32, 39.444_4);
+        assert_eq!(rows[0]["Gear"], 4);
+        assert_eq!(rows[0]["gear_label"], "4");
+        assert_eq!(rows[0]["LapNumber"], 2);
+        assert_eq!(rows[0]["TireTempFR"], 194.0);
+        assert_eq!(rows[1]["IsRaceOn"], 0);
+        assert_eq!(rows[1]["recv_s"], 0.016);
+        assert_eq!(rows[2]["format"], "sled");
+        assert_eq!(rows[2]["TimestampMS"], 2_002);
+        assert_eq!(rows[2]["Speed"], serde_json::Value::Null);
+        assert_eq!(rows[2]["tire_temp_c_rr"], serde_json::Value::Null);
+        assert_eq!(
+            rows[0].as_object().unwrap().len(),
+            Column::all().len(),
+            "every column in every object"
+        );
+    }
+
+    #[test]
+    fn fields_and_only_race_on_select_columns_and_rows() {
+        let o = ExportOptions {
+            input: Input::Fixed(Format::Fh6),
+            columns: columns::select("TimestampMS,speed_kmh,TireTemp").unwrap(),
+            only_race_on: true,
+            ..options(Table::Csv)
+        };
+        let (out, summary, warnings) = run(&o);
+        // The sled packet and the 100-byte datagram are not fh6 packets.
+        assert_eq!(
+            summary,
+            ExportSummary {
+                rows: 1,
+                not_racing: 1,
+                ignored: 2
+            }
+        );
+        assert!(warnings[0].contains("fh6"), "{warnings:?}");
+        let mut r = csv::Reader::from_reader(&out[..]);
+        assert_eq!(
+            r.headers().unwrap().iter().collect::<Vec<_>>(),
+            [
+                "TimestampMS",
+                "speed_kmh",
+                "TireTempFL",
+                "TireTempFR",
+                "TireTempRL",
+                "TireTempRR"
+            ]
+        );
+        let rows: Vec<csv::StringRecord> = r.records().map(Result::unwrap).collect();
+        assert_eq!(rows.len(), 1);
+        assert_eq!(&rows[0][0], "1000");
+    }
+
+    #[test]
+    fn a_set_stop_flag_ends_the_export_with_the_header_flushed() {
+        let mut out = Vec::new();
+        let summary = export(
+            &mut source(),
+            &mut out,
+            &options(Table::Csv),
+            &AtomicBool::new(true),
+            |_| {},
+        )
+        .unwrap();
+        assert_eq!(summary.rows, 0);
+        let mut r = csv::Reader::from_reader(&out[..]);
+        assert_eq!(r.headers().unwrap().get(0), Some("recv_time"));
+        assert_eq!(r.records().count(), 0);
+    }
+
+    #[test]
+    fn table_names_parse() {
+        assert_eq!("CSV".parse::<Table>(), Ok(Table::Csv));
+        assert_eq!("jsonl".parse::<Table>(), Ok(Table::Jsonl));
+        assert!("xml".parse::<Table>().unwrap_err().contains("\"xml\""));
+    }
+}

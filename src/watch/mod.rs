@@ -1,0 +1,83 @@
+//! Seeing the telemetry: the live dashboard (`watch`), decoded exports (`export`)
+//! and the Wireshark dissector generator (`dissector`).
+//!
+//! Every consumer reads a [`Source`] (a UDP socket today; a capture file or the
+//! relay's tap plug in by implementing the trait), and the dashboard draws a
+//! [`Model`] that is plain data: [`Model::on_datagram`] feeds it, [`Model::tick`]
+//! ages it, [`Model::set_destinations`] adds the relay's per-destination table, and
+//! [`render`] is a pure function of it.
+
+pub mod columns;
+pub mod command;
+pub mod dashboard;
+pub mod dissector;
+pub mod export;
+pub mod model;
+pub mod source;
+
+pub use columns::{Cell, Column};
+pub use dashboard::{render, watch, WatchOptions};
+pub use export::{export, ExportOptions, ExportSummary, Table};
+pub use model::{DestinationRow, Model};
+pub use source::{Datagram, MemorySource, Next, Source, UdpSource};
+
+use crate::config::Input;
+use crate::wire::{Detector, Format, FORMAT_IDS};
+
+/// Tells the format of each datagram of a stream: the configured one (other
+/// lengths are not packets), or detected by length and, for 324 bytes, by the
+/// puddle heuristic with memory ([`Detector`]).
+#[derive(Debug, Clone, Copy)]
+pub struct Reader {
+    input: Input,
+    detector: Detector,
+}
+
+impl Reader {
+    /// A reader for `input`; `auto` assumes fh6 for Horizon packets until the
+    /// stream shows otherwise.
+    pub fn new(input: Input) -> Reader {
+        Reader {
+            input,
+            detector: Detector::default(),
+        }
+    }
+
+    /// The format to read `payload` as, or `None` when it is no packet of the
+    /// input format (or, for `auto`, of any format).
+    pub fn format_of(&mut self, payload: &[u8]) -> Option<Format> {
+        match self.input {
+            Input::Fixed(f) => (payload.len() == f.len()).then_some(f),
+            Input::Auto => self.detector.detect(payload),
+        }
+    }
+
+    /// Whether `format`, as this reader last answered it, is certain: false only
+    /// for a detected Horizon format that is still the default guess.
+    pub fn is_certain(&self, format: Format) -> bool {
+        match self.input {
+            Input::Fixed(_) => true,
+            Input::Auto => !format.is_horizon() || self.detector.is_certain(),
+        }
+    }
+
+    /// The configured input.
+    pub fn input(&self) -> Input {
+        self.input
+    }
+
+    /// Why a datagram of `len` bytes was not read, for a warning.
+    pub fn why_ignored(&self, len: usize) -> String {
+        match self.input {
+            Input::Fixed(f) => format!(
+                "ignoring a {len}-byte datagram: {f} packets are {} bytes \
+                 (--format auto reads every Forza format)",
+                f.len()
+            ),
+            Input::Auto => format!(
+                "ignoring a {len}-byte datagram: no Forza format has that length \
+                 ({FORMAT_IDS}: 232, 311, 331 or 324 bytes)"
+            ),
+        }
+    }
+}

@@ -1,0 +1,511 @@
+//! `watch`, `export` and `dissector` run the way a user runs them: the real binary
+//! on loopback, its output read back with the `csv` crate, serde_json and tshark.
+
+#[allow(dead_code)] // The relay's helpers that these tests do not use.
+mod common;
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use forza_relay::watch::columns::{read_raw, Cell};
+use forza_relay::watch::dissector::abbrev;
+use forza_relay::wire::{field, Format, Packet};
+
+use common::bin::Bin;
+use common::*;
+
+/// Waits for the "listening on ADDR" line and returns the address.
+#[track_caller]
+fn listening(bin: &mut Bin) -> std::net::SocketAddr {
+    let line = bin.wait_for_line("listening on ");
+    let (_, after) = line.split_once("listening on ").expect("found above");
+    after
+        .split_whitespace()
+        .next()
+        .and_then(|a| a.parse().ok())
+        .unwrap_or_else(|| panic!("no address in {line:?}"))
+}
+
+/// Waits until `path` holds `lines` lines (the export flushes every second).
+#[track_caller]
+fn wait_for_lines(path: &Path, lines: usize) -> String {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let text = std::fs::read_to_string(path).unwrap_or_default();
+        if text.lines().count() >= lines {
+            return text;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{} has {} lines, not {lines}, after 10 s:\n{text}",
+            path.display(),
+            text.lines().count()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// The packets both export tests send: fh6 racing, fm7 racing, fh6 in a menu,
+/// sled racing.
+fn send_mix(to: std::net::SocketAddr) {
+    let sender = Sender::new(to);
+    sender.send(&Spec::new(Format::Fh6, 100).build());
+    sender.send(&Spec::new(Format::Fm7, 200).build());
+    sender.send(&Spec::new(Format::Fh6, 300).racing(false).build());
+    sender.send(&Spec::new(Format::Sled, 400).build());
+}
+
+#[test]
+fn export_to_csv_through_the_binary_until_ctrl_c() {
+    let dir = TempPath::dir("export-csv");
+    let out = dir.path().join("laps.csv");
+    let out_text = out.display().to_string();
+    let mut bin = Bin::spawn(
+        &["export", "--listen", "127.0.0.1:0", "--output", &out_text],
+        None,
+    );
+    let addr = listening(&mut bin);
+    send_mix(addr);
+    let text = wait_for_lines(&out, 1 + 4);
+    bin.signal("INT");
+    let done = bin.wait();
+    assert_eq!(done.code(), 0, "{}", done.stderr);
+    done.assert_stderr_has(&["4 rows written to", &out_text]);
+
+    let mut r = csv::Reader::from_reader(text.as_bytes());
+    let header = r.headers().expect("a header").clone();
+    let rows: Vec<csv::StringRecord> = r.records().map(|r| r.expect("a row")).collect();
+    assert_eq!(rows.len(), 4);
+    let get = |row: usize, name: &str| -> String {
+        let i = header
+            .iter()
+            .position(|h| h == name)
+            .unwrap_or_else(|| panic!("no column {name}"));
+        rows[row][i].to_owned()
+    };
+    let formats: Vec<String> = (0..4).map(|i| get(i, "format")).collect();
+    assert_eq!(formats, ["fh6", "fm7", "fh6", "sled"]);
+    let stamps: Vec<String> = (0..4).map(|i| get(i, "TimestampMS")).collect();
+    assert_eq!(stamps, ["100", "200", "300", "400"]);
+    assert_eq!(get(0, "IsRaceOn"), "1");
+    assert_eq!(get(2, "IsRaceOn"), "0");
+    assert_eq!(get(0, "Speed"), SPEED.to_string());
+    assert_eq!(get(1, "Speed"), SPEED.to_string());
+    assert_eq!(get(0, "Gear"), GEAR.to_string());
+    assert_eq!(get(0, "gear_label"), GEAR.to_string());
+    assert_eq!(get(0, "CarGroup"), CAR_GROUP.to_string());
+    assert_eq!(get(1, "CarGroup"), "", "fm7 has no Horizon block");
+    assert_eq!(
+        get(0, "CarPerformanceIndex"),
+        CAR_PERFORMANCE_INDEX.to_string()
+    );
+    assert_eq!(get(3, "CurrentEngineRpm"), CURRENT_ENGINE_RPM.to_string());
+    assert_eq!(get(3, "Speed"), "", "sled has no Dash block");
+    let kmh: f32 = get(0, "speed_kmh").parse().expect("a number");
+    assert!((kmh - SPEED * 3.6).abs() < 1e-3, "{kmh}");
+    assert_eq!(get(0, "car_class_letter"), "S2");
+    assert!(get(0, "recv_time").ends_with('Z'));
+}
+
+#[test]
+fn export_to_json_lines_with_fields_and_only_race_on() {
+    let dir = TempPath::dir("export-jsonl");
+    let out = dir.path().join("laps.jsonl");
+    let out_text = out.display().to_string();
+    let mut bin = Bin::spawn(
+        &[
+            "export",
+            "--listen",
+            "127.0.0.1:0",
+            "--output",
+            &out_text,
+            "--fields",
+            "format,TimestampMS,Speed,WheelInPuddle,speed_mph",
+            "--only-race-on",
+        ],
+        None,
+    );
+    let addr = listening(&mut bin);
+    send_mix(addr);
+    let text = wait_for_lines(&out, 3);
+    bin.signal("INT");
+    let done = bin.wait();
+    assert_eq!(done.code(), 0, "{}", done.stderr);
+    done.assert_stderr_has(&["3 rows written", "1 with IsRaceOn = 0 skipped"]);
+
+    let rows: Vec<serde_json::Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("one JSON object per line"))
+        .collect();
+    assert_eq!(rows.len(), 3);
+    let keys: Vec<&str> = rows[0]
+        .as_object()
+        .expect("an object")
+        .keys()
+        .map(String::as_str)
+        .collect();
+    let mut expected = [
+        "format",
+        "TimestampMS",
+        "Speed",
+        "WheelInPuddleFL",
+        "WheelInPuddleFR",
+        "WheelInPuddleRL",
+        "WheelInPuddleRR",
+        "speed_mph",
+    ];
+    let mut sorted = keys.clone();
+    sorted.sort_unstable();
+    expected.sort_unstable();
+    assert_eq!(sorted, expected);
+    assert_eq!(rows[0]["format"], "fh6");
+    assert_eq!(rows[0]["TimestampMS"], 100);
+    assert_eq!(rows[0]["Speed"].as_f64(), Some(f64::from(SPEED)));
+    // WheelInPuddle is S32 in fh6, F32 in the others (Spec writes a dry road).
+    assert_eq!(rows[0]["WheelInPuddleFL"], 0);
+    assert_eq!(rows[1]["format"], "fm7");
+    assert_eq!(rows[1]["WheelInPuddleFL"], 0.0);
+    assert_eq!(rows[2]["format"], "sled");
+    assert_eq!(rows[2]["TimestampMS"], 400);
+    assert_eq!(rows[2]["Speed"], serde_json::Value::Null);
+    assert_eq!(rows[2]["speed_mph"], serde_json::Value::Null);
+}
+
+#[test]
+fn bad_options_name_the_value_and_exit_2() {
+    let dir = TempPath::dir("export-bad");
+    let out = dir.path().join("x.csv").display().to_string();
+    let cases: [(&[&str], &[&str]); 5] = [
+        (
+            &["watch", "--listen", "localhost:port"],
+            &["--listen", "\"localhost:port\""],
+        ),
+        (
+            &["watch", "--listen", "127.0.0.1:0", "--format", "fh7"],
+            &["--format", "\"fh7\"", "fh6"],
+        ),
+        (
+            &[
+                "export",
+                "--listen",
+                "127.0.0.1:0",
+                "--output",
+                &out,
+                "--fields",
+                "Speed,Sped",
+            ],
+            &["\"Sped\"", "Valid names", "TireTempFL", "speed_kmh"],
+        ),
+        (
+            &[
+                "export",
+                "--listen",
+                "127.0.0.1:0",
+                "--output",
+                &out,
+                "--as",
+                "xml",
+            ],
+            &["--as \"xml\"", "csv or jsonl"],
+        ),
+        (&["dissector", "--port", "0"], &["--port", "0"]),
+    ];
+    for (args, parts) in cases {
+        let done = Bin::run(args, None);
+        assert_eq!(done.code(), 2, "{args:?}: {}", done.stderr);
+        done.assert_stderr_has(parts);
+    }
+}
+
+#[test]
+fn a_port_in_use_is_a_clear_error_and_exit_1() {
+    let taken = std::net::UdpSocket::bind("127.0.0.1:0").expect("bind");
+    let addr = taken.local_addr().expect("bound").to_string();
+    for args in [
+        vec!["watch", "--listen", &addr],
+        vec!["export", "--listen", &addr, "--output", "-"],
+    ] {
+        let done = Bin::run(&args, None);
+        assert_eq!(done.code(), 1, "{args:?}: {}", done.stderr);
+        done.assert_stderr_has(&[&format!("cannot listen on {addr}"), "already uses port"]);
+    }
+}
+
+#[test]
+fn export_names_an_output_file_it_cannot_create() {
+    let dir = TempPath::dir("export-nodir");
+    let out = dir.path().join("no-such-dir").join("x.csv");
+    let out = out.display().to_string();
+    let done = Bin::run(
+        &["export", "--listen", "127.0.0.1:0", "--output", &out],
+        None,
+    );
+    assert_eq!(done.code(), 1, "{}", done.stderr);
+    done.assert_stderr_has(&["cannot create", &out]);
+}
+
+#[test]
+fn watch_without_a_terminal_prints_a_line_per_second_until_ctrl_c() {
+    let mut bin = Bin::spawn(
+        &["watch", "--listen", "127.0.0.1:0", "--format", "fh6"],
+        None,
+    );
+    let addr = listening(&mut bin);
+    let sender = Sender::new(addr);
+    // Long enough for at least two one-second lines after the first packet.
+    let until = Instant::now() + Duration::from_millis(2_500);
+    let mut t = 0;
+    while Instant::now() < until {
+        t += 1;
+        sender.send(&Spec::new(Format::Fh6, t).build());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    bin.signal("INT");
+    let done = bin.wait();
+    assert_eq!(done.code(), 0, "{}", done.stderr);
+    let expected = format!(
+        "speed {:.0} km/h, gear {GEAR}, {:.0} rpm, lap {LAP_NUMBER},",
+        SPEED * 3.6,
+        CURRENT_ENGINE_RPM
+    );
+    let line = done
+        .stdout
+        .lines()
+        .find(|l| l.starts_with(&expected))
+        .unwrap_or_else(|| panic!("no line starting {expected:?}:\n{}", done.stdout));
+    assert!(line.ends_with(" Hz, fh6"), "{line}");
+}
+
+/// Whether `tool` runs; prints a note when it does not.
+fn have(tool: &str) -> bool {
+    let ok = Command::new(tool)
+        .arg("--version")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !ok {
+        eprintln!("note: {tool} is not installed; skipping (`.ci/run` installs it)");
+    }
+    ok
+}
+
+/// `bytes` as text2pcap's input: one offset-prefixed hex line per 16 bytes.
+fn hex_dump(bytes: &[u8]) -> String {
+    let mut s = String::new();
+    for (i, chunk) in bytes.chunks(16).enumerate() {
+        s.push_str(&format!("{:06x} ", i * 16));
+        for b in chunk {
+            s.push_str(&format!(" {b:02x}"));
+        }
+        s.push('\n');
+    }
+    s
+}
+
+/// A pcap file of `packets` as UDP datagrams from 127.0.0.1:5555 to `port`.
+#[track_caller]
+fn capture(dir: &Path, name: &str, packets: &[&[u8]], port: u16) -> std::path::PathBuf {
+    let text = dir.join(format!("{name}.txt"));
+    let pcap = dir.join(format!("{name}.pcap"));
+    let dump: String = packets.iter().map(|p| hex_dump(p)).collect();
+    std::fs::write(&text, dump).expect("write the hex dump");
+    let status = Command::new("text2pcap")
+        .arg("-q")
+        .arg("-u")
+        .arg(format!("5555,{port}"))
+        .arg("-4")
+        .arg("127.0.0.1,127.0.0.1")
+        .arg(&text)
+        .arg(&pcap)
+        .stdout(Stdio::null())
+        .output()
+        .expect("run text2pcap");
+    assert!(
+        status.status.success(),
+        "text2pcap failed: {}",
+        String::from_utf8_lossy(&status.stderr)
+    );
+    pcap
+}
+
+/// The Lua script as `forza-relay dissector` prints it, saved in `dir`.
+#[track_caller]
+fn dissector(dir: &Path, args: &[&str]) -> std::path::PathBuf {
+    let out = Command::new(env!("CARGO_BIN_EXE_forza-relay"))
+        .arg("dissector")
+        .args(args)
+        .output()
+        .expect("run forza-relay dissector");
+    assert!(out.status.success(), "{out:?}");
+    let path = dir.join("forza.lua");
+    std::fs::write(&path, &out.stdout).expect("write forza.lua");
+    path
+}
+
+/// tshark's `-T fields` output for `fields`, one row per packet.
+#[track_caller]
+fn tshark(lua: &Path, pcap: &Path, prefs: &[&str], fields: &[String]) -> Vec<Vec<String>> {
+    let mut cmd = Command::new("tshark");
+    cmd.arg("-X")
+        .arg(format!("lua_script:{}", lua.display()))
+        .arg("-r")
+        .arg(pcap)
+        .args(["-T", "fields"]);
+    for p in prefs {
+        cmd.args(["-o", p]);
+    }
+    for f in fields {
+        cmd.args(["-e", f]);
+    }
+    let out = cmd.output().expect("run tshark");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "tshark failed:\n{stderr}");
+    assert!(
+        !stderr.contains("Lua: Error") && !stderr.contains("error"),
+        "tshark complained:\n{stderr}"
+    );
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| l.split('\t').map(str::to_owned).collect())
+        .collect()
+}
+
+/// True when tshark's text for a field is the value the relay's decoder reads.
+fn same(shown: &str, value: Cell) -> bool {
+    match value {
+        Cell::Null => shown.is_empty(),
+        Cell::Int(v) => shown.parse::<i64>() == Ok(v),
+        // tshark prints six significant digits.
+        Cell::Float(v) => shown
+            .parse::<f64>()
+            .is_ok_and(|s| (s - f64::from(v)).abs() <= 1e-5 * f64::from(v).abs().max(1e-3)),
+        other => panic!("not a raw field value: {other:?}"),
+    }
+}
+
+const FIXTURES: [(Format, &[u8]); 6] = [
+    (Format::Sled, include_bytes!("fixtures/sled.bin")),
+    (Format::Fm7, include_bytes!("fixtures/fm7.bin")),
+    (Format::Fm2023, include_bytes!("fixtures/fm2023.bin")),
+    (Format::Fh4, include_bytes!("fixtures/fh4.bin")),
+    (Format::Fh5, include_bytes!("fixtures/fh5.bin")),
+    (Format::Fh6, include_bytes!("fixtures/fh6.bin")),
+];
+
+/// Every field (every wheel) of the table with its display-filter name.
+fn all_fields() -> Vec<(field::Field, Option<usize>, String)> {
+    let mut all = Vec::new();
+    for f in field::ALL {
+        if f.wheels {
+            for w in 0..4 {
+                all.push((*f, Some(w), abbrev(f, Some(w))));
+            }
+        } else {
+            all.push((*f, None, abbrev(f, None)));
+        }
+    }
+    all
+}
+
+#[test]
+fn tshark_reads_every_field_of_every_format_with_the_generated_dissector() {
+    if !have("tshark") || !have("text2pcap") {
+        return;
+    }
+    let dir = TempPath::dir("tshark");
+    let lua = dissector(dir.path(), &[]);
+    let fields = all_fields();
+    let mut names: Vec<String> = vec!["forza.format".to_owned()];
+    names.extend(fields.iter().map(|(_, _, n)| n.clone()));
+    for (format, bytes) in FIXTURES {
+        let pcap = capture(dir.path(), format.id(), &[bytes], 5400);
+        let pref = format!("forza.horizon:{}", format.id());
+        let prefs: &[&str] = if format.is_horizon() { &[&pref] } else { &[] };
+        let rows = tshark(&lua, &pcap, prefs, &names);
+        assert_eq!(rows.len(), 1, "{format}: {rows:?}");
+        let row = &rows[0];
+        assert_eq!(row.len(), names.len(), "{format}: {row:?}");
+        assert_eq!(row[0], format.id());
+        let packet = Packet::new_checked(bytes, format).expect("a fixture of its format");
+        for ((f, wheel, name), shown) in fields.iter().zip(&row[1..]) {
+            let value = read_raw(f, *wheel, &packet);
+            assert!(
+                same(shown, value),
+                "{format} {name}: tshark shows {shown:?}, the relay reads {value:?}"
+            );
+        }
+    }
+}
+
+#[test]
+fn tshark_spot_checks_against_formats_md_values() {
+    if !have("tshark") || !have("text2pcap") {
+        return;
+    }
+    let dir = TempPath::dir("tshark-spot");
+    let lua = dissector(dir.path(), &[]);
+    let names: Vec<String> = [
+        "forza.format",
+        "forza.speed",
+        "forza.gear",
+        "forza.wheel_in_puddle.fl",
+        "forza.tire_temp.rl",
+        "forza.car_group",
+        "forza.track_ordinal",
+        "forza.tire_wear.rr",
+        "forza.tail",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let fixture = |f: Format| FIXTURES.iter().find(|(g, _)| *g == f).expect("a fixture").1;
+    // Sled, FM7, FM2023 and FH6 are told apart by length (FH6 is the default
+    // Horizon preference); the values are those of src/telemetry.rs's fixture tests.
+    let pcap = capture(
+        dir.path(),
+        "mix",
+        &[
+            fixture(Format::Sled),
+            fixture(Format::Fm7),
+            fixture(Format::Fm2023),
+            fixture(Format::Fh6),
+        ],
+        5400,
+    );
+    let rows = tshark(&lua, &pcap, &[], &names);
+    let expected = [
+        ["sled", "", "", "0.5", "", "", "", "", ""],
+        ["fm7", "27.5", "0", "0.5", "176", "", "", "", ""],
+        ["fm2023", "27.5", "11", "0.5", "176", "", "860", "0.94", ""],
+        ["fh6", "27.5", "6", "1", "176", "16", "", "", "0xa6"],
+    ];
+    assert_eq!(rows, expected.map(|r| r.map(str::to_owned)));
+    let pcap = capture(dir.path(), "fh5", &[fixture(Format::Fh5)], 5400);
+    let rows = tshark(&lua, &pcap, &["forza.horizon:fh5"], &names);
+    assert_eq!(
+        rows,
+        [["fh5", "27.5", "12", "0.5", "176", "15", "", "", "0xa5"].map(str::to_owned)]
+    );
+}
+
+#[test]
+fn tshark_decodes_the_port_given_to_the_generator() {
+    if !have("tshark") || !have("text2pcap") {
+        return;
+    }
+    let dir = TempPath::dir("tshark-port");
+    let lua = dissector(dir.path(), &["--port", "20777"]);
+    let fh6 = FIXTURES[5].1;
+    let names = ["forza.format".to_owned(), "forza.timestamp_ms".to_owned()];
+    let on_port = capture(dir.path(), "on", &[fh6], 20777);
+    assert_eq!(tshark(&lua, &on_port, &[], &names), [["fh6", "666666"]]);
+    let elsewhere = capture(dir.path(), "off", &[fh6], 5400);
+    assert_eq!(tshark(&lua, &elsewhere, &[], &names), [["", ""]]);
+    // The preference moves it.
+    assert_eq!(
+        tshark(&lua, &elsewhere, &["forza.port:5400"], &names),
+        [["fh6", "666666"]]
+    );
+}
