@@ -15,6 +15,7 @@ use ipnet::IpNet;
 use serde::Deserialize;
 use toml::Spanned;
 
+use crate::socket;
 use crate::wire::{Format, FORMAT_IDS};
 
 /// The port forza-relay listens on when none is given. Outside FH6's own
@@ -582,7 +583,7 @@ impl Raw {
                     );
                 }
                 if let Some(listen) = listen {
-                    if is_loop(listen, addr) {
+                    if socket::is_loop(listen, addr) {
                         problem(
                             &d.addr_place,
                             format!(
@@ -683,15 +684,6 @@ fn check_port(a: SocketAddr) -> Result<SocketAddr, String> {
     } else {
         Ok(a)
     }
-}
-
-/// True when sending to `dest` would reach our own listening socket.
-fn is_loop(listen: SocketAddr, dest: SocketAddr) -> bool {
-    if listen.port() != dest.port() {
-        return false;
-    }
-    let (l, d) = (listen.ip().to_canonical(), dest.ip().to_canonical());
-    l == d || (l.is_unspecified() && (d.is_loopback() || d.is_unspecified()))
 }
 
 #[cfg(test)]
@@ -798,6 +790,76 @@ addr = "localhost"
         assert_eq!(p.len(), 7, "{all}");
     }
 
+    /// The loop problems `parse` reports for a `listen` address and `dests`.
+    #[track_caller]
+    fn loop_problems(listen: &str, dests: &[&str]) -> Vec<String> {
+        let mut text = format!("[listen]\naddr = \"{listen}\"\n");
+        for (i, d) in dests.iter().enumerate() {
+            text += &format!("[[destination]]\nname = \"d{i}\"\naddr = \"{d}\"\n");
+        }
+        match parse(&text) {
+            Ok(_) => Vec::new(),
+            Err(e) => e.problems.into_iter().map(|p| p.message).collect(),
+        }
+    }
+
+    #[test]
+    fn issue9_a_destination_on_the_listen_port_of_this_computer_is_refused_however_written() {
+        assert_eq!(
+            loop_problems(
+                "[::]:5400",
+                &["127.0.0.2:5400", "localhost:5400", "[::1]:5400"]
+            ),
+            [
+                "\"127.0.0.2:5400\" (127.0.0.2:5400) is forza-relay's own listen address \
+                 [::]:5400: packets would loop forever",
+                "\"localhost:5400\" (127.0.0.1:5400) is forza-relay's own listen address \
+                 [::]:5400: packets would loop forever",
+                "\"[::1]:5400\" ([::1]:5400) is forza-relay's own listen address [::]:5400: \
+                 packets would loop forever",
+            ]
+        );
+        assert_eq!(
+            loop_problems("127.0.0.1:5400", &["localhost:5400"]),
+            [
+                "\"localhost:5400\" (127.0.0.1:5400) is forza-relay's own listen address \
+              127.0.0.1:5400: packets would loop forever"
+            ]
+        );
+        // Another port, or IPv6 loopback for an IPv4-only listener, is fine.
+        assert_eq!(
+            loop_problems("0.0.0.0:5400", &["localhost:5401", "[::1]:5400"]),
+            Vec::<String>::new()
+        );
+    }
+
+    #[test]
+    fn issue9_this_computers_own_hostname_on_the_listen_port_is_refused() {
+        let name = std::process::Command::new("hostname")
+            .output()
+            .ok()
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+            .filter(|n| !n.is_empty());
+        let Some(name) = name else {
+            eprintln!("note: no `hostname` command; this computer's own name not tested");
+            return;
+        };
+        let dest = format!("{name}:5400");
+        let Ok(addr) = resolve(&dest) else {
+            eprintln!("note: {name:?} does not resolve here; not tested");
+            return;
+        };
+        assert!(socket::is_own_address(addr.ip()), "{name} is {addr}");
+        let p = loop_problems("0.0.0.0:5400", &[&dest]);
+        assert_eq!(
+            p,
+            [format!(
+                "{dest:?} ({addr}) is forza-relay's own listen address 0.0.0.0:5400: \
+                 packets would loop forever"
+            )]
+        );
+    }
+
     #[test]
     fn a_stats_interval_longer_than_a_day_is_refused() {
         let p = problems(
@@ -865,20 +927,5 @@ addr = "localhost"
         )
         .unwrap_err();
         assert_eq!(e.to_string(), "--to \"127.0.0.1:1,fromat=fh5\": unknown option \"fromat=fh5\" (options: format=ID, only-race-on, max-rate=HZ, name=NAME)");
-    }
-
-    #[test]
-    fn loops_are_caught_through_the_unspecified_address() {
-        let l: SocketAddr = "0.0.0.0:5400".parse().unwrap();
-        assert!(is_loop(l, "127.0.0.1:5400".parse().unwrap()));
-        assert!(!is_loop(l, "127.0.0.1:5401".parse().unwrap()));
-        assert!(is_loop(
-            "[::]:5400".parse().unwrap(),
-            "[::1]:5400".parse().unwrap()
-        ));
-        assert!(!is_loop(
-            "127.0.0.1:5400".parse().unwrap(),
-            "192.168.1.5:5400".parse().unwrap()
-        ));
     }
 }
