@@ -10,6 +10,7 @@ use log::{error, info, warn};
 
 use forza_relay::cli::{Cli, Command, Settings};
 use forza_relay::config::{Config, ConfigError, Overrides, DEFAULT_FILE_NAME};
+use forza_relay::platform;
 use forza_relay::relay::Relay;
 
 const NO_CONFIG_HELP: &str = "\
@@ -36,7 +37,7 @@ fn main() -> ExitCode {
     let bare = std::env::args_os().len() == 1;
     let code = real_main();
     if code != ExitCode::SUCCESS {
-        forza_relay::platform::hold_console_on_error(bare);
+        platform::hold_console_on_error(bare);
     }
     code
 }
@@ -83,8 +84,13 @@ fn run(config: &Config) -> ExitCode {
         }
     };
     let handle = relay.stop_handle();
+    let on_close = handle.clone();
     if let Err(e) = ctrlc::set_handler(move || handle.stop()) {
         warn!("Ctrl-C will not print the final summary: {e}");
+    }
+    // After ctrlc's handler: Windows asks the newest one first.
+    if let Err(e) = platform::on_console_close(move || on_close.stop()) {
+        warn!("closing the window will not print the final summary: {e}");
     }
     let mut config = config.clone();
     config.listen = relay.local_addr();
@@ -93,11 +99,13 @@ fn run(config: &Config) -> ExitCode {
     match relay.run() {
         Ok(report) => {
             info!("{report}");
+            platform::summary_printed();
             ExitCode::SUCCESS
         }
         Err(e) => {
             error!("the event loop failed: {e}");
             info!("{}", relay.report());
+            platform::summary_printed();
             ExitCode::from(1)
         }
     }

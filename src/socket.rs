@@ -1,11 +1,14 @@
-//! Socket builders (socket2): buffer sizes, non-blocking, dual-stack; and
-//! [`is_loop`], the one check that a destination is not the relay's own
-//! listening socket.
+//! Socket builders (socket2): buffer sizes, non-blocking, dual-stack, the
+//! platform's quirks ([`crate::platform`]); and [`is_loop`], the one check that
+//! a destination is not the relay's own listening socket.
 
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, UdpSocket};
 
+use log::{debug, warn};
 use socket2::{Domain, Protocol, Socket, Type};
+
+use crate::platform;
 
 /// Receive buffer asked for on the listening socket: what absorbs a burst while
 /// the loop is busy or off the CPU (the end-to-end bench lost packets at 150,000/s
@@ -22,6 +25,11 @@ pub const SEND_BUFFER: usize = 256 << 10;
 /// on IPv4 too. Returns the socket and the receive buffer size the OS granted.
 pub fn bind_listener(addr: SocketAddr) -> io::Result<(std::net::UdpSocket, usize)> {
     let socket = Socket::new(Domain::for_address(addr), Type::DGRAM, Some(Protocol::UDP))?;
+    // Best effort, like the buffer size: the relay still works without them.
+    if let Err(e) = platform::prepare_listener(&socket) {
+        warn!("{addr}: cannot keep other programs off this port: {e}");
+    }
+    prepare(&socket, addr);
     if addr.is_ipv6() && addr.ip().is_unspecified() {
         // Windows defaults to IPv6 only; ask for both where the OS allows.
         let _ = socket.set_only_v6(false);
@@ -38,6 +46,7 @@ pub fn bind_listener(addr: SocketAddr) -> io::Result<(std::net::UdpSocket, usize
 /// port's ICMP) are reported on it alone.
 pub fn connect_destination(dest: SocketAddr) -> io::Result<std::net::UdpSocket> {
     let socket = Socket::new(Domain::for_address(dest), Type::DGRAM, Some(Protocol::UDP))?;
+    prepare(&socket, dest);
     let _ = socket.set_send_buffer_size(SEND_BUFFER);
     let any: IpAddr = if dest.is_ipv6() {
         Ipv6Addr::UNSPECIFIED.into()
@@ -48,6 +57,16 @@ pub fn connect_destination(dest: SocketAddr) -> io::Result<std::net::UdpSocket> 
     socket.set_nonblocking(true)?;
     socket.connect(&dest.into())?;
     Ok(socket.into())
+}
+
+/// The platform's settings for every UDP socket the relay opens (see
+/// [`platform::prepare_udp_socket`]). A failure is only logged at debug level:
+/// the relay counts and survives the errors these settings avoid, and the user
+/// can do nothing about it (Wine 8, for one, has no `SIO_UDP_NETRESET`).
+fn prepare(socket: &Socket, addr: SocketAddr) {
+    if let Err(e) = platform::prepare_udp_socket(socket) {
+        debug!("{addr}: cannot turn off ICMP error reports on its socket: {e}");
+    }
 }
 
 /// True when a datagram sent to `dest` reaches a socket listening on `listen`, so
