@@ -7,6 +7,8 @@
 //! reported together, so a user fixes them in one go.
 
 use std::fmt;
+use std::fs::File;
+use std::io::{self, Read as _};
 use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
 use std::path::Path;
 use std::time::Duration;
@@ -32,6 +34,10 @@ pub const DEFAULT_STATS_INTERVAL: u64 = 10;
 pub const MAX_STATS_INTERVAL: u64 = 86_400;
 /// The file looked for in the current folder and next to the program.
 pub const DEFAULT_FILE_NAME: &str = "forza-relay.toml";
+/// The largest configuration file read. A real one is a few KB; a bigger file is
+/// the wrong file, and reading no more than this keeps a mistake (a video, a
+/// disk image, `/dev/zero`) from taking minutes or gigabytes.
+pub const MAX_FILE_BYTES: u64 = 1 << 20;
 
 /// What the listening socket is told to expect.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -300,8 +306,13 @@ impl Config {
     /// Reads and validates the file at `path`, then applies `overrides`.
     pub fn from_file(path: &Path, overrides: &Overrides) -> Result<Config, ConfigError> {
         let origin = path.display().to_string();
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| ConfigError::one(&origin, format!("cannot read the config file: {e}")))?;
+        let text = read_text(path, &origin)?;
+        if text.trim().is_empty() {
+            return Err(ConfigError::one(
+                &origin,
+                "the file is empty: add a [[destination]] table (see config.example.toml)",
+            ));
+        }
         Self::from_toml(&text, &origin, overrides)
     }
 
@@ -317,11 +328,32 @@ impl Config {
                 Some(span) => {
                     let line = line_of(text, span.start);
                     let source = text.lines().nth(line - 1).unwrap_or_default().trim();
-                    format!("{origin}:{line}: {source}")
+                    // A binary file's control bytes would garble the terminal.
+                    let mut quoted = String::new();
+                    for c in source.chars() {
+                        if c.is_control() {
+                            quoted.extend(c.escape_default());
+                        } else {
+                            quoted.push(c);
+                        }
+                    }
+                    format!("{origin}:{line}: {quoted}")
                 }
                 None => origin.to_owned(),
             };
-            ConfigError::one(place, e.message().trim().to_owned())
+            // One line ("invalid array; expected `]`"), and never empty: toml says
+            // nothing when the text stops right after `key =`.
+            let mut message: Vec<&str> = e.message().lines().map(str::trim).collect();
+            message.retain(|l| !l.is_empty());
+            let message = match e.span() {
+                _ if !message.is_empty() => message.join("; "),
+                Some(span) if span.start >= text.trim_end().len() => {
+                    "the file ends in the middle of this setting: was it saved completely?"
+                        .to_owned()
+                }
+                _ => "this is not valid TOML".to_owned(),
+            };
+            ConfigError::one(place, message)
         })?;
         let at = |span: std::ops::Range<usize>, key: &str| {
             format!("{origin}:{}: {key}", line_of(text, span.start))
@@ -401,6 +433,56 @@ impl Config {
         .apply(overrides)
         .validate()
     }
+}
+
+/// The text of the configuration file at `path`, at most [`MAX_FILE_BYTES`],
+/// which must be UTF-8 (a UTF-8 byte-order mark is fine: toml skips it).
+fn read_text(path: &Path, origin: &str) -> Result<String, ConfigError> {
+    let cannot =
+        |e: io::Error| ConfigError::one(origin, format!("cannot read the config file: {e}"));
+    let file = File::open(path).map_err(cannot)?;
+    let too_big = |size: &str| {
+        ConfigError::one(
+            origin,
+            format!(
+                "the file {size}: a configuration may be at most {} KiB (a real one is a \
+                 few KB); is this the right file?",
+                MAX_FILE_BYTES >> 10
+            ),
+        )
+    };
+    // A regular file says its size; a device or a pipe is read up to the limit.
+    if let Ok(size) = file.metadata().map(|m| m.len()) {
+        if size > MAX_FILE_BYTES {
+            return Err(too_big(&format!("is {size} bytes")));
+        }
+    }
+    let mut bytes = Vec::new();
+    file.take(MAX_FILE_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(cannot)?;
+    if bytes.len() as u64 > MAX_FILE_BYTES {
+        return Err(too_big(&format!(
+            "holds more than {} KiB",
+            MAX_FILE_BYTES >> 10
+        )));
+    }
+    if bytes.starts_with(&[0xFF, 0xFE]) || bytes.starts_with(&[0xFE, 0xFF]) {
+        return Err(ConfigError::one(
+            origin,
+            "the file is saved as UTF-16 (PowerShell's `>` does that): save it as UTF-8 \
+             (Notepad: File > Save as > Encoding: UTF-8)",
+        ));
+    }
+    String::from_utf8(bytes).map_err(|e| {
+        let at = e.utf8_error().valid_up_to();
+        let line = e.as_bytes()[..at].iter().filter(|&&b| b == b'\n').count() + 1;
+        ConfigError::one(
+            format!("{origin}:{line}"),
+            "this line is not UTF-8 text: a configuration is a TOML text file saved as \
+             UTF-8; is this the right file?",
+        )
+    })
 }
 
 /// Parses one `--to` value.
