@@ -7,7 +7,8 @@
 //! reported together, so a user fixes them in one go.
 
 use std::fmt;
-use std::io;
+use std::fs::File;
+use std::io::{self, Read as _};
 use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
 use std::path::Path;
 use std::time::Duration;
@@ -16,6 +17,7 @@ use ipnet::IpNet;
 use serde::Deserialize;
 use toml::Spanned;
 
+use crate::socket;
 use crate::wire::{Format, FORMAT_IDS};
 
 /// The port forza-relay listens on when none is given. Outside FH6's own
@@ -32,6 +34,10 @@ pub const DEFAULT_STATS_INTERVAL: u64 = 10;
 pub const MAX_STATS_INTERVAL: u64 = 86_400;
 /// The file looked for in the current folder and next to the program.
 pub const DEFAULT_FILE_NAME: &str = "forza-relay.toml";
+/// The largest configuration file read. A real one is a few KB; a bigger file is
+/// the wrong file, and reading no more than this keeps a mistake (a video, a
+/// disk image, `/dev/zero`) from taking minutes or gigabytes.
+pub const MAX_FILE_BYTES: u64 = 1 << 20;
 
 /// What the listening socket is told to expect.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -293,8 +299,13 @@ struct Raw {
 /// The text of the config file at `path`, and its name for messages.
 fn read_file(path: &Path) -> Result<(String, String), ConfigError> {
     let origin = path.display().to_string();
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| ConfigError::one(&origin, format!("cannot read the config file: {e}")))?;
+    let text = read_text(path, &origin)?;
+    if text.trim().is_empty() {
+        return Err(ConfigError::one(
+            &origin,
+            "the file is empty: add a [[destination]] table (see config.example.toml)",
+        ));
+    }
     Ok((text, origin))
 }
 
@@ -417,11 +428,32 @@ impl Config {
                 Some(span) => {
                     let line = line_of(text, span.start);
                     let source = text.lines().nth(line - 1).unwrap_or_default().trim();
-                    format!("{origin}:{line}: {source}")
+                    // A binary file's control bytes would garble the terminal.
+                    let mut quoted = String::new();
+                    for c in source.chars() {
+                        if c.is_control() {
+                            quoted.extend(c.escape_default());
+                        } else {
+                            quoted.push(c);
+                        }
+                    }
+                    format!("{origin}:{line}: {quoted}")
                 }
                 None => origin.to_owned(),
             };
-            ConfigError::one(place, e.message().trim().to_owned())
+            // One line ("invalid array; expected `]`"), and never empty: toml says
+            // nothing when the text stops right after `key =`.
+            let mut message: Vec<&str> = e.message().lines().map(str::trim).collect();
+            message.retain(|l| !l.is_empty());
+            let message = match e.span() {
+                _ if !message.is_empty() => message.join("; "),
+                Some(span) if span.start >= text.trim_end().len() => {
+                    "the file ends in the middle of this setting: was it saved completely?"
+                        .to_owned()
+                }
+                _ => "this is not valid TOML".to_owned(),
+            };
+            ConfigError::one(place, message)
         })?;
         let at = |span: std::ops::Range<usize>, key: &str| {
             format!("{origin}:{}: {key}", line_of(text, span.start))
@@ -508,6 +540,56 @@ impl Config {
         .validate(None, &system_look_up)
         .map(|r| r.config)
     }
+}
+
+/// The text of the configuration file at `path`, at most [`MAX_FILE_BYTES`],
+/// which must be UTF-8 (a UTF-8 byte-order mark is fine: toml skips it).
+fn read_text(path: &Path, origin: &str) -> Result<String, ConfigError> {
+    let cannot =
+        |e: io::Error| ConfigError::one(origin, format!("cannot read the config file: {e}"));
+    let file = File::open(path).map_err(cannot)?;
+    let too_big = |size: &str| {
+        ConfigError::one(
+            origin,
+            format!(
+                "the file {size}: a configuration may be at most {} KiB (a real one is a \
+                 few KB); is this the right file?",
+                MAX_FILE_BYTES >> 10
+            ),
+        )
+    };
+    // A regular file says its size; a device or a pipe is read up to the limit.
+    if let Ok(size) = file.metadata().map(|m| m.len()) {
+        if size > MAX_FILE_BYTES {
+            return Err(too_big(&format!("is {size} bytes")));
+        }
+    }
+    let mut bytes = Vec::new();
+    file.take(MAX_FILE_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(cannot)?;
+    if bytes.len() as u64 > MAX_FILE_BYTES {
+        return Err(too_big(&format!(
+            "holds more than {} KiB",
+            MAX_FILE_BYTES >> 10
+        )));
+    }
+    if bytes.starts_with(&[0xFF, 0xFE]) || bytes.starts_with(&[0xFE, 0xFF]) {
+        return Err(ConfigError::one(
+            origin,
+            "the file is saved as UTF-16 (PowerShell's `>` does that): save it as UTF-8 \
+             (Notepad: File > Save as > Encoding: UTF-8)",
+        ));
+    }
+    String::from_utf8(bytes).map_err(|e| {
+        let at = e.utf8_error().valid_up_to();
+        let line = e.as_bytes()[..at].iter().filter(|&&b| b == b'\n').count() + 1;
+        ConfigError::one(
+            format!("{origin}:{line}"),
+            "this line is not UTF-8 text: a configuration is a TOML text file saved as \
+             UTF-8; is this the right file?",
+        )
+    })
 }
 
 /// Parses one `--to` value.
@@ -716,7 +798,7 @@ impl Raw {
                     );
                 }
                 if let Some(listen) = listen {
-                    if is_loop(listen, addr) {
+                    if socket::is_loop(listen, addr) {
                         problem(
                             &d.addr_place,
                             format!(
@@ -819,15 +901,6 @@ fn check_port(a: SocketAddr) -> Result<SocketAddr, String> {
     } else {
         Ok(a)
     }
-}
-
-/// True when sending to `dest` would reach our own listening socket.
-fn is_loop(listen: SocketAddr, dest: SocketAddr) -> bool {
-    if listen.port() != dest.port() {
-        return false;
-    }
-    let (l, d) = (listen.ip().to_canonical(), dest.ip().to_canonical());
-    l == d || (l.is_unspecified() && (d.is_loopback() || d.is_unspecified()))
 }
 
 #[cfg(test)]
@@ -934,6 +1007,76 @@ addr = "localhost"
         assert_eq!(p.len(), 7, "{all}");
     }
 
+    /// The loop problems `parse` reports for a `listen` address and `dests`.
+    #[track_caller]
+    fn loop_problems(listen: &str, dests: &[&str]) -> Vec<String> {
+        let mut text = format!("[listen]\naddr = \"{listen}\"\n");
+        for (i, d) in dests.iter().enumerate() {
+            text += &format!("[[destination]]\nname = \"d{i}\"\naddr = \"{d}\"\n");
+        }
+        match parse(&text) {
+            Ok(_) => Vec::new(),
+            Err(e) => e.problems.into_iter().map(|p| p.message).collect(),
+        }
+    }
+
+    #[test]
+    fn issue9_a_destination_on_the_listen_port_of_this_computer_is_refused_however_written() {
+        assert_eq!(
+            loop_problems(
+                "[::]:5400",
+                &["127.0.0.2:5400", "localhost:5400", "[::1]:5400"]
+            ),
+            [
+                "\"127.0.0.2:5400\" (127.0.0.2:5400) is forza-relay's own listen address \
+                 [::]:5400: packets would loop forever",
+                "\"localhost:5400\" (127.0.0.1:5400) is forza-relay's own listen address \
+                 [::]:5400: packets would loop forever",
+                "\"[::1]:5400\" ([::1]:5400) is forza-relay's own listen address [::]:5400: \
+                 packets would loop forever",
+            ]
+        );
+        assert_eq!(
+            loop_problems("127.0.0.1:5400", &["localhost:5400"]),
+            [
+                "\"localhost:5400\" (127.0.0.1:5400) is forza-relay's own listen address \
+              127.0.0.1:5400: packets would loop forever"
+            ]
+        );
+        // Another port, or IPv6 loopback for an IPv4-only listener, is fine.
+        assert_eq!(
+            loop_problems("0.0.0.0:5400", &["localhost:5401", "[::1]:5400"]),
+            Vec::<String>::new()
+        );
+    }
+
+    #[test]
+    fn issue9_this_computers_own_hostname_on_the_listen_port_is_refused() {
+        let name = std::process::Command::new("hostname")
+            .output()
+            .ok()
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+            .filter(|n| !n.is_empty());
+        let Some(name) = name else {
+            eprintln!("note: no `hostname` command; this computer's own name not tested");
+            return;
+        };
+        let dest = format!("{name}:5400");
+        let Ok(addr) = resolve(&dest, &system_look_up) else {
+            eprintln!("note: {name:?} does not resolve here; not tested");
+            return;
+        };
+        assert!(socket::is_own_address(addr.ip()), "{name} is {addr}");
+        let p = loop_problems("0.0.0.0:5400", &[&dest]);
+        assert_eq!(
+            p,
+            [format!(
+                "{dest:?} ({addr}) is forza-relay's own listen address 0.0.0.0:5400: \
+                 packets would loop forever"
+            )]
+        );
+    }
+
     #[test]
     fn a_stats_interval_longer_than_a_day_is_refused() {
         let p = problems(
@@ -1019,20 +1162,5 @@ addr = "localhost"
         )
         .unwrap_err();
         assert_eq!(e.to_string(), "--to \"127.0.0.1:1,fromat=fh5\": unknown option \"fromat=fh5\" (options: format=ID, only-race-on, max-rate=HZ, name=NAME)");
-    }
-
-    #[test]
-    fn loops_are_caught_through_the_unspecified_address() {
-        let l: SocketAddr = "0.0.0.0:5400".parse().unwrap();
-        assert!(is_loop(l, "127.0.0.1:5400".parse().unwrap()));
-        assert!(!is_loop(l, "127.0.0.1:5401".parse().unwrap()));
-        assert!(is_loop(
-            "[::]:5400".parse().unwrap(),
-            "[::1]:5400".parse().unwrap()
-        ));
-        assert!(!is_loop(
-            "127.0.0.1:5400".parse().unwrap(),
-            "192.168.1.5:5400".parse().unwrap()
-        ));
     }
 }

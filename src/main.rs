@@ -13,6 +13,7 @@ use forza_relay::cli::{Cli, Command, Settings};
 use forza_relay::config::{
     system_look_up, Config, ConfigError, Overrides, StatsFormat, DEFAULT_FILE_NAME,
 };
+use forza_relay::platform;
 use forza_relay::relay::Relay;
 use forza_relay::reload::Reloader;
 use forza_relay::stats::{SnapshotKind, Summary};
@@ -42,7 +43,7 @@ fn main() -> ExitCode {
     let bare = std::env::args_os().len() == 1;
     let code = real_main();
     if code != ExitCode::SUCCESS {
-        forza_relay::platform::hold_console_on_error(bare);
+        platform::hold_console_on_error(bare);
     }
     code
 }
@@ -97,6 +98,11 @@ fn run(config: &Config, file: Option<(PathBuf, Overrides)>) -> ExitCode {
     if let Err(e) = ctrlc::set_handler(move || control.stop()) {
         warn!("Ctrl-C will not print the final summary: {e}");
     }
+    // After ctrlc's handler: Windows asks the newest one first.
+    let on_close = relay.control();
+    if let Err(e) = platform::on_console_close(move || on_close.stop()) {
+        warn!("closing the window will not print the final summary: {e}");
+    }
     #[cfg(unix)]
     stop_on_sigterm(relay.control());
     // Summaries are printed off the loop, which never waits for the terminal.
@@ -148,6 +154,7 @@ fn run(config: &Config, file: Option<(PathBuf, Overrides)>) -> ExitCode {
         print_json(&last.to_json(SnapshotKind::Final));
     }
     info!("{last}");
+    platform::summary_printed();
     ExitCode::SUCCESS
 }
 

@@ -195,23 +195,12 @@ fn try_send(
     }
 }
 
-/// Refuses a destination whose connected `socket` shows it is this computer on
-/// the `listen` port. The config catches loopback loops; the connected socket
-/// also reveals this computer's own LAN address.
-fn check_loop(socket: &UdpSocket, d: &Destination, listen: SocketAddr) -> Result<(), StartError> {
-    let local = socket
-        .local_addr()
-        .map_err(|source| StartError::Destination {
-            name: d.name.clone(),
-            addr: d.addr,
-            source,
-        })?;
-    let listen_ip = listen.ip().to_canonical();
-    let dest_ip = d.addr.ip().to_canonical();
-    if d.addr.port() == listen.port()
-        && local.ip().to_canonical() == dest_ip
-        && (listen_ip.is_unspecified() || listen_ip == dest_ip)
-    {
+/// Refuses a destination that is this computer on the port the relay listens
+/// on (`listen`, as bound): packets would loop. The one rule is
+/// [`socket::is_loop`]; config validation applies it too, but can't know a
+/// port 0 will be bound.
+fn check_loop(d: &Destination, listen: SocketAddr) -> Result<(), StartError> {
+    if socket::is_loop(listen, d.addr) {
         return Err(StartError::Loop {
             name: d.name.clone(),
             addr: d.addr,
@@ -239,8 +228,8 @@ impl Link {
             addr: d.addr,
             source,
         };
+        check_loop(d, listen)?;
         let socket = UdpSocket::from_std(socket::connect_destination(d.addr).map_err(err)?);
-        check_loop(&socket, d, listen)?;
         Ok(Link {
             socket,
             token: Token(FIRST_DESTINATION + id.index()),
@@ -967,7 +956,7 @@ impl Shell {
                 .and_then(|(id, _)| self.links.get(id.index())?.as_ref());
             let result = match current {
                 // The same socket stays; a new listen address may make it a loop.
-                Some(link) => check_loop(&link.socket, d, listen),
+                Some(_) => check_loop(d, listen),
                 // The id is set below, once the core has placed the destination.
                 None => Link::open(DestinationId::from_index(0), d, listen)
                     .map(|link| opened.push((d.name.clone(), link))),

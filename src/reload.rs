@@ -17,7 +17,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use log::{debug, info, warn};
+use log::{debug, warn};
 use notify::{RecommendedWatcher, RecursiveMode, Watcher as _};
 
 use crate::config::{Config, LookUp, Overrides};
@@ -35,6 +35,7 @@ enum Trigger {
     /// Something happened to the file (or its folder entry).
     Changed,
     /// SIGHUP: read the file now.
+    #[cfg(unix)]
     Signal,
     /// The relay is stopping.
     Stop,
@@ -153,7 +154,8 @@ fn watch(
                     return;
                 }
             }
-            Ok(Trigger::Signal) => info!("SIGHUP: reading {} again", path.display()),
+            #[cfg(unix)]
+            Ok(Trigger::Signal) => log::info!("SIGHUP: reading {} again", path.display()),
             Ok(Trigger::Stop) | Err(_) => return,
         }
         let reloaded = match Config::reload_file(path, overrides, Some(&current), look_up) {

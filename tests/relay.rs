@@ -275,10 +275,13 @@ fn a_destination_that_opens_later_gets_packets_without_a_restart() {
 
     let report = relay.stop();
     let l = destination(&report, "late");
-    assert!(
-        l.stats.send_errors.get(SendErrorKind::Refused) >= 1,
-        "refused sends are counted: {report}"
-    );
+    // Windows reports no refusal once SIO_UDP_CONNRESET is off (issue 9).
+    if !cfg!(windows) {
+        assert!(
+            l.stats.send_errors.get(SendErrorKind::Refused) >= 1,
+            "refused sends are counted: {report}"
+        );
+    }
     assert!(l.stats.sent >= 5, "{report}");
     let o = destination(&report, "other");
     assert_eq!(o.stats.sent, 10);

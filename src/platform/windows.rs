@@ -1,6 +1,42 @@
 //! Windows: most users start forza-relay by double-clicking it.
+//!
+//! - Winsock turns a closed port's ICMP "port unreachable" (and "TTL expired")
+//!   into `WSAECONNRESET` (`WSAENETRESET`) on a later call on the socket, and its
+//!   `send` documentation says the socket is then "no longer usable":
+//!   [`prepare_udp_socket`] turns both reports off, as Go's `net` package does for
+//!   every UDP socket.
+//! - Without `SO_EXCLUSIVEADDRUSE`, a program that sets `SO_REUSEADDR` can bind
+//!   the listener's port too and take some of the game's packets:
+//!   [`prepare_listener`] asks for the port alone.
+//! - Closing the console window sends `CTRL_CLOSE_EVENT` and ends the process
+//!   when the handler returns (or after about 5 s). The `ctrlc` crate sees that
+//!   event too, but its handler returns at once, so the process usually dies
+//!   before the final summary is printed: [`on_console_close`] adds a handler that
+//!   stops the relay and waits, bounded, for [`summary_printed`].
 
-use std::io::{BufRead, IsTerminal, Write};
+use std::io::{self, BufRead, IsTerminal, Write};
+use std::os::windows::io::AsRawSocket;
+use std::sync::{Condvar, Mutex, OnceLock};
+use std::time::Duration;
+
+use windows_sys::core::BOOL;
+use windows_sys::Win32::Networking::WinSock::{
+    setsockopt, WSAGetLastError, WSAIoctl, SIO_UDP_CONNRESET, SIO_UDP_NETRESET, SOCKET,
+    SOCKET_ERROR, SOL_SOCKET, SO_EXCLUSIVEADDRUSE,
+};
+use windows_sys::Win32::System::Console::{
+    SetConsoleCtrlHandler, CTRL_CLOSE_EVENT, CTRL_LOGOFF_EVENT, CTRL_SHUTDOWN_EVENT,
+};
+
+const TRUE: BOOL = 1;
+const FALSE: BOOL = 0;
+
+/// How long the close handler waits for the final summary. Windows ends the
+/// process about 5 s after the event, whatever the handler does.
+const SUMMARY_WAIT: Duration = Duration::from_secs(3);
+/// After the summary, how long the handler lets `main` exit with its own code
+/// before returning (which lets Windows end the process).
+const EXIT_WAIT: Duration = Duration::from_secs(1);
 
 /// A double-clicked program's console window closes the moment it exits, so an
 /// error (a config mistake, the port in use) would flash by unread: when started
@@ -11,5 +47,159 @@ pub fn hold_console_on_error(started_without_arguments: bool) {
         let _ = std::io::stderr().flush();
         let mut line = String::new();
         let _ = std::io::stdin().lock().read_line(&mut line);
+    }
+}
+
+/// Turns off `SIO_UDP_CONNRESET` and `SIO_UDP_NETRESET` on `socket`, so an ICMP
+/// message about an earlier datagram never fails a later call on it. Both are
+/// tried; the error names the first that failed.
+pub fn prepare_udp_socket(socket: &socket2::Socket) -> io::Result<()> {
+    let off: BOOL = FALSE;
+    let mut first_error = None;
+    for (name, code) in [
+        ("SIO_UDP_CONNRESET", SIO_UDP_CONNRESET),
+        ("SIO_UDP_NETRESET", SIO_UDP_NETRESET),
+    ] {
+        let mut returned = 0u32;
+        // SAFETY: the socket is open for the duration of the call; the input is
+        // one BOOL that outlives it; no output buffer, no overlapped I/O.
+        let rc = unsafe {
+            WSAIoctl(
+                socket.as_raw_socket() as SOCKET,
+                code,
+                std::ptr::from_ref(&off).cast(),
+                size_of::<BOOL>() as u32,
+                std::ptr::null_mut(),
+                0,
+                &mut returned,
+                std::ptr::null_mut(),
+                None,
+            )
+        };
+        if rc == SOCKET_ERROR && first_error.is_none() {
+            let e = last_socket_error();
+            first_error = Some(io::Error::new(e.kind(), format!("{name}: {e}")));
+        }
+    }
+    first_error.map_or(Ok(()), Err)
+}
+
+/// Sets `SO_EXCLUSIVEADDRUSE` on the listener (before `bind`), so no other
+/// program can bind its port while it runs.
+pub fn prepare_listener(socket: &socket2::Socket) -> io::Result<()> {
+    let on: BOOL = TRUE;
+    // SAFETY: the socket is open; the option value is one BOOL that outlives
+    // the call, and its length is passed.
+    let rc = unsafe {
+        setsockopt(
+            socket.as_raw_socket() as SOCKET,
+            SOL_SOCKET,
+            SO_EXCLUSIVEADDRUSE,
+            std::ptr::from_ref(&on).cast(),
+            size_of::<BOOL>() as i32,
+        )
+    };
+    if rc == SOCKET_ERROR {
+        return Err(last_socket_error());
+    }
+    Ok(())
+}
+
+fn last_socket_error() -> io::Error {
+    // SAFETY: no arguments; reads this thread's last Winsock error.
+    io::Error::from_raw_os_error(unsafe { WSAGetLastError() })
+}
+
+/// What the close handler calls.
+static STOP: OnceLock<Box<dyn Fn() + Send + Sync>> = OnceLock::new();
+/// Set by [`summary_printed`]; the close handler waits on it.
+static PRINTED: Mutex<bool> = Mutex::new(false);
+static PRINTED_CHANGED: Condvar = Condvar::new();
+
+/// Calls `stop` when the console window is closed (or the user logs off, or
+/// Windows shuts down), then holds the process until [`summary_printed`] is
+/// called, at most a few seconds. Call it once, after `ctrlc::set_handler`:
+/// Windows asks the newest handler first, and ctrlc's claims every event.
+pub fn on_console_close(stop: impl Fn() + Send + Sync + 'static) -> io::Result<()> {
+    STOP.set(Box::new(stop))
+        .map_err(|_| io::Error::other("on_console_close was already called"))?;
+    // SAFETY: `on_control` is a plain function that lives as long as the program.
+    if unsafe { SetConsoleCtrlHandler(Some(on_control), TRUE) } == FALSE {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Tells a waiting close handler that the final summary is out.
+pub fn summary_printed() {
+    let mut printed = PRINTED.lock().unwrap_or_else(|e| e.into_inner());
+    *printed = true;
+    PRINTED_CHANGED.notify_all();
+}
+
+/// The console control handler; Windows runs it on a thread of its own.
+unsafe extern "system" fn on_control(event: u32) -> BOOL {
+    if !matches!(
+        event,
+        CTRL_CLOSE_EVENT | CTRL_LOGOFF_EVENT | CTRL_SHUTDOWN_EVENT
+    ) {
+        // Ctrl-C and Ctrl-Break: the ctrlc handler's.
+        return FALSE;
+    }
+    if let Some(stop) = STOP.get() {
+        stop();
+    }
+    let printed = PRINTED.lock().unwrap_or_else(|e| e.into_inner());
+    let (printed, _) = PRINTED_CHANGED
+        .wait_timeout_while(printed, SUMMARY_WAIT, |printed| !*printed)
+        .unwrap_or_else(|e| e.into_inner());
+    if *printed {
+        drop(printed);
+        // `main` is returning its exit code; its exit ends this thread too.
+        std::thread::sleep(EXIT_WAIT);
+    }
+    TRUE
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+    use windows_sys::Win32::System::Console::CTRL_C_EVENT;
+
+    // One test: the handler's state is process-wide.
+    #[test]
+    fn the_close_handler_stops_the_relay_and_returns_only_after_the_summary() {
+        let stopped = Arc::new(AtomicBool::new(false));
+        let summary_out = Arc::new(AtomicBool::new(false));
+        let (s, p) = (stopped.clone(), summary_out.clone());
+        on_console_close(move || {
+            s.store(true, Ordering::SeqCst);
+            // Like main: the loop ends, the summary is printed, then the notice.
+            let p = p.clone();
+            std::thread::spawn(move || {
+                std::thread::sleep(Duration::from_millis(50));
+                p.store(true, Ordering::SeqCst);
+                summary_printed();
+            });
+        })
+        .expect("the first registration");
+        assert!(on_console_close(|| {}).is_err(), "a second registration");
+
+        // SAFETY: called as Windows would, on a thread of its own.
+        assert_eq!(
+            unsafe { on_control(CTRL_C_EVENT) },
+            FALSE,
+            "Ctrl-C is ctrlc's"
+        );
+        assert!(!stopped.load(Ordering::SeqCst));
+
+        assert_eq!(unsafe { on_control(CTRL_CLOSE_EVENT) }, TRUE);
+        assert!(stopped.load(Ordering::SeqCst));
+        assert!(
+            summary_out.load(Ordering::SeqCst),
+            "returned before the summary"
+        );
     }
 }

@@ -312,8 +312,19 @@ impl Sender {
         } else {
             "127.0.0.1:0".parse().expect("an address")
         };
+        let socket = Socket::new(Domain::for_address(from), Type::DGRAM, Some(Protocol::UDP))
+            .expect("a sender socket");
+        // macOS sends no datagram larger than the send buffer, 9216 bytes by
+        // default (net.inet.udp.maxdgram); Linux's default is far above this.
+        if socket
+            .send_buffer_size()
+            .is_ok_and(|size| size < MAX_DATAGRAM)
+        {
+            let _ = socket.set_send_buffer_size(MAX_DATAGRAM);
+        }
+        socket.bind(&from.into()).expect("bind a sender");
         Sender {
-            socket: UdpSocket::bind(from).expect("bind a sender"),
+            socket: socket.into(),
             to,
         }
     }
