@@ -30,6 +30,30 @@ pub enum Command {
     /// Validate the configuration and print what the relay would do, without
     /// opening any socket.
     Check(Settings),
+    /// Send a simulated drive (believable telemetry in any format) without the game.
+    Simulate(SimulateArgs),
+}
+
+/// Options of `simulate`.
+#[derive(Debug, Clone, Args)]
+#[command(after_help = "Example:
+  forza-relay simulate --to 127.0.0.1:5400 --format fh6 --rate 60 --duration 30")]
+pub struct SimulateArgs {
+    /// Where to send the packets, HOST:PORT: forza-relay's listen port, or a tool's.
+    #[arg(long, value_name = "ADDR")]
+    pub to: String,
+    /// Packet format: sled, fm7, fm2023, fh4, fh5 or fh6.
+    #[arg(long, value_name = "FORMAT", default_value = "fh6")]
+    pub format: String,
+    /// Packets per second, 1 to 1000 (a game sends one per frame).
+    #[arg(long, value_name = "HZ", default_value_t = crate::simulate::DEFAULT_RATE)]
+    pub rate: u32,
+    /// Stop after this many seconds (default: run until Ctrl-C).
+    #[arg(long, value_name = "SECONDS", allow_negative_numbers = true)]
+    pub duration: Option<f64>,
+    /// The drive's seed: the same seed and rate send the same packets.
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    pub seed: u64,
 }
 
 /// Where the configuration comes from.

@@ -644,8 +644,9 @@ fn parse_net(text: &str) -> Option<IpNet> {
         .or_else(|| t.parse::<IpAddr>().ok().map(IpNet::from))
 }
 
-/// Resolves `host:port` (a hostname is looked up once, at start-up).
-fn resolve(text: &str) -> Result<SocketAddr, String> {
+/// Resolves `host:port` (a hostname is looked up once, at start-up); the error
+/// says what is wrong without quoting the text.
+pub fn resolve(text: &str) -> Result<SocketAddr, String> {
     let t = text.trim();
     if let Ok(a) = t.parse::<SocketAddr>() {
         return check_port(a);

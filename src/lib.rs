@@ -17,5 +17,6 @@ pub mod config;
 pub mod filter;
 pub mod platform;
 pub mod relay;
+pub mod simulate;
 pub mod socket;
 pub mod stats;

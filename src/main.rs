@@ -4,11 +4,13 @@
 use std::io::Write as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 
 use clap::Parser as _;
 use log::{error, info, warn};
 
-use forza_relay::cli::{Cli, Command, Settings};
+use forza_relay::cli::{Cli, Command, Settings, SimulateArgs};
 use forza_relay::config::{Config, ConfigError, Overrides, DEFAULT_FILE_NAME};
 use forza_relay::relay::Relay;
 
@@ -47,6 +49,7 @@ fn real_main() -> ExitCode {
     let (check, settings) = match cli.command {
         Some(Command::Check(s)) => (true, s),
         Some(Command::Run(s)) => (false, s),
+        Some(Command::Simulate(args)) => return simulate(&args),
         None => (false, cli.run),
     };
     let config = match load(&settings) {
@@ -101,6 +104,47 @@ fn run(config: &Config) -> ExitCode {
             ExitCode::from(1)
         }
     }
+}
+
+/// `simulate`: send a simulated drive until its duration is over or Ctrl-C.
+fn simulate(args: &SimulateArgs) -> ExitCode {
+    use forza_relay::simulate::{self, SendOptions};
+    let options =
+        match SendOptions::from_args(&args.to, &args.format, args.rate, args.duration, args.seed) {
+            Ok(options) => options,
+            Err(e) => return option_errors(&e),
+        };
+    let stop = stop_on_ctrl_c();
+    println!("{} (Ctrl-C stops)", options.describe());
+    match simulate::send(&options, &stop) {
+        Ok(report) => {
+            println!("{report}");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            error!("cannot open a socket to send to {}: {e}", options.to);
+            ExitCode::from(1)
+        }
+    }
+}
+
+/// A flag that Ctrl-C (and SIGTERM) sets. A process has one handler: each
+/// command that needs one installs it once, here.
+fn stop_on_ctrl_c() -> Arc<AtomicBool> {
+    let stop = Arc::new(AtomicBool::new(false));
+    let flag = stop.clone();
+    if let Err(e) = ctrlc::set_handler(move || flag.store(true, Ordering::SeqCst)) {
+        warn!("Ctrl-C will stop the program without a summary: {e}");
+    }
+    stop
+}
+
+/// Prints each bad command-line option and returns exit code 2.
+fn option_errors(e: &ConfigError) -> ExitCode {
+    for p in &e.problems {
+        eprintln!("error: {}: {}", p.place, p.message);
+    }
+    ExitCode::from(2)
 }
 
 /// The configuration from `--config`, `--to`, or a `forza-relay.toml` found in the
