@@ -32,6 +32,9 @@ pub enum Command {
     Check(Settings),
     /// Send a simulated drive (believable telemetry in any format) without the game.
     Simulate(SimulateArgs),
+    /// See forza-relay work on this computer alone: a simulated drive relayed to
+    /// two local tools, one of them translated, printed as it happens.
+    Demo(DemoArgs),
 }
 
 /// Options of `simulate`.
@@ -54,6 +57,19 @@ pub struct SimulateArgs {
     /// The drive's seed: the same seed and rate send the same packets.
     #[arg(long, value_name = "N", default_value_t = 1)]
     pub seed: u64,
+}
+
+/// Options of `demo`.
+#[derive(Debug, Clone, Args)]
+pub struct DemoArgs {
+    /// How long to run, in seconds.
+    #[arg(
+        long,
+        value_name = "SECONDS",
+        default_value_t = crate::demo::DEFAULT_SECONDS,
+        allow_negative_numbers = true
+    )]
+    pub seconds: f64,
 }
 
 /// Where the configuration comes from.

@@ -14,6 +14,7 @@ pub use wire::{detect, Detector, Format, Packet};
 
 pub mod cli;
 pub mod config;
+pub mod demo;
 pub mod filter;
 pub mod platform;
 pub mod relay;

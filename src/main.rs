@@ -10,7 +10,7 @@ use std::sync::Arc;
 use clap::Parser as _;
 use log::{error, info, warn};
 
-use forza_relay::cli::{Cli, Command, Settings, SimulateArgs};
+use forza_relay::cli::{Cli, Command, DemoArgs, Settings, SimulateArgs};
 use forza_relay::config::{Config, ConfigError, Overrides, DEFAULT_FILE_NAME};
 use forza_relay::relay::Relay;
 
@@ -50,6 +50,7 @@ fn real_main() -> ExitCode {
         Some(Command::Check(s)) => (true, s),
         Some(Command::Run(s)) => (false, s),
         Some(Command::Simulate(args)) => return simulate(&args),
+        Some(Command::Demo(args)) => return demo(&args),
         None => (false, cli.run),
     };
     let config = match load(&settings) {
@@ -123,6 +124,22 @@ fn simulate(args: &SimulateArgs) -> ExitCode {
         }
         Err(e) => {
             error!("cannot open a socket to send to {}: {e}", options.to);
+            ExitCode::from(1)
+        }
+    }
+}
+
+/// `demo`: the simulator, a relay and two tools, all on loopback.
+fn demo(args: &DemoArgs) -> ExitCode {
+    let seconds = match forza_relay::simulate::seconds("--seconds", args.seconds) {
+        Ok(s) => s,
+        Err(p) => return option_errors(&ConfigError { problems: vec![p] }),
+    };
+    let stop = stop_on_ctrl_c();
+    match forza_relay::demo::run(seconds, &stop, &mut std::io::stdout().lock()) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            error!("{e}");
             ExitCode::from(1)
         }
     }
