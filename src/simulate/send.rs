@@ -302,7 +302,7 @@ pub fn send(options: &SendOptions, stop: &AtomicBool) -> io::Result<SendReport> 
     }
     // The last frame's slot ends one period after it: 60 frames at 60/s is 1 s.
     let now = Instant::now();
-    if pacer.due() > now && !stop.load(Ordering::SeqCst) {
+    if pacer.due() > now {
         std::thread::sleep(pacer.due() - now);
     }
     report.elapsed = start.elapsed();
