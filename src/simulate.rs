@@ -16,7 +16,7 @@
 //! - The first [`RACE_OFF_FRAMES`] frames, and every frame after
 //!   [`Simulator::finish`], have IsRaceOn = 0 and are all zero but TimestampMS, as
 //!   FH6 sends them (we do the same in every format). TimestampMS rises strictly.
-//! - The car starts from a standstill on the line and laps a 1.9 km circuit of
+//! - The car starts from a standstill on the line and laps a 1.7 km circuit of
 //!   straights and six corners (a 32 m hairpin to a 120 m sweeper, a left-right
 //!   chicane) over gentle hills. Position moves by Speed × dt along the road;
 //!   |(VelocityX, VelocityY, VelocityZ)| = Speed; the car's nose points a little
@@ -138,7 +138,7 @@ const BOOST_LAG: f64 = 0.3;
 const ORIGIN: [f64; 3] = [-1_843.2, 112.5, 2_516.8];
 /// Where the puddles are: (from, to) metres from the line, and the side
 /// (-1 left wheels, 1 right), deepest in the middle.
-const PUDDLES: [(f64, f64, f64); 2] = [(140.0, 166.0, -1.0), (1_280.0, 1_300.0, 1.0)];
+const PUDDLES: [(f64, f64, f64); 2] = [(90.0, 116.0, -1.0), (1_300.0, 1_320.0, 1.0)];
 /// Deepest puddle, as a depth 0..1.
 const PUDDLE_DEPTH: f64 = 0.7;
 /// Corner speeds use this share of the grip, drawn per lap...
