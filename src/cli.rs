@@ -39,6 +39,11 @@ pub enum Command {
     /// Print a Wireshark Lua dissector for the Forza formats:
     /// forza-relay dissector > forza.lua
     Dissector(DissectorArgs),
+    /// Send a simulated drive (believable telemetry in any format) without the game.
+    Simulate(SimulateArgs),
+    /// See forza-relay work on this computer alone: a simulated drive relayed to
+    /// two local tools, one of them translated, printed as it happens.
+    Demo(DemoArgs),
 }
 
 /// Options of `watch`.
@@ -84,6 +89,41 @@ pub struct DissectorArgs {
     #[arg(long, value_name = "PORT", default_value_t = crate::config::DEFAULT_PORT,
           value_parser = clap::value_parser!(u16).range(1..))]
     pub port: u16,
+}
+
+/// Options of `simulate`.
+#[derive(Debug, Clone, Args)]
+#[command(after_help = "Example:
+  forza-relay simulate --to 127.0.0.1:5400 --format fh6 --rate 60 --duration 30")]
+pub struct SimulateArgs {
+    /// Where to send the packets, HOST:PORT: forza-relay's listen port, or a tool's.
+    #[arg(long, value_name = "ADDR")]
+    pub to: String,
+    /// Packet format: sled, fm7, fm2023, fh4, fh5 or fh6.
+    #[arg(long, value_name = "FORMAT", default_value = "fh6")]
+    pub format: String,
+    /// Packets per second, 1 to 1000 (a game sends one per frame).
+    #[arg(long, value_name = "HZ", default_value_t = crate::simulate::DEFAULT_RATE)]
+    pub rate: u32,
+    /// Stop after this many seconds (default: run until Ctrl-C).
+    #[arg(long, value_name = "SECONDS", allow_negative_numbers = true)]
+    pub duration: Option<f64>,
+    /// The drive's seed: the same seed and rate send the same packets.
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    pub seed: u64,
+}
+
+/// Options of `demo`.
+#[derive(Debug, Clone, Args)]
+pub struct DemoArgs {
+    /// How long to run, in seconds.
+    #[arg(
+        long,
+        value_name = "SECONDS",
+        default_value_t = crate::demo::DEFAULT_SECONDS,
+        allow_negative_numbers = true
+    )]
+    pub seconds: f64,
 }
 
 /// Where the configuration comes from.

@@ -865,8 +865,9 @@ fn parse_net(text: &str) -> Option<IpNet> {
         .or_else(|| t.parse::<IpAddr>().ok().map(IpNet::from))
 }
 
-/// Resolves `host:port` with `look_up` (never on the relay's loop).
-fn resolve(text: &str, look_up: &LookUp) -> Result<SocketAddr, String> {
+/// Resolves `host:port` with `look_up` (never on the relay's loop); the error
+/// says what is wrong without quoting the text.
+pub fn resolve(text: &str, look_up: &LookUp) -> Result<SocketAddr, String> {
     let t = text.trim();
     if let Ok(a) = t.parse::<SocketAddr>() {
         return check_port(a);

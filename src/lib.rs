@@ -15,12 +15,14 @@ pub use wire::{detect, Detector, Format, Packet};
 
 pub mod cli;
 pub mod config;
+pub mod demo;
 pub mod fanout;
 pub mod filter;
 pub mod platform;
 pub mod recv;
 pub mod relay;
 pub mod reload;
+pub mod simulate;
 pub mod socket;
 pub mod stats;
 pub mod tap;

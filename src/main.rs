@@ -4,12 +4,13 @@
 use std::io::Write as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use clap::Parser as _;
 use log::{error, info, warn};
 
-use forza_relay::cli::{Cli, Command, Settings};
+use forza_relay::cli::{Cli, Command, DemoArgs, Settings, SimulateArgs};
 use forza_relay::config::{
     system_look_up, Config, ConfigError, Overrides, StatsFormat, DEFAULT_FILE_NAME,
 };
@@ -54,6 +55,8 @@ fn real_main() -> ExitCode {
     let (check, settings) = match cli.command {
         Some(Command::Check(s)) => (true, s),
         Some(Command::Run(s)) => (false, s),
+        Some(Command::Simulate(args)) => return simulate(&args),
+        Some(Command::Demo(args)) => return demo(&args),
         None => (false, cli.run),
         Some(Command::Watch(a)) => return finish(watch::watch_command(&a)),
         Some(Command::Export(a)) => return finish(watch::export_command(&a)),
@@ -190,6 +193,63 @@ fn overrides(s: &Settings) -> Overrides {
         stats_interval: s.stats_interval,
         stats_format: s.stats_format.clone(),
     }
+}
+
+/// `simulate`: send a simulated drive until its duration is over or Ctrl-C.
+fn simulate(args: &SimulateArgs) -> ExitCode {
+    use forza_relay::simulate::{self, SendOptions};
+    let options =
+        match SendOptions::from_args(&args.to, &args.format, args.rate, args.duration, args.seed) {
+            Ok(options) => options,
+            Err(e) => return option_errors(&e),
+        };
+    let stop = stop_on_ctrl_c();
+    println!("{} (Ctrl-C stops)", options.describe());
+    match simulate::send(&options, &stop) {
+        Ok(report) => {
+            println!("{report}");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            error!("cannot open a socket to send to {}: {e}", options.to);
+            ExitCode::from(1)
+        }
+    }
+}
+
+/// `demo`: the simulator, a relay and two tools, all on loopback.
+fn demo(args: &DemoArgs) -> ExitCode {
+    let seconds = match forza_relay::simulate::seconds("--seconds", args.seconds) {
+        Ok(s) => s,
+        Err(p) => return option_errors(&ConfigError { problems: vec![p] }),
+    };
+    let stop = stop_on_ctrl_c();
+    match forza_relay::demo::run(seconds, &stop, &mut std::io::stdout().lock()) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            error!("{e}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+/// A flag that Ctrl-C (and SIGTERM) sets. A process has one handler: each
+/// command that needs one installs it once, here.
+fn stop_on_ctrl_c() -> Arc<AtomicBool> {
+    let stop = Arc::new(AtomicBool::new(false));
+    let flag = stop.clone();
+    if let Err(e) = ctrlc::set_handler(move || flag.store(true, Ordering::SeqCst)) {
+        warn!("Ctrl-C will stop the program without a summary: {e}");
+    }
+    stop
+}
+
+/// Prints each bad command-line option and returns exit code 2.
+fn option_errors(e: &ConfigError) -> ExitCode {
+    for p in &e.problems {
+        eprintln!("error: {}: {}", p.place, p.message);
+    }
+    ExitCode::from(2)
 }
 
 /// The configuration from `--config`, `--to`, or a `forza-relay.toml` found in the

@@ -1,0 +1,281 @@
+//! `simulate` and `demo` run as a user runs them (the real binary), and the
+//! simulator's promise to allocate nothing per frame.
+//!
+//! The physics of the drive is checked frame by frame in `src/simulate.rs`; here
+//! the packets come over a real loopback socket from the real program.
+
+// The shared helpers; this binary uses the receiver and the child-process parts.
+#[allow(dead_code)]
+mod common;
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
+use std::io;
+use std::net::UdpSocket;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use common::bin::Bin;
+use forza_relay::simulate::{Simulator, RACE_OFF_FRAMES};
+use forza_relay::wire::{Format, MAX_LEN};
+use forza_relay::{Gear, Telemetry};
+
+struct Counting;
+
+thread_local! {
+    static ARMED: Cell<bool> = const { Cell::new(false) };
+}
+static ALLOCATIONS: AtomicUsize = AtomicUsize::new(0);
+
+fn count() {
+    if ARMED.try_with(Cell::get).unwrap_or(false) {
+        ALLOCATIONS.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        count();
+        System.alloc(layout)
+    }
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        count();
+        System.alloc_zeroed(layout)
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        count();
+        System.realloc(ptr, layout, new_size)
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        System.dealloc(ptr, layout)
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
+
+#[test]
+fn the_simulator_allocates_nothing_per_frame() {
+    for format in Format::ALL {
+        let mut sim = Simulator::new(format, 42);
+        let mut buf = [0u8; MAX_LEN];
+        let dt = Duration::from_nanos(16_666_667);
+        // Through a whole lap, a finish and race-off frames.
+        let before = ALLOCATIONS.load(Ordering::SeqCst);
+        ARMED.with(|a| a.set(true));
+        for i in 0..4_000 {
+            if i == 3_990 {
+                sim.finish();
+            }
+            let n = sim.frame(dt, &mut buf).expect("MAX_LEN holds every format");
+            std::hint::black_box(&buf[..n]);
+        }
+        ARMED.with(|a| a.set(false));
+        let allocations = ALLOCATIONS.load(Ordering::SeqCst) - before;
+        assert_eq!(allocations, 0, "{format}: {allocations} allocations");
+    }
+}
+
+/// Everything waiting at `socket` (the sender has exited, so all of it is there).
+fn drain(socket: &UdpSocket) -> Vec<Vec<u8>> {
+    let mut packets = Vec::new();
+    let mut buf = vec![0u8; common::MAX_DATAGRAM];
+    socket
+        .set_read_timeout(Some(Duration::from_millis(300)))
+        .expect("set a read timeout");
+    loop {
+        match common::recv_into(socket, &mut buf) {
+            Ok(n) => packets.push(buf[..n].to_vec()),
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                ) =>
+            {
+                return packets
+            }
+            Err(e) => panic!("receive failed: {e}"),
+        }
+    }
+}
+
+#[test]
+fn simulate_sends_fm7_at_the_rate_for_the_duration() {
+    let (socket, addr) = common::receiver();
+    let to = addr.to_string();
+    let run = Bin::run(
+        &[
+            "simulate",
+            "--to",
+            &to,
+            "--format",
+            "fm7",
+            "--rate",
+            "100",
+            "--duration",
+            "1",
+        ],
+        None,
+    );
+    assert_eq!(run.code(), 0, "{run:?}");
+    let packets = drain(&socket);
+    println!("received {} packets", packets.len());
+    // 100/s for 1 s; the pacing is checked in unit tests, so allow ±20 % here.
+    assert!(
+        (80..=120).contains(&packets.len()),
+        "{} packets",
+        packets.len()
+    );
+    assert!(
+        run.stdout
+            .contains(&format!("fm7 packets (311 bytes) to {addr} at 100/s")),
+        "{run:?}"
+    );
+    assert!(
+        run.stdout
+            .contains(&format!("sent {} packets to {addr}", packets.len())),
+        "{run:?}"
+    );
+    let decoded: Vec<Telemetry> = packets
+        .iter()
+        .map(|p| Telemetry::from_bytes(p, Format::Fm7).expect("an fm7 packet"))
+        .collect();
+    let off = RACE_OFF_FRAMES as usize;
+    let racing = &decoded[off..decoded.len() - off];
+    for (i, t) in decoded.iter().enumerate() {
+        let f = &t.fields;
+        if i < off || i >= decoded.len() - off {
+            assert_eq!(f.is_race_on, 0, "packet {i}");
+            continue;
+        }
+        assert_eq!(f.is_race_on, 1, "packet {i}");
+        assert!(
+            (850.0..=7_999.995).contains(&f.current_engine_rpm),
+            "packet {i}: {t:?}"
+        );
+        let speed = f.speed.expect("fm7 has Speed");
+        assert!((0.0..95.0).contains(&speed), "packet {i}: {speed} m/s");
+        assert!(
+            matches!(t.gear_label, Some(Gear::Forward(1..=6) | Gear::Neutral)),
+            "packet {i}: gear {:?}",
+            t.gear_label
+        );
+        assert_eq!(t.car_class_letter, Some("R"), "packet {i}");
+        let temps = f.tire_temp.expect("fm7 has TireTemp");
+        assert_eq!(temps.rl, temps.rr, "packet {i}");
+    }
+    for pair in decoded.windows(2) {
+        assert!(pair[1].fields.timestamp_ms > pair[0].fields.timestamp_ms);
+    }
+    // A standing start: the car pulls away.
+    let first = racing[0].fields.speed.unwrap();
+    let last = racing[racing.len() - 1].fields.speed.unwrap();
+    assert!(first < 2.0 && last > 5.0, "{first} -> {last} m/s");
+}
+
+#[test]
+fn demo_shows_the_drive_the_translation_and_the_summary() {
+    let run = Bin::run(&["demo", "--seconds", "2"], None);
+    assert_eq!(run.code(), 0, "{run:?}");
+    let out = &run.stdout;
+    println!("{out}");
+    for part in [
+        "forza-relay demo",
+        "fh6-tool on 127.0.0.1:",
+        "fh5-tool on 127.0.0.1:",
+        "Running for 2.0s",
+        "speed",
+        "Stopped after 2.",
+        "forza-relay ran for",
+    ] {
+        assert!(out.contains(part), "{part:?} not in:\n{out}");
+    }
+    // One line every half second: at 0.5, 1.0, 1.5 and perhaps 2.0 s (that one
+    // races the end; on a machine stalled near the end, 1.5 s may be missed too).
+    let lines: Vec<&str> = out.lines().filter(|l| l.contains(" km/h ")).collect();
+    assert!((2..=4).contains(&lines.len()), "{lines:#?}");
+    let mut received = 0;
+    for line in &lines {
+        assert!(line.contains("CarClass R(6) -> S2(5)"), "{line}");
+        let counts: Vec<u64> = line
+            .split('|')
+            .nth(1)
+            .expect("a counts column")
+            .split_whitespace()
+            .map(|n| n.parse().expect("a count"))
+            .collect();
+        assert_eq!(counts.len(), 2, "{line}");
+        assert!(counts[0] > received, "{line}: counts rise");
+        received = counts[0];
+    }
+    // The car is moving by the last line.
+    let kmh: f64 = lines[lines.len() - 1]
+        .split_whitespace()
+        .nth(1)
+        .and_then(|v| v.parse().ok())
+        .expect("a speed");
+    assert!(kmh > 20.0, "{}", lines[lines.len() - 1]);
+    // The relay's report: both destinations sent what the receivers counted.
+    let sent = |name: &str, output: &str| -> u64 {
+        let line = out
+            .lines()
+            .find(|l| l.trim_start().starts_with(name) && l.contains(&format!("{output}: sent ")))
+            .unwrap_or_else(|| panic!("no report line for {name}:\n{out}"));
+        line.rsplit("sent ")
+            .next()
+            .and_then(|n| n.split(|c: char| !c.is_ascii_digit()).next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("no count in {line:?}"))
+    };
+    let (same, fh5) = (sent("fh6-tool", "same"), sent("fh5-tool", "fh5"));
+    println!("the relay sent {same} and {fh5}");
+    // 60/s for 2 s, and the race-off frames at the end.
+    assert!((96..=160).contains(&same), "{same}");
+    assert_eq!(same, fh5);
+    assert!(
+        out.contains(&format!(
+            "fh6-tool: received {same} packets, as sent. fh5-tool: received {fh5}, as fh5."
+        )),
+        "{out}"
+    );
+    assert!(out.contains("differed in: CarClass ("), "{out}");
+}
+
+#[test]
+fn bad_options_are_named_with_their_values_and_exit_2() {
+    let cases: [(&[&str], &str); 7] = [
+        (
+            &["simulate", "--to", "127.0.0.1:5400", "--rate", "0"],
+            "--rate 0: must be from 1 to 1000 packets per second",
+        ),
+        (
+            &["simulate", "--to", "127.0.0.1:5400", "--rate", "5000"],
+            "--rate 5000: must be from 1 to 1000",
+        ),
+        (
+            &["simulate", "--to", "127.0.0.1:5400", "--format", "fh7"],
+            "--format \"fh7\": not a packet format (valid: sled, fm7, fm2023, fh4, fh5, fh6)",
+        ),
+        (
+            &["simulate", "--to", "localhost"],
+            "--to \"localhost\": needs a port",
+        ),
+        (
+            &["simulate", "--to", "127.0.0.1:5400", "--duration", "-1"],
+            "--duration -1: must be a number of seconds above 0",
+        ),
+        (
+            &["demo", "--seconds", "0"],
+            "--seconds 0: must be a number of seconds above 0",
+        ),
+        (
+            &["demo", "--seconds", "soon"],
+            "invalid value 'soon' for '--seconds",
+        ),
+    ];
+    for (args, message) in cases {
+        let run = Bin::run(args, None);
+        assert_eq!(run.code(), 2, "{args:?}: {run:?}");
+        run.assert_stderr_has(&[message]);
+    }
+}
