@@ -783,8 +783,9 @@ fn parse_net(text: &str) -> Option<IpNet> {
         .or_else(|| t.parse::<IpAddr>().ok().map(IpNet::from))
 }
 
-/// Resolves `host:port` with `look_up` (never on the relay's loop).
-fn resolve(text: &str, look_up: &LookUp) -> Result<SocketAddr, String> {
+/// Resolves a destination `host:port` with `look_up` (never on the relay's loop;
+/// IPv4 preferred). The error says what is wrong, without quoting `text`.
+pub fn resolve(text: &str, look_up: &LookUp) -> Result<SocketAddr, String> {
     let t = text.trim();
     if let Ok(a) = t.parse::<SocketAddr>() {
         return check_port(a);
