@@ -44,6 +44,9 @@ pub enum Command {
     /// See forza-relay work on this computer alone: a simulated drive relayed to
     /// two local tools, one of them translated, printed as it happens.
     Demo(DemoArgs),
+    /// Send the UDP packets of a capture (pcap or pcapng) again, with their
+    /// original spacing.
+    Replay(ReplayArgs),
 }
 
 /// Options of `watch`.
@@ -124,6 +127,30 @@ pub struct DemoArgs {
         allow_negative_numbers = true
     )]
     pub seconds: f64,
+}
+
+/// Options of `replay`.
+#[derive(Debug, Clone, Args)]
+#[command(after_help = "Examples:
+  forza-relay replay drive.pcap --to 127.0.0.1:5400
+  forza-relay replay busy.pcapng --port 5300 --to 127.0.0.1:8000 --speed 2 --loop")]
+pub struct ReplayArgs {
+    /// The capture: a pcap or pcapng file (from forza-relay, tcpdump or Wireshark).
+    #[arg(value_name = "FILE")]
+    pub file: PathBuf,
+    /// Where to send the packets: HOST:PORT.
+    #[arg(long, value_name = "ADDR")]
+    pub to: String,
+    /// Play this many times faster than recorded (0.5 = half speed).
+    #[arg(long, value_name = "X", default_value_t = 1.0)]
+    pub speed: f64,
+    /// Start again at the end, until Ctrl-C.
+    #[arg(long = "loop")]
+    pub repeat: bool,
+    /// Replay only the packets sent to this UDP port; needed when the capture
+    /// holds packets to several ports.
+    #[arg(long, value_name = "PORT")]
+    pub port: Option<u16>,
 }
 
 /// Where the configuration comes from.

@@ -865,8 +865,8 @@ fn parse_net(text: &str) -> Option<IpNet> {
         .or_else(|| t.parse::<IpAddr>().ok().map(IpNet::from))
 }
 
-/// Resolves `host:port` with `look_up` (never on the relay's loop); the error
-/// says what is wrong without quoting the text.
+/// Resolves a destination `host:port` with `look_up` (never on the relay's loop;
+/// IPv4 preferred). The error says what is wrong, without quoting `text`.
 pub fn resolve(text: &str, look_up: &LookUp) -> Result<SocketAddr, String> {
     let t = text.trim();
     if let Ok(a) = t.parse::<SocketAddr>() {

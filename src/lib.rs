@@ -13,6 +13,7 @@ pub use telemetry::{Gear, Telemetry};
 pub use translate::translate;
 pub use wire::{detect, Detector, Format, Packet};
 
+pub mod capture;
 pub mod cli;
 pub mod config;
 pub mod demo;

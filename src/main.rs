@@ -10,7 +10,8 @@ use std::sync::Arc;
 use clap::Parser as _;
 use log::{error, info, warn};
 
-use forza_relay::cli::{Cli, Command, DemoArgs, Settings, SimulateArgs};
+use forza_relay::capture::{replay, Streams};
+use forza_relay::cli::{Cli, Command, DemoArgs, ReplayArgs, Settings, SimulateArgs};
 use forza_relay::config::{
     system_look_up, Config, ConfigError, Overrides, StatsFormat, DEFAULT_FILE_NAME,
 };
@@ -61,6 +62,7 @@ fn real_main() -> ExitCode {
         Some(Command::Watch(a)) => return finish(watch::watch_command(&a)),
         Some(Command::Export(a)) => return finish(watch::export_command(&a)),
         Some(Command::Dissector(a)) => return finish(watch::dissector_command(&a)),
+        Some(Command::Replay(args)) => return replay(&args),
     };
     let (config, file) = match load(&settings) {
         Ok(Some(loaded)) => loaded,
@@ -233,6 +235,87 @@ fn demo(args: &DemoArgs) -> ExitCode {
     }
 }
 
+/// `forza-relay replay`: bad input exits 2, a socket or read failure 1.
+fn replay(args: &ReplayArgs) -> ExitCode {
+    use std::io::IsTerminal as _;
+
+    let speed = match replay::check_speed(args.speed) {
+        Ok(speed) => speed,
+        Err(message) => {
+            eprintln!("error: --speed {message}");
+            return ExitCode::from(2);
+        }
+    };
+    let to = match forza_relay::config::resolve(&args.to, &system_look_up) {
+        Ok(to) => to,
+        Err(message) => {
+            eprintln!("error: --to {:?}: {message}", args.to);
+            return ExitCode::from(2);
+        }
+    };
+    let streams = match Streams::scan(&args.file) {
+        Ok(streams) => streams,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    if let Some(cut) = &streams.truncated {
+        warn!("{cut}; replaying the packets before the cut");
+    }
+    let selection = match streams.select(args.port) {
+        Ok(selection) => selection,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let stop = stop_on_ctrl_c();
+    let total = selection.duration().as_secs_f64() / speed;
+    info!(
+        "replaying {} packets to port {} ({:.1} s at speed {speed}) from {} to {to}{}",
+        selection.packets,
+        selection.port,
+        total,
+        args.file.display(),
+        if args.repeat { ", looping" } else { "" }
+    );
+    let bar = std::io::stderr().is_terminal().then(|| {
+        let style = indicatif::ProgressStyle::with_template("{bar:30} {pos}/{len} packets  {msg}")
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar());
+        indicatif::ProgressBar::new(selection.packets).with_style(style)
+    });
+    let options = replay::Options {
+        to,
+        speed,
+        repeat: args.repeat,
+    };
+    let result = replay::replay(&args.file, &selection, &options, &stop, &mut |p| {
+        if let Some(bar) = &bar {
+            bar.set_position(p.sent_in_pass);
+            let elapsed = p.elapsed.as_secs_f64();
+            bar.set_message(if args.repeat {
+                format!("pass {}, {elapsed:.1} s", p.pass)
+            } else {
+                format!("{elapsed:.1} s / {total:.1} s")
+            });
+        }
+    });
+    if let Some(bar) = bar {
+        bar.finish_and_clear();
+    }
+    match result {
+        Ok(report) => {
+            info!("{report}");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            error!("{e}");
+            ExitCode::from(1)
+        }
+    }
+}
+
 /// A flag that Ctrl-C (and SIGTERM) sets. A process has one handler: each
 /// command that needs one installs it once, here.
 fn stop_on_ctrl_c() -> Arc<AtomicBool> {
@@ -240,6 +323,10 @@ fn stop_on_ctrl_c() -> Arc<AtomicBool> {
     let flag = stop.clone();
     if let Err(e) = ctrlc::set_handler(move || flag.store(true, Ordering::SeqCst)) {
         warn!("Ctrl-C will stop the program without a summary: {e}");
+    }
+    #[cfg(unix)]
+    if let Err(e) = signal_hook::flag::register(signal_hook::consts::SIGTERM, stop.clone()) {
+        warn!("SIGTERM will stop the program without a summary: {e}");
     }
     stop
 }

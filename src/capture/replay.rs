@@ -1,0 +1,371 @@
+//! Replaying a capture: its UDP payloads sent again with their original spacing.
+//!
+//! Every datagram is due at `start + offset / speed`, its offset taken from the
+//! capture's timestamps and `start` fixed once: lateness never accumulates, however
+//! long the replay runs. Waiting sleeps until shortly before the due time and spins
+//! the rest, since a sleep may overshoot by a scheduler tick.
+
+use std::io;
+use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, UdpSocket};
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use super::{thousands, CaptureError, Reader, Selection};
+
+/// The slowest replay accepted: a thousand times slower than captured.
+pub const MIN_SPEED: f64 = 0.001;
+/// How long before a due time sleeping stops and spinning starts. Windows wakes a
+/// sleeper up to a millisecond late even with its high-resolution timer.
+#[cfg(windows)]
+const SPIN: Duration = Duration::from_micros(1_500);
+/// How long before a due time sleeping stops and spinning starts.
+#[cfg(not(windows))]
+const SPIN: Duration = Duration::from_micros(200);
+/// The longest single sleep, so Ctrl-C is noticed quickly during a long gap.
+const MAX_SLEEP: Duration = Duration::from_millis(50);
+/// Between the last datagram of a pass and the first of the next, when the
+/// capture holds one datagram: one frame at 60 Hz.
+const SINGLE_GAP: Duration = Duration::from_micros(16_667);
+/// The shortest gap between passes, so a capture whose timestamps are all equal
+/// does not loop as fast as the CPU allows.
+const MIN_GAP: Duration = Duration::from_millis(1);
+
+/// Checks a `--speed` value: finite and at least [`MIN_SPEED`].
+pub fn check_speed(speed: f64) -> Result<f64, String> {
+    if !speed.is_finite() || speed <= 0.0 {
+        Err(format!(
+            "{speed} is not a speed: give a number above 0, like 1 (as recorded) or 2 (twice as fast)"
+        ))
+    } else if speed < MIN_SPEED {
+        Err(format!("{speed} is too slow: the slowest is {MIN_SPEED}"))
+    } else {
+        Ok(speed)
+    }
+}
+
+/// How to replay.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Options {
+    /// Where to send.
+    pub to: SocketAddr,
+    /// Time runs this many times faster than captured (checked by [`check_speed`]).
+    pub speed: f64,
+    /// Start again at the end, until stopped.
+    pub repeat: bool,
+}
+
+/// When each datagram is due: one start instant, and offsets scaled by the speed.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Schedule {
+    start: Instant,
+    speed: f64,
+    period: Duration,
+}
+
+impl Schedule {
+    /// A schedule starting at `start` for the datagrams of `selection`.
+    pub fn new(start: Instant, speed: f64, selection: &Selection) -> Schedule {
+        let gap = match selection.packets {
+            0 | 1 => SINGLE_GAP,
+            n => selection.duration() / u32::try_from(n - 1).unwrap_or(u32::MAX),
+        };
+        Schedule {
+            start,
+            speed,
+            period: selection.duration() + gap.max(MIN_GAP),
+        }
+    }
+
+    /// The capture time of one pass, and the average gap after it.
+    pub fn period(&self) -> Duration {
+        self.period
+    }
+
+    /// When the datagram `offset` after the capture's first is due in pass `pass`
+    /// (0 for the first).
+    pub fn due(&self, pass: u64, offset: Duration) -> Instant {
+        let capture = pass as f64 * self.period.as_secs_f64() + offset.as_secs_f64();
+        let wall = Duration::try_from_secs_f64(capture / self.speed).unwrap_or(Duration::MAX);
+        // Only past any clock's range (centuries): then it is due now.
+        self.start.checked_add(wall).unwrap_or(self.start)
+    }
+}
+
+/// Where a replay is, after each datagram sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Progress {
+    /// The pass, from 1.
+    pub pass: u64,
+    /// Datagrams sent in this pass.
+    pub sent_in_pass: u64,
+    /// Datagrams sent in every pass.
+    pub sent: u64,
+    /// Since the first was sent.
+    pub elapsed: Duration,
+}
+
+/// How a replay went.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Report {
+    /// Where it sent.
+    pub to: SocketAddr,
+    /// Datagrams sent.
+    pub sent: u64,
+    /// Datagrams the socket refused.
+    pub failed: u64,
+    /// The first refusal's message.
+    pub first_error: Option<String>,
+    /// Passes started.
+    pub passes: u64,
+    /// From the first datagram to the end.
+    pub elapsed: Duration,
+    /// Stopped before the end (Ctrl-C).
+    pub stopped: bool,
+}
+
+impl std::fmt::Display for Report {
+    /// `replay finished: sent 400 packets to 127.0.0.1:9000 in 2.00 s`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let how = if self.stopped { "stopped" } else { "finished" };
+        let noun = if self.sent == 1 { "packet" } else { "packets" };
+        write!(
+            f,
+            "replay {how}: sent {} {noun} to {} in {:.2} s",
+            thousands(self.sent),
+            self.to,
+            self.elapsed.as_secs_f64()
+        )?;
+        if self.passes > 1 {
+            write!(f, " ({} passes)", thousands(self.passes))?;
+        }
+        if self.failed > 0 {
+            write!(f, "; {} could not be sent", thousands(self.failed))?;
+            if let Some(e) = &self.first_error {
+                write!(f, " (first: {e})")?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Sends the datagrams of `selection` read from the capture at `path` to
+/// `options.to`, paced by their timestamps, until the end (or forever with
+/// `options.repeat`) or until `stop` is set. `progress` is called after each
+/// datagram sent.
+///
+/// A capture that ends inside a record is replayed up to there (its [`Streams`]
+/// scan says so). Send failures are counted, not fatal.
+///
+/// [`Streams`]: super::Streams
+pub fn replay(
+    path: &Path,
+    selection: &Selection,
+    options: &Options,
+    stop: &AtomicBool,
+    progress: &mut dyn FnMut(&Progress),
+) -> Result<Report, CaptureError> {
+    let socket = bind(options.to).map_err(|source| CaptureError::Socket {
+        to: options.to,
+        source,
+    })?;
+    let mut report = Report {
+        to: options.to,
+        sent: 0,
+        failed: 0,
+        first_error: None,
+        passes: 0,
+        elapsed: Duration::ZERO,
+        stopped: false,
+    };
+    let mut schedule: Option<Schedule> = None;
+    'passes: for pass in 0.. {
+        report.passes = pass + 1;
+        let mut sent_in_pass = 0;
+        for d in Reader::open(path)? {
+            let d = match d {
+                Ok(d) => d,
+                Err(CaptureError::Truncated { .. }) => break,
+                Err(e) => return Err(e),
+            };
+            if !selection.matches(&d) {
+                continue;
+            }
+            let schedule = *schedule
+                .get_or_insert_with(|| Schedule::new(Instant::now(), options.speed, selection));
+            if !wait_until(schedule.due(pass, selection.offset(d.time)), stop) {
+                report.stopped = true;
+                break 'passes;
+            }
+            match send(&socket, &d.payload, options.to) {
+                Ok(()) => {
+                    report.sent += 1;
+                    sent_in_pass += 1;
+                }
+                Err(e) => {
+                    report.failed += 1;
+                    report.first_error.get_or_insert_with(|| e.to_string());
+                }
+            }
+            report.elapsed = schedule.start.elapsed();
+            progress(&Progress {
+                pass: pass + 1,
+                sent_in_pass,
+                sent: report.sent,
+                elapsed: report.elapsed,
+            });
+        }
+        if !options.repeat || sent_in_pass == 0 {
+            break;
+        }
+        if stop.load(Ordering::Relaxed) {
+            report.stopped = true;
+            break;
+        }
+    }
+    if let Some(s) = schedule {
+        report.elapsed = s.start.elapsed();
+    }
+    Ok(report)
+}
+
+/// A socket of `to`'s family on an ephemeral port.
+fn bind(to: SocketAddr) -> io::Result<UdpSocket> {
+    let any: SocketAddr = if to.is_ipv4() {
+        (Ipv4Addr::UNSPECIFIED, 0).into()
+    } else {
+        (Ipv6Addr::UNSPECIFIED, 0).into()
+    };
+    UdpSocket::bind(any)
+}
+
+fn send(socket: &UdpSocket, payload: &[u8], to: SocketAddr) -> io::Result<()> {
+    loop {
+        match socket.send_to(payload, to) {
+            Ok(_) => return Ok(()),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// Waits until `deadline`; false if `stop` was set first.
+pub fn wait_until(deadline: Instant, stop: &AtomicBool) -> bool {
+    loop {
+        if stop.load(Ordering::Relaxed) {
+            return false;
+        }
+        let now = Instant::now();
+        let Some(left) = deadline
+            .checked_duration_since(now)
+            .filter(|l| !l.is_zero())
+        else {
+            return true;
+        };
+        if left > SPIN {
+            std::thread::sleep((left - SPIN).min(MAX_SLEEP));
+        } else {
+            std::hint::spin_loop();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::UNIX_EPOCH;
+
+    fn selection(packets: u64, ms: u64) -> Selection {
+        let first = UNIX_EPOCH + Duration::from_secs(1_700_000_000);
+        Selection {
+            port: 5400,
+            packets,
+            first,
+            last: first + Duration::from_millis(ms),
+        }
+    }
+
+    #[test]
+    fn due_times_scale_with_speed_from_one_start() {
+        let start = Instant::now();
+        let s = Schedule::new(start, 2.0, &selection(101, 1_000));
+        assert_eq!(
+            s.period(),
+            Duration::from_millis(1_010),
+            "1 s + the 10 ms average gap"
+        );
+        assert_eq!(s.due(0, Duration::ZERO), start);
+        assert_eq!(
+            s.due(0, Duration::from_millis(500)),
+            start + Duration::from_millis(250)
+        );
+        // Pass 3 starts 3 periods in: 3.03 s of capture, 1.515 s at speed 2.
+        let third = s.due(3, Duration::ZERO) - start;
+        assert!(
+            (third.as_secs_f64() - 1.515).abs() < 1e-9,
+            "pass 3 at {third:?}"
+        );
+    }
+
+    #[test]
+    fn a_single_datagram_loops_at_60_hz_and_equal_times_at_1_khz() {
+        let start = Instant::now();
+        assert_eq!(
+            Schedule::new(start, 1.0, &selection(1, 0)).period(),
+            SINGLE_GAP
+        );
+        assert_eq!(
+            Schedule::new(start, 1.0, &selection(50, 0)).period(),
+            MIN_GAP
+        );
+    }
+
+    #[test]
+    fn speeds_are_checked() {
+        assert_eq!(check_speed(1.0), Ok(1.0));
+        assert_eq!(check_speed(0.5), Ok(0.5));
+        for bad in [0.0, -1.0, f64::NAN, f64::INFINITY, 0.0001] {
+            let e = check_speed(bad).expect_err("refused");
+            assert!(e.contains(&bad.to_string()), "{e}");
+        }
+    }
+
+    #[test]
+    fn a_wait_returns_at_its_deadline_or_at_stop() {
+        let stop = AtomicBool::new(false);
+        let deadline = Instant::now() + Duration::from_millis(5);
+        assert!(wait_until(deadline, &stop));
+        assert!(Instant::now() >= deadline, "never early");
+        stop.store(true, Ordering::Relaxed);
+        assert!(!wait_until(
+            Instant::now() + Duration::from_secs(3_600),
+            &stop
+        ));
+    }
+
+    #[test]
+    fn the_report_reads_as_one_line() {
+        let mut r = Report {
+            to: "127.0.0.1:9000".parse().expect("an address"),
+            sent: 3_600,
+            failed: 0,
+            first_error: None,
+            passes: 1,
+            elapsed: Duration::from_millis(30_004),
+            stopped: false,
+        };
+        assert_eq!(
+            r.to_string(),
+            "replay finished: sent 3,600 packets to 127.0.0.1:9000 in 30.00 s"
+        );
+        r.stopped = true;
+        r.passes = 3;
+        r.failed = 2;
+        r.first_error = Some("Connection refused".to_owned());
+        assert_eq!(
+            r.to_string(),
+            "replay stopped: sent 3,600 packets to 127.0.0.1:9000 in 30.00 s (3 passes); \
+             2 could not be sent (first: Connection refused)"
+        );
+    }
+}

@@ -1,0 +1,411 @@
+//! The UDP streams in a capture, and picking the one to replay.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::fmt;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime};
+
+use crate::wire::{detect, Format};
+
+use super::read::{Reader, Skipped};
+use super::{thousands, CaptureError, Datagram};
+
+/// Senders listed per stream; more are counted.
+const MAX_SOURCES: usize = 8;
+/// Payload lengths named in a stream's description; more are counted.
+const SHOWN_LENGTHS: usize = 3;
+
+/// The datagrams of a capture sent to one address and port.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Stream {
+    /// The destination address and port.
+    pub to: SocketAddr,
+    /// The first few senders, in order of appearance.
+    pub sources: Vec<SocketAddr>,
+    /// Senders beyond [`Stream::sources`].
+    pub more_sources: u64,
+    /// Datagrams.
+    pub packets: u64,
+    /// Datagrams by payload length.
+    pub lengths: BTreeMap<usize, u64>,
+    /// The earliest timestamp.
+    pub first: SystemTime,
+    /// The latest timestamp.
+    pub last: SystemTime,
+    /// The Horizon format told apart for certain in a 324-byte packet, if any
+    /// (the last one seen).
+    pub horizon: Option<Format>,
+}
+
+impl Stream {
+    fn new(d: &Datagram) -> Stream {
+        Stream {
+            to: d.to,
+            sources: Vec::new(),
+            more_sources: 0,
+            packets: 0,
+            lengths: BTreeMap::new(),
+            first: d.time,
+            last: d.time,
+            horizon: None,
+        }
+    }
+
+    /// Counts `d`; `new_sender` when its sender has not sent to this stream before.
+    fn add(&mut self, d: &Datagram, new_sender: bool) {
+        self.packets += 1;
+        *self.lengths.entry(d.payload.len()).or_default() += 1;
+        self.first = self.first.min(d.time);
+        self.last = self.last.max(d.time);
+        if new_sender {
+            if self.sources.len() < MAX_SOURCES {
+                self.sources.push(d.from);
+            } else {
+                self.more_sources += 1;
+            }
+        }
+        if let Some(f) = detect(&d.payload).filter(|f| f.is_horizon()) {
+            self.horizon = Some(f);
+        }
+    }
+
+    /// What a payload of `len` bytes is, when a Forza format has that length.
+    fn label(&self, len: usize) -> Option<String> {
+        if len == Format::Fh6.len() {
+            return Some(match self.horizon {
+                Some(f) => f.id().to_owned(),
+                None => "fh4/fh5/fh6".to_owned(),
+            });
+        }
+        Format::ALL
+            .iter()
+            .find(|f| f.len() == len)
+            .map(|f| f.id().to_owned())
+    }
+}
+
+impl fmt::Display for Stream {
+    /// `127.0.0.1:5400 ← 127.0.0.1:51234: 3,600 packets of 324 bytes (fh6)`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} ←", self.to)?;
+        for (i, s) in self.sources.iter().enumerate() {
+            write!(f, "{}{s}", if i == 0 { " " } else { ", " })?;
+        }
+        if self.more_sources > 0 {
+            write!(f, " and {} more", thousands(self.more_sources))?;
+        }
+        let noun = if self.packets == 1 {
+            "packet"
+        } else {
+            "packets"
+        };
+        write!(f, ": {} {noun}", thousands(self.packets))?;
+        let mut by_count: Vec<(usize, u64)> = self.lengths.iter().map(|(l, n)| (*l, *n)).collect();
+        by_count.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+        let length = |f: &mut fmt::Formatter<'_>, len: usize| -> fmt::Result {
+            write!(f, "{} bytes", thousands(len as u64))?;
+            match self.label(len) {
+                Some(label) => write!(f, " ({label})"),
+                None => Ok(()),
+            }
+        };
+        if let [(len, _)] = by_count[..] {
+            f.write_str(" of ")?;
+            return length(f, len);
+        }
+        f.write_str(":")?;
+        for (i, (len, n)) in by_count.iter().take(SHOWN_LENGTHS).enumerate() {
+            write!(f, "{} {} of ", if i == 0 { "" } else { "," }, thousands(*n))?;
+            length(f, *len)?;
+        }
+        if by_count.len() > SHOWN_LENGTHS {
+            let others = by_count.len() - SHOWN_LENGTHS;
+            write!(f, " and {} other lengths", thousands(others as u64))?;
+        }
+        Ok(())
+    }
+}
+
+/// Streams being counted, datagram by datagram.
+#[derive(Debug, Default)]
+struct Tally {
+    streams: Vec<Stream>,
+    /// Where each destination's stream is in `streams`.
+    index: HashMap<SocketAddr, usize>,
+    /// Every (destination, sender) pair seen.
+    pairs: HashSet<(SocketAddr, SocketAddr)>,
+}
+
+impl Tally {
+    fn add(&mut self, d: &Datagram) {
+        let i = *self.index.entry(d.to).or_insert_with(|| {
+            self.streams.push(Stream::new(d));
+            self.streams.len() - 1
+        });
+        let new_sender = self.pairs.insert((d.to, d.from));
+        self.streams[i].add(d, new_sender);
+    }
+
+    /// The streams, most packets first; equal counts in order of appearance.
+    fn into_streams(mut self) -> Vec<Stream> {
+        self.streams.sort_by_key(|s| std::cmp::Reverse(s.packets));
+        self.streams
+    }
+}
+
+/// Every UDP stream in a capture, found by reading it once.
+#[derive(Debug)]
+pub struct Streams {
+    /// The file read.
+    pub path: PathBuf,
+    /// The streams, most packets first.
+    pub streams: Vec<Stream>,
+    /// Frames read, UDP or not.
+    pub frames: u64,
+    /// Frames that held no usable UDP datagram.
+    pub skipped: Skipped,
+    /// Set when the file ends inside a record: everything before it was read
+    /// (a capture cut off by a crash or a full disk). Other errors fail the scan.
+    pub truncated: Option<CaptureError>,
+}
+
+impl Streams {
+    /// Reads the capture at `path` to its end.
+    pub fn scan(path: &Path) -> Result<Streams, CaptureError> {
+        let mut reader = Reader::open(path)?;
+        let mut tally = Tally::default();
+        let mut truncated = None;
+        for d in reader.by_ref() {
+            let d = match d {
+                Ok(d) => d,
+                Err(e @ CaptureError::Truncated { .. }) => {
+                    truncated = Some(e);
+                    break;
+                }
+                Err(e) => return Err(e),
+            };
+            tally.add(&d);
+        }
+        Ok(Streams {
+            path: path.to_owned(),
+            streams: tally.into_streams(),
+            frames: reader.frames(),
+            skipped: reader.skipped(),
+            truncated,
+        })
+    }
+
+    /// The datagrams to replay: those to `port`, or when it is `None`, those of the
+    /// one destination port the capture holds.
+    ///
+    /// Fails when nothing matches, and without a port when the capture holds
+    /// datagrams to several ports (the error lists the streams).
+    pub fn select(&self, port: Option<u16>) -> Result<Selection, CaptureError> {
+        if self.streams.is_empty() {
+            return Err(CaptureError::NoUdp {
+                path: self.path.clone(),
+                frames: self.frames,
+                skipped: self.skipped,
+            });
+        }
+        let port = match port {
+            Some(p) => p,
+            None => {
+                let first = self.streams[0].to.port();
+                if self.streams.iter().any(|s| s.to.port() != first) {
+                    return Err(CaptureError::SeveralPorts {
+                        path: self.path.clone(),
+                        streams: self.streams.clone(),
+                    });
+                }
+                first
+            }
+        };
+        let chosen: Vec<&Stream> = self
+            .streams
+            .iter()
+            .filter(|s| s.to.port() == port)
+            .collect();
+        let (Some(first), Some(last)) = (
+            chosen.iter().map(|s| s.first).min(),
+            chosen.iter().map(|s| s.last).max(),
+        ) else {
+            return Err(CaptureError::NoSuchPort {
+                path: self.path.clone(),
+                port,
+                streams: self.streams.clone(),
+            });
+        };
+        Ok(Selection {
+            port,
+            packets: chosen.iter().map(|s| s.packets).sum(),
+            first,
+            last,
+        })
+    }
+}
+
+/// The datagrams picked for a replay: every one to a destination port.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Selection {
+    /// The destination port.
+    pub port: u16,
+    /// How many datagrams.
+    pub packets: u64,
+    /// The earliest timestamp among them.
+    pub first: SystemTime,
+    /// The latest timestamp among them.
+    pub last: SystemTime,
+}
+
+impl Selection {
+    /// Whether `d` is one of them.
+    pub fn matches(&self, d: &Datagram) -> bool {
+        d.to.port() == self.port
+    }
+
+    /// From the first timestamp to the last.
+    pub fn duration(&self) -> Duration {
+        self.last.duration_since(self.first).unwrap_or_default()
+    }
+
+    /// Where `time` falls after the first timestamp (zero if before it).
+    pub fn offset(&self, time: SystemTime) -> Duration {
+        time.duration_since(self.first).unwrap_or_default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::UNIX_EPOCH;
+
+    fn datagram(from: &str, to: &str, len: usize, ms: u64) -> Datagram {
+        Datagram {
+            time: UNIX_EPOCH + Duration::from_millis(1_700_000_000_000 + ms),
+            from: from.parse().expect("an address"),
+            to: to.parse().expect("an address"),
+            payload: vec![0; len],
+        }
+    }
+
+    fn tally(datagrams: &[Datagram]) -> Vec<Stream> {
+        let mut t = Tally::default();
+        for d in datagrams {
+            t.add(d);
+        }
+        t.into_streams()
+    }
+
+    fn stream_of(datagrams: &[Datagram]) -> Stream {
+        let mut streams = tally(datagrams);
+        assert_eq!(streams.len(), 1, "one destination");
+        streams.remove(0)
+    }
+
+    #[test]
+    fn a_stream_of_one_length_reads_in_one_line() {
+        let ds: Vec<Datagram> = (0..3_600)
+            .map(|i| datagram("127.0.0.1:51234", "127.0.0.1:5400", 324, i * 16))
+            .collect();
+        let s = stream_of(&ds);
+        assert_eq!(
+            s.to_string(),
+            "127.0.0.1:5400 ← 127.0.0.1:51234: 3,600 packets of 324 bytes (fh4/fh5/fh6)"
+        );
+        assert_eq!(
+            s.last.duration_since(s.first).ok(),
+            Some(Duration::from_millis(3_599 * 16))
+        );
+    }
+
+    #[test]
+    fn a_certain_horizon_guess_names_the_format() {
+        let mut d = datagram("10.0.0.2:9", "10.0.0.1:5300", 324, 0);
+        // FH6 types WheelInPuddle as S32 0/1 (FORMATS.md): one wheel in a puddle.
+        let at = crate::wire::field::WHEEL_IN_PUDDLE.offset;
+        d.payload[at..at + 4].copy_from_slice(&1i32.to_le_bytes());
+        let s = stream_of(&[d]);
+        assert_eq!(s.horizon, Some(Format::Fh6));
+        assert_eq!(
+            s.to_string(),
+            "10.0.0.1:5300 ← 10.0.0.2:9: 1 packet of 324 bytes (fh6)"
+        );
+    }
+
+    #[test]
+    fn mixed_lengths_and_many_senders_are_summed_up() {
+        let mut ds = Vec::new();
+        for i in 0..10u64 {
+            ds.push(datagram(
+                &format!("10.0.0.{}:1000", i + 1),
+                "10.0.0.100:53",
+                40,
+                i,
+            ));
+        }
+        ds.push(datagram("10.0.0.1:1000", "10.0.0.100:53", 232, 20));
+        ds.push(datagram("10.0.0.1:1000", "10.0.0.100:53", 311, 21));
+        ds.push(datagram("10.0.0.1:1000", "10.0.0.100:53", 311, 22));
+        ds.push(datagram("10.0.0.10:1000", "10.0.0.100:53", 7, 23));
+        let s = stream_of(&ds);
+        assert_eq!(s.sources.len(), MAX_SOURCES);
+        assert_eq!(
+            s.more_sources, 2,
+            "10.0.0.9 and 10.0.0.10, each counted once"
+        );
+        assert_eq!(
+            s.to_string(),
+            "10.0.0.100:53 ← 10.0.0.1:1000, 10.0.0.2:1000, 10.0.0.3:1000, 10.0.0.4:1000, \
+             10.0.0.5:1000, 10.0.0.6:1000, 10.0.0.7:1000, 10.0.0.8:1000 and 2 more: \
+             14 packets: 10 of 40 bytes, 2 of 311 bytes (fm7), 1 of 7 bytes and 1 other lengths"
+        );
+    }
+
+    fn streams(ds: &[Datagram]) -> Streams {
+        Streams {
+            path: PathBuf::from("drive.pcap"),
+            streams: tally(ds),
+            frames: ds.len() as u64,
+            skipped: Skipped::default(),
+            truncated: None,
+        }
+    }
+
+    #[test]
+    fn one_port_is_chosen_without_asking() {
+        let s = streams(&[
+            datagram("127.0.0.1:5", "127.0.0.1:5400", 324, 10),
+            datagram("127.0.0.1:5", "192.168.1.2:5400", 324, 30),
+            datagram("127.0.0.1:5", "127.0.0.1:5400", 324, 20),
+        ]);
+        let sel = s.select(None).expect("one port");
+        assert_eq!(sel.port, 5400);
+        assert_eq!(sel.packets, 3, "both addresses on port 5400");
+        assert_eq!(sel.duration(), Duration::from_millis(20));
+    }
+
+    #[test]
+    fn several_ports_need_a_port_and_the_error_lists_them() {
+        let s = streams(&[
+            datagram("127.0.0.1:5", "127.0.0.1:5400", 324, 0),
+            datagram("127.0.0.1:6", "127.0.0.1:53", 40, 1),
+        ]);
+        let e = s.select(None).expect_err("two ports");
+        let text = e.to_string();
+        for part in [
+            "drive.pcap",
+            "2 destination ports",
+            "--port",
+            "127.0.0.1:5400 ← 127.0.0.1:5: 1 packet of 324 bytes",
+            "127.0.0.1:53 ← 127.0.0.1:6: 1 packet of 40 bytes",
+        ] {
+            assert!(text.contains(part), "{part:?} not in:\n{text}");
+        }
+        assert_eq!(s.select(Some(53)).expect("port 53").packets, 1);
+        let e = s.select(Some(5401)).expect_err("no such port").to_string();
+        assert!(e.contains("no UDP datagrams to port 5401"), "{e}");
+        assert!(e.contains("127.0.0.1:5400 ←"), "{e}");
+    }
+}
