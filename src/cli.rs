@@ -44,6 +44,9 @@ pub enum Command {
     /// See forza-relay work on this computer alone: a simulated drive relayed to
     /// two local tools, one of them translated, printed as it happens.
     Demo(DemoArgs),
+    /// Record what arrives on a UDP port into a capture file (pcap), for
+    /// replay, Wireshark or a bug report.
+    Record(RecordArgs),
     /// Send the UDP packets of a capture (pcap or pcapng) again, with their
     /// original spacing.
     Replay(ReplayArgs),
@@ -129,6 +132,25 @@ pub struct DemoArgs {
     pub seconds: f64,
 }
 
+/// Options of `record`.
+#[derive(Debug, Clone, Args)]
+#[command(after_help = "Example:
+  forza-relay record --listen 0.0.0.0:5400 --output drive.pcap --duration 600")]
+pub struct RecordArgs {
+    /// Address to listen on, IP:PORT or a bare PORT [default: 0.0.0.0:5400].
+    #[arg(long, value_name = "ADDR")]
+    pub listen: Option<String>,
+    /// The capture file to write (replaced if it exists).
+    #[arg(short, long, value_name = "FILE.pcap")]
+    pub output: PathBuf,
+    /// Stop after this many seconds (default: until Ctrl-C).
+    #[arg(long, value_name = "SECONDS", allow_negative_numbers = true)]
+    pub duration: Option<f64>,
+    /// Stop after this many datagrams.
+    #[arg(long, value_name = "N")]
+    pub count: Option<u64>,
+}
+
 /// Options of `replay`.
 #[derive(Debug, Clone, Args)]
 #[command(after_help = "Examples:
@@ -177,4 +199,8 @@ pub struct Settings {
     /// line on standard output, for scripts).
     #[arg(long, value_name = "FORMAT")]
     pub stats_format: Option<String>,
+    /// Record every datagram received into this capture file (pcap), while
+    /// relaying; {time} in the name becomes the start time (overrides the file).
+    #[arg(long, value_name = "FILE")]
+    pub record: Option<String>,
 }

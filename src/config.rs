@@ -10,7 +10,7 @@ use std::fmt;
 use std::fs::File;
 use std::io::{self, Read as _};
 use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use ipnet::IpNet;
@@ -153,6 +153,9 @@ pub struct Config {
     pub stats_format: StatsFormat,
     /// Where packets go.
     pub destinations: Vec<Destination>,
+    /// A capture file recording every datagram received (`{time}` in it becomes
+    /// the start time); `None` = no recording.
+    pub record: Option<PathBuf>,
 }
 
 /// One configuration mistake.
@@ -228,6 +231,17 @@ pub struct FileConfig {
     /// `[[destination]]`, one per table.
     #[serde(default)]
     pub destination: Vec<Spanned<DestinationFile>>,
+    /// `[record]`.
+    #[serde(default)]
+    pub record: RecordFile,
+}
+
+/// `[record]` as written.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RecordFile {
+    /// `path = "drive-{time}.pcap"`: relative to the config file's folder.
+    pub path: Option<Spanned<String>>,
 }
 
 /// `[listen]` as written.
@@ -294,6 +308,8 @@ struct Raw {
     destinations: Vec<RawDestination>,
     /// Where to point a "no destinations" message.
     destinations_place: String,
+    /// `record.path`, and the folder a relative one is in.
+    record: Option<(String, String, Option<PathBuf>)>,
 }
 
 /// The text of the config file at `path`, and its name for messages.
@@ -329,6 +345,8 @@ pub struct Overrides {
     pub stats_interval: Option<u64>,
     /// `--stats-format`.
     pub stats_format: Option<String>,
+    /// `--record`.
+    pub record: Option<String>,
 }
 
 impl Config {
@@ -383,13 +401,28 @@ impl Config {
         if self.stats_format == StatsFormat::Json {
             s.push_str(", summaries as JSON lines on standard output");
         }
+        if let Some(path) = &self.record {
+            let _ = write!(
+                s,
+                "\nrecord every datagram received into {}",
+                path.display()
+            );
+        }
         s
     }
 
     /// Reads and validates the file at `path`, then applies `overrides`.
     pub fn from_file(path: &Path, overrides: &Overrides) -> Result<Config, ConfigError> {
         let (text, origin) = read_file(path)?;
-        Self::from_toml(&text, &origin, overrides)
+        Self::parse(
+            &text,
+            &origin,
+            path.parent(),
+            overrides,
+            None,
+            &system_look_up,
+        )
+        .map(|r| r.config)
     }
 
     /// Validates TOML `text`; `origin` names it in messages.
@@ -398,7 +431,7 @@ impl Config {
         origin: &str,
         overrides: &Overrides,
     ) -> Result<Config, ConfigError> {
-        Self::parse(text, origin, overrides, None, &system_look_up).map(|r| r.config)
+        Self::parse(text, origin, None, overrides, None, &system_look_up).map(|r| r.config)
     }
 
     /// Reads the file at `path` again while `previous` runs, looking hostnames
@@ -412,12 +445,14 @@ impl Config {
         look_up: &LookUp,
     ) -> Result<Reloaded, ConfigError> {
         let (text, origin) = read_file(path)?;
-        Self::parse(&text, &origin, overrides, previous, look_up)
+        Self::parse(&text, &origin, path.parent(), overrides, previous, look_up)
     }
 
+    /// Validates `text`; a relative `record.path` is taken from `folder`.
     fn parse(
         text: &str,
         origin: &str,
+        folder: Option<&Path>,
         overrides: &Overrides,
         previous: Option<&Config>,
         look_up: &LookUp,
@@ -508,6 +543,10 @@ impl Config {
                 })
                 .collect(),
             destinations_place: origin.to_owned(),
+            record: file.record.path.as_ref().map(|v| {
+                let (place, text) = spanned(v, "record.path");
+                (place, text, folder.map(Path::to_path_buf))
+            }),
         };
         raw.apply(overrides).validate(previous, look_up)
     }
@@ -535,6 +574,7 @@ impl Config {
             stats_format: None,
             destinations,
             destinations_place: "command line".to_owned(),
+            record: None,
         }
         .apply(overrides)
         .validate(None, &system_look_up)
@@ -654,6 +694,10 @@ impl Raw {
         }
         if let Some(f) = &o.stats_format {
             self.stats_format = Some(("--stats-format".to_owned(), f.clone()));
+        }
+        if let Some(r) = &o.record {
+            // Relative to the current folder, as any path on a command line.
+            self.record = Some(("--record".to_owned(), r.clone(), None));
         }
         self
     }
@@ -823,6 +867,26 @@ impl Raw {
             }
         }
 
+        let record = match &self.record {
+            None => None,
+            Some((place, text, _)) if text.trim().is_empty() => {
+                problem(
+                    place,
+                    "the path is empty: write a file name, like \"drive-{time}.pcap\"".to_owned(),
+                );
+                None
+            }
+            Some((_, text, folder)) => {
+                let path = PathBuf::from(text.trim());
+                Some(match folder {
+                    Some(folder) if path.is_relative() && !folder.as_os_str().is_empty() => {
+                        folder.join(path)
+                    }
+                    _ => path,
+                })
+            }
+        };
+
         match listen {
             Some(listen) if problems.is_empty() => Ok(Reloaded {
                 warnings,
@@ -835,6 +899,7 @@ impl Raw {
                     stats_interval,
                     stats_format,
                     destinations,
+                    record,
                 },
             }),
             _ => Err(ConfigError { problems }),
@@ -1109,6 +1174,40 @@ addr = "localhost"
     }
 
     #[test]
+    fn a_relative_record_path_is_next_to_the_config_file() {
+        let dir = std::env::temp_dir().join(format!("forza-relay-config-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("forza-relay.toml");
+        let dest = "[[destination]]\naddr = \"127.0.0.1:8000\"\n";
+        std::fs::write(
+            &file,
+            format!("[record]\npath = \"laps/drive-{{time}}.pcap\"\n{dest}"),
+        )
+        .unwrap();
+        let c = Config::from_file(&file, &Overrides::default()).unwrap();
+        assert_eq!(c.record, Some(dir.join("laps/drive-{time}.pcap")));
+        let c = Config::from_file(
+            &file,
+            &Overrides {
+                record: Some("here.pcap".to_owned()),
+                ..Overrides::default()
+            },
+        )
+        .unwrap();
+        assert_eq!(
+            c.record,
+            Some(PathBuf::from("here.pcap")),
+            "--record is as given"
+        );
+        assert_eq!(
+            problems(&format!("[record]\npath = \" \"\n{dest}")),
+            ["test.toml:2: record.path: the path is empty: write a file name, like \"drive-{time}.pcap\""]
+        );
+        assert_eq!(parse(dest).unwrap().record, None);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
     fn no_destinations_is_an_error() {
         assert_eq!(
             problems("[listen]\naddr = \"0.0.0.0:5400\"\n"),
@@ -1144,6 +1243,7 @@ addr = "localhost"
                 input: Some("fh6".to_owned()),
                 stats_interval: Some(0),
                 stats_format: Some("json".to_owned()),
+                record: None,
             },
         )
         .unwrap();

@@ -258,7 +258,7 @@ pub fn run(seconds: Duration, stop: &AtomicBool, out: &mut impl Write) -> Result
         listen: Some("127.0.0.1:0".to_owned()),
         input: Some(FROM.id().to_owned()),
         stats_interval: Some(0),
-        stats_format: None,
+        ..Overrides::default()
     };
     let config = Config::from_args(&to, &overrides).map_err(DemoError::Config)?;
     let mut relay = Relay::bind(&config).map_err(DemoError::Relay)?;

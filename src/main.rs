@@ -10,8 +10,9 @@ use std::sync::Arc;
 use clap::Parser as _;
 use log::{error, info, warn};
 
-use forza_relay::capture::{replay, Streams};
-use forza_relay::cli::{Cli, Command, DemoArgs, ReplayArgs, Settings, SimulateArgs};
+use forza_relay::capture::record::{self, Recorder};
+use forza_relay::capture::{replay, CaptureError, Streams};
+use forza_relay::cli::{Cli, Command, DemoArgs, RecordArgs, ReplayArgs, Settings, SimulateArgs};
 use forza_relay::config::{
     system_look_up, Config, ConfigError, Overrides, StatsFormat, DEFAULT_FILE_NAME,
 };
@@ -19,6 +20,7 @@ use forza_relay::platform;
 use forza_relay::relay::Relay;
 use forza_relay::reload::Reloader;
 use forza_relay::stats::{SnapshotKind, Summary};
+use forza_relay::tap;
 use forza_relay::watch::command as watch;
 
 const NO_CONFIG_HELP: &str = "\
@@ -63,6 +65,7 @@ fn real_main() -> ExitCode {
         Some(Command::Export(a)) => return finish(watch::export_command(&a)),
         Some(Command::Dissector(a)) => return finish(watch::dissector_command(&a)),
         Some(Command::Replay(args)) => return replay(&args),
+        Some(Command::Record(args)) => return record_command(&args),
     };
     let (config, file) = match load(&settings) {
         Ok(Some(loaded)) => loaded,
@@ -110,6 +113,16 @@ fn run(config: &Config, file: Option<(PathBuf, Overrides)>) -> ExitCode {
     }
     #[cfg(unix)]
     stop_on_sigterm(relay.control());
+    let recorder = match &config.record {
+        Some(path) => match start_recording(&mut relay, path) {
+            Ok(recorder) => Some(recorder),
+            Err(e) => {
+                error!("{e}");
+                return ExitCode::from(1);
+            }
+        },
+        None => None,
+    };
     // Summaries are printed off the loop, which never waits for the terminal.
     let summaries = relay.summaries();
     let format = config.stats_format;
@@ -122,9 +135,9 @@ fn run(config: &Config, file: Option<(PathBuf, Overrides)>) -> ExitCode {
             }
         }
     });
-    let mut config = config.clone();
-    config.listen = relay.local_addr();
-    info!("{}", config.describe());
+    let mut shown = config.clone();
+    shown.listen = relay.local_addr();
+    info!("{}", shown.describe());
     let reloader = file.and_then(|(path, overrides)| {
         match Reloader::start(
             &path,
@@ -155,12 +168,157 @@ fn run(config: &Config, file: Option<(PathBuf, Overrides)>) -> ExitCode {
     // Closes the summaries channel, which ends the printer.
     drop(relay);
     let _ = printer.join();
+    if let Some(recorder) = recorder {
+        finish_recording(recorder);
+    }
     if format == StatsFormat::Json {
         print_json(&last.to_json(SnapshotKind::Final));
     }
     info!("{last}");
     platform::summary_printed();
     ExitCode::SUCCESS
+}
+
+/// Starts recording what `relay` receives into `path` (`{time}` in it becomes
+/// now), creating its folder if needed.
+fn start_recording(relay: &mut Relay, path: &std::path::Path) -> Result<Recorder, CaptureError> {
+    let path = record::path_for(path, std::time::SystemTime::now());
+    if let Some(folder) = path.parent().filter(|f| !f.as_os_str().is_empty()) {
+        // A folder that can't be made shows up as the file's error below.
+        let _ = std::fs::create_dir_all(folder);
+    }
+    let (producer, tap) = tap::tap(tap::DEFAULT_CAPACITY);
+    let recorder = Recorder::start(&path, tap, None, || {})?;
+    relay.attach(producer);
+    info!("recording every datagram received into {}", path.display());
+    Ok(recorder)
+}
+
+/// Flushes the recording and says what is in it.
+fn finish_recording(recorder: Recorder) {
+    match recorder.finish() {
+        Ok(r) => info!("{}", Recording(&r)),
+        Err(e) => error!("the recording stopped early: {e}"),
+    }
+}
+
+/// What a recording holds, as its last line says it.
+struct Recording<'a>(&'a record::Recorded);
+
+impl std::fmt::Display for Recording<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let r = self.0;
+        write!(
+            f,
+            "recorded {} datagrams into {}",
+            r.packets,
+            r.path.display()
+        )?;
+        if r.dropped > 0 {
+            write!(
+                f,
+                "; {} more arrived while the disk was behind and are not in it (they were \
+                 relayed)",
+                r.dropped
+            )?;
+        }
+        if r.too_long > 0 {
+            write!(
+                f,
+                "; {} longer than a capture record holds were left out",
+                r.too_long
+            )?;
+        }
+        Ok(())
+    }
+}
+
+/// `record`: write what arrives on the listen address into a capture file,
+/// until Ctrl-C, `--duration` or `--count`.
+fn record_command(args: &RecordArgs) -> ExitCode {
+    let mut problems = Vec::new();
+    let listen_text = args.listen.as_deref().unwrap_or("0.0.0.0:5400");
+    let listen = forza_relay::config::parse_listen(listen_text)
+        .map_err(|message| problems.push(("--listen", message)))
+        .ok();
+    let duration = args
+        .duration
+        .map(|d| forza_relay::simulate::seconds("--duration", d))
+        .transpose()
+        .map_err(|p| problems.push(("--duration", p.message)))
+        .ok()
+        .flatten();
+    if args.count == Some(0) {
+        problems.push(("--count", "must be at least 1".to_owned()));
+    }
+    let Some(listen) = listen.filter(|_| problems.is_empty()) else {
+        for (place, message) in problems {
+            eprintln!("error: {place}: {message}");
+        }
+        return ExitCode::from(2);
+    };
+    let config = Config {
+        origin: "command line".to_owned(),
+        listen,
+        listen_place: "--listen".to_owned(),
+        input: forza_relay::config::Input::Auto,
+        allow: Vec::new(),
+        stats_interval: None,
+        stats_format: StatsFormat::Text,
+        destinations: Vec::new(),
+        record: None,
+    };
+    let mut relay = match Relay::bind(&config) {
+        Ok(relay) => relay,
+        Err(e) => {
+            error!("{e}");
+            return ExitCode::from(1);
+        }
+    };
+    let (producer, tap) = tap::tap(tap::DEFAULT_CAPACITY);
+    let at_limit = relay.control();
+    let recorder = match Recorder::start(&args.output, tap, args.count, move || at_limit.stop()) {
+        Ok(r) => r,
+        Err(e) => {
+            error!("{e}");
+            return ExitCode::from(1);
+        }
+    };
+    relay.attach(producer);
+    let control = relay.control();
+    if let Err(e) = ctrlc::set_handler(move || control.stop()) {
+        warn!("Ctrl-C will stop without flushing the file: {e}");
+    }
+    #[cfg(unix)]
+    stop_on_sigterm(relay.control());
+    if let Some(duration) = duration {
+        let control = relay.control();
+        std::thread::spawn(move || {
+            std::thread::sleep(duration);
+            control.stop();
+        });
+    }
+    info!(
+        "recording what arrives on {} into {}; Ctrl-C stops",
+        relay.local_addr(),
+        args.output.display()
+    );
+    let last = relay.run();
+    drop(relay);
+    match recorder.finish() {
+        Ok(r) => {
+            info!(
+                "{} in {}",
+                Recording(&r),
+                forza_relay::stats::Elapsed(last.elapsed)
+            );
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            error!("the recording stopped early: {e}");
+            ExitCode::from(1)
+        }
+    }
 }
 
 /// SIGTERM (a service manager, `kill`) stops the relay as Ctrl-C does. SIGHUP
@@ -194,6 +352,7 @@ fn overrides(s: &Settings) -> Overrides {
         input: s.input.clone(),
         stats_interval: s.stats_interval,
         stats_format: s.stats_format.clone(),
+        record: s.record.clone(),
     }
 }
 

@@ -175,6 +175,12 @@ fn watch(
         for w in &reloaded.warnings {
             warn!("{}: {}", w.place, w.message);
         }
+        if reloaded.config.record != current.record {
+            warn!(
+                "{}: a change to [record] takes effect at the next start",
+                path.display()
+            );
+        }
         if reloaded.config == current {
             debug!("{}: saved, but nothing changed", path.display());
             continue;

@@ -2,7 +2,6 @@
 //! by hand, and made with tcpdump and tshark under tests/fixtures/captures/),
 //! errors, replay through loopback, and tshark reading what the writer wrote.
 
-#[allow(dead_code)]
 mod common;
 
 use std::net::{IpAddr, SocketAddr, UdpSocket};

@@ -5,7 +5,6 @@
 //! this computer's LAN address on the listen port is refused as a loop.
 
 // Only the binary helpers, receivers and packets are used here.
-#[allow(dead_code)]
 mod common;
 
 use std::net::{IpAddr, SocketAddr, UdpSocket};

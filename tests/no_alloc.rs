@@ -2,8 +2,8 @@
 //! armed only on the relay's thread, watches 1,000+ packets go through the real
 //! loop on loopback (after a warm-up) to four destinations, one of each kind:
 //! byte-for-byte, translated, translated with `only_race_on`, and rate-limited,
-//! with a tap attached (what `[record]` and the dashboard read) and drained by
-//! another thread.
+//! while recording (`[record]`: the tap drained into a capture file by the
+//! recorder thread).
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
@@ -13,6 +13,7 @@ use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
+use forza_relay::capture::record::Recorder;
 use forza_relay::config::{Config, Overrides};
 use forza_relay::relay::Relay;
 use forza_relay::tap;
@@ -110,22 +111,12 @@ max_rate = 100
     let config = Config::from_toml(&toml, "no_alloc.toml", &Overrides::default()).unwrap();
     let mut relay = Relay::bind(&config).unwrap();
     let target = relay.local_addr();
-    let (producer, mut tap) = tap::tap(tap::DEFAULT_CAPACITY);
+    // Recording on, as `[record]` does it: the tap drained by the capture writer.
+    let capture =
+        std::env::temp_dir().join(format!("forza-relay-no-alloc-{}.pcap", std::process::id()));
+    let (producer, tap) = tap::tap(tap::DEFAULT_CAPACITY);
+    let recorder = Recorder::start(&capture, tap, None, || {}).unwrap();
     relay.attach(producer);
-    let tap_stop = stop.clone();
-    let tapped = thread::spawn(move || {
-        let mut n = 0u64;
-        loop {
-            match tap.pop() {
-                Some(d) if d.payload.len() == 324 => n += 1,
-                Some(d) => panic!("a {}-byte datagram in the tap", d.payload.len()),
-                // Stopped and drained: everything the relay pushed was read.
-                None if tap_stop.load(Ordering::SeqCst) => break,
-                None => thread::sleep(Duration::from_millis(1)),
-            }
-        }
-        (n, tap.dropped())
-    });
 
     let sender = thread::spawn(move || {
         let socket = UdpSocket::bind("127.0.0.1:0").unwrap();
@@ -161,7 +152,8 @@ max_rate = 100
     sender.join().unwrap();
     stop.store(true, Ordering::SeqCst);
     let counts: Vec<u64> = receivers.into_iter().map(|r| r.1.join().unwrap()).collect();
-    let (tapped, tap_dropped) = tapped.join().unwrap();
+    let recorded = recorder.finish().unwrap();
+    let _ = std::fs::remove_file(&capture);
     let report = relay.snapshot();
 
     assert!(
@@ -191,9 +183,9 @@ max_rate = 100
     );
     assert!(counts.iter().all(|&n| n > 0), "receivers got {counts:?}");
     assert_eq!(
-        tapped + tap_dropped,
+        recorded.packets + recorded.dropped,
         relay.input_stats().received,
-        "every datagram reached the tap or was counted as dropped there"
+        "every datagram was recorded or counted as dropped at the tap"
     );
-    assert!(tapped > 0, "the tap saw the traffic");
+    assert!(recorded.packets > 0, "the recording holds the traffic");
 }

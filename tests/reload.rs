@@ -3,7 +3,6 @@
 //! file changes. Destinations that did not change must receive every packet
 //! sent during the reload.
 
-#[allow(dead_code)]
 mod common;
 
 use std::io;

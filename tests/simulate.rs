@@ -5,7 +5,6 @@
 //! the packets come over a real loopback socket from the real program.
 
 // The shared helpers; this binary uses the receiver and the child-process parts.
-#[allow(dead_code)]
 mod common;
 
 use std::alloc::{GlobalAlloc, Layout, System};

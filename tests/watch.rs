@@ -1,7 +1,6 @@
 //! `watch`, `export` and `dissector` run the way a user runs them: the real binary
 //! on loopback, its output read back with the `csv` crate, serde_json and tshark.
 
-#[allow(dead_code)] // The relay's helpers that these tests do not use.
 mod common;
 
 use std::path::Path;

@@ -16,6 +16,7 @@
 mod ip;
 mod link;
 mod read;
+pub mod record;
 pub mod replay;
 mod streams;
 mod write;

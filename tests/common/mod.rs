@@ -1,6 +1,8 @@
 //! Helpers for the relay's integration tests: loopback sockets with read timeouts,
 //! a relay running on its own thread, packets built field by field from named
 //! values, and the real binary run as a child process with bounded waits.
+//! Each test binary uses a part of them.
+#![allow(dead_code)]
 
 pub mod bin;
 
@@ -327,6 +329,12 @@ impl Sender {
             socket: socket.into(),
             to,
         }
+    }
+
+    /// The port it sends from.
+    #[track_caller]
+    pub fn port(&self) -> u16 {
+        self.socket.local_addr().expect("a bound socket").port()
     }
 
     /// Sends `bytes` as one datagram.

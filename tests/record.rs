@@ -1,0 +1,262 @@
+//! Recording through the real binary: `forza-relay record`, then `replay` of
+//! what it wrote; `[record]` while relaying at 1,000 packets/s; and tshark
+//! reading a recording.
+
+mod common;
+
+use std::net::{SocketAddr, UdpSocket};
+use std::process::Command;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use forza_relay::capture::Reader;
+use forza_relay::wire::Format;
+
+use common::bin::Bin;
+use common::*;
+
+/// The datagrams a test records: Forza packets of every format, with distinct
+/// timestamps, and a few that are not Forza packets at all.
+fn datagrams(n: u32) -> Vec<Vec<u8>> {
+    (0..n)
+        .map(|i| match i % 8 {
+            0 => Spec::new(Format::Fh6, i).build(),
+            1 => Spec::new(Format::Fh5, i).build(),
+            2 => Spec::new(Format::Fm7, i).build(),
+            3 => Spec::new(Format::Fm2023, i).build(),
+            4 => Spec::new(Format::Sled, i).racing(false).build(),
+            5 => vec![(i % 251) as u8; 1 + i as usize],
+            6 => Vec::new(),
+            _ => Spec::new(Format::Fh6, i).class(FH6_R).build(),
+        })
+        .collect()
+}
+
+/// Starts `forza-relay record` on a fresh loopback port and returns it with the
+/// address it records.
+fn start_recording(file: &TempPath, count: u32) -> (Bin, SocketAddr) {
+    let count = count.to_string();
+    let mut bin = Bin::spawn(
+        &[
+            "record",
+            "--listen",
+            "127.0.0.1:0",
+            "-o",
+            &file.display(),
+            "--count",
+            &count,
+        ],
+        None,
+    );
+    let line = bin.wait_for_line("recording what arrives on ");
+    let addr = line
+        .split("arrives on ")
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next())
+        .and_then(|a| a.parse().ok())
+        .unwrap_or_else(|| panic!("no address in {line:?}"));
+    (bin, addr)
+}
+
+/// Sends `datagrams` from one socket, `gap` apart; returns the sender's port.
+fn send_paced(to: SocketAddr, datagrams: &[Vec<u8>], gap: Duration) -> u16 {
+    let sender = Sender::new(to);
+    let start = Instant::now();
+    for (i, d) in datagrams.iter().enumerate() {
+        sender.send(d);
+        let due = start + gap * (i as u32 + 1);
+        thread::sleep(due.saturating_duration_since(Instant::now()));
+    }
+    sender.port()
+}
+
+#[test]
+fn record_then_replay_reproduces_every_payload_byte_and_the_spacing() {
+    const N: u32 = 60;
+    const GAP: Duration = Duration::from_millis(10);
+    let file = TempPath::file("recorded.pcap", "");
+    let sent = datagrams(N);
+    let (bin, addr) = start_recording(&file, N);
+    send_paced(addr, &sent, GAP);
+    let done = bin.wait();
+    assert_eq!(done.code(), 0, "{}", done.stderr);
+    done.assert_stderr_has(&[&format!("recorded {N} datagrams into {}", file.display())]);
+
+    let (rx, rx_addr) = receiver();
+    let receiving = thread::spawn(move || {
+        let mut got = Vec::new();
+        let mut buf = vec![0u8; MAX_DATAGRAM];
+        while got.len() < N as usize {
+            let Ok(n) = recv_into(&rx, &mut buf) else {
+                break;
+            };
+            got.push((Instant::now(), buf[..n].to_vec()));
+        }
+        got
+    });
+    let to = rx_addr.to_string();
+    let replayed = Bin::run(&["replay", &file.display(), "--to", &to], None);
+    assert_eq!(replayed.code(), 0, "{}", replayed.stderr);
+    let got = receiving.join().expect("the receiver thread");
+
+    assert_eq!(got.len(), sent.len(), "every datagram replayed");
+    for (i, ((_, bytes), sent)) in got.iter().zip(&sent).enumerate() {
+        assert_eq!(bytes, sent, "datagram {i}, byte for byte");
+    }
+    // The spacing: the whole run within 30 % of the recorded one (10 ms apart),
+    // and most gaps at least half their recorded size. A loaded 2-core machine
+    // may wake the receiver late now and then, which bunches a few together.
+    let span = got[got.len() - 1].0 - got[0].0;
+    let recorded = GAP * (N - 1);
+    println!(
+        "replayed {} datagrams over {span:?} (recorded over about {recorded:?})",
+        got.len()
+    );
+    assert!(
+        span.as_secs_f64() > recorded.as_secs_f64() * 0.7
+            && span.as_secs_f64() < recorded.as_secs_f64() * 1.3,
+        "replayed over {span:?}, recorded over about {recorded:?}"
+    );
+    let wide = got
+        .windows(2)
+        .filter(|w| w[1].0 - w[0].0 >= GAP / 2)
+        .count();
+    assert!(
+        wide * 2 >= got.len(),
+        "only {wide} gaps kept half their size"
+    );
+}
+
+#[test]
+fn recording_while_relaying_1000_packets_a_second_loses_nothing() {
+    const N: u32 = 2_000;
+    let dir = TempPath::dir("record-run");
+    let (same, same_addr) = receiver();
+    let (fh5, fh5_addr) = receiver();
+    let toml = listen_toml("fh6")
+        + "\n[record]\npath = \"laps/drive-{time}.pcap\"\n"
+        + &destination_toml("same", same_addr, "same", "")
+        + &destination_toml("fh5", fh5_addr, "fh5", "");
+    let config = dir.path().join("forza-relay.toml");
+    std::fs::write(&config, toml).expect("write the config");
+    let config = config.display().to_string();
+    let mut bin = Bin::spawn(&["--config", &config, "--stats-format", "json"], None);
+    let listen = bin.wait_until_running();
+    let counting = |socket: UdpSocket| {
+        thread::spawn(move || {
+            let mut buf = vec![0u8; MAX_DATAGRAM];
+            let mut n = 0u32;
+            while n < N && recv_into(&socket, &mut buf).is_ok() {
+                n += 1;
+            }
+            n
+        })
+    };
+    let (same_rx, fh5_rx) = (counting(same), counting(fh5));
+    let packets: Vec<Vec<u8>> = (0..N).map(|i| Spec::new(Format::Fh6, i).build()).collect();
+    // 1,000 a second: ten every 10 ms.
+    let sender = Sender::new(listen);
+    let start = Instant::now();
+    for (i, p) in packets.iter().enumerate() {
+        sender.send(p);
+        if i % 10 == 9 {
+            let due = start + Duration::from_millis(i as u64 + 1);
+            thread::sleep(due.saturating_duration_since(Instant::now()));
+        }
+    }
+    let (same_got, fh5_got) = (same_rx.join().unwrap(), fh5_rx.join().unwrap());
+    bin.signal("INT");
+    let done = bin.wait();
+    assert_eq!(done.code(), 0, "{}", done.stderr);
+
+    let recording = std::fs::read_dir(dir.path().join("laps"))
+        .expect("the laps folder was made")
+        .map(|e| e.expect("a folder entry").path())
+        .find(|p| p.extension().is_some_and(|e| e == "pcap"))
+        .expect("a recording in laps/");
+    let name = recording
+        .file_name()
+        .unwrap()
+        .to_string_lossy()
+        .into_owned();
+    assert!(
+        name.starts_with("drive-20") && !name.contains("{time}"),
+        "{name}"
+    );
+    let recorded: Vec<_> = Reader::open(&recording)
+        .expect("open the recording")
+        .map(|d| d.expect("a good record"))
+        .collect();
+    let last: serde_json::Value =
+        serde_json::from_str(done.stdout.lines().last().expect("the final JSON line"))
+            .expect("JSON");
+    println!(
+        "sent {N}: same got {same_got}, fh5 got {fh5_got}, recorded {}; relay received {}, \
+         tap dropped {}",
+        recorded.len(),
+        last["input"]["received"],
+        last["tap_dropped"]
+    );
+    assert_eq!((same_got, fh5_got), (N, N), "relayed");
+    assert_eq!(recorded.len(), N as usize, "recorded");
+    for (i, (d, sent)) in recorded.iter().zip(&packets).enumerate() {
+        assert_eq!(&d.payload, sent, "recorded datagram {i}");
+        assert_eq!(d.to, listen, "recorded datagram {i}'s destination");
+    }
+    assert!(
+        recorded.windows(2).all(|w| w[0].time <= w[1].time),
+        "timestamps in order"
+    );
+    assert_eq!(last["event"], "final");
+    assert_eq!(last["tap_dropped"], 0);
+    assert_eq!(last["input"]["received"], N);
+    done.assert_stderr_has(&[
+        "recording every datagram received into",
+        &format!("recorded {N} datagrams into"),
+    ]);
+}
+
+#[test]
+fn tshark_reads_a_recording_as_udp_with_the_right_ports() {
+    if Command::new("tshark").arg("--version").output().is_err() {
+        println!("note: tshark is not installed; skipped (.ci/run installs it)");
+        return;
+    }
+    const N: u32 = 24;
+    let file = TempPath::file("for-tshark.pcap", "");
+    let (bin, addr) = start_recording(&file, N);
+    let from_port = send_paced(addr, &datagrams(N), Duration::from_millis(2));
+    assert_eq!(bin.wait().code(), 0);
+    let out = Command::new("tshark")
+        .args([
+            "-r",
+            &file.display(),
+            "-T",
+            "fields",
+            "-e",
+            "udp.srcport",
+            "-e",
+            "udp.dstport",
+            "-e",
+            "udp.length",
+        ])
+        .output()
+        .expect("run tshark");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let lines: Vec<String> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(str::to_owned)
+        .collect();
+    assert_eq!(lines.len(), N as usize, "{lines:?}");
+    for (line, d) in lines.iter().zip(datagrams(N)) {
+        assert_eq!(
+            *line,
+            format!("{from_port}\t{}\t{}", addr.port(), d.len() + 8),
+            "source port, destination port, UDP length"
+        );
+    }
+}
