@@ -238,34 +238,97 @@ fn listen() -> String {
     listen_toml("fh6")
 }
 
+/// How a test saves the new file.
+#[derive(Debug, Clone, Copy)]
+enum Save {
+    /// A new file renamed over the old one, as editors do.
+    Replace,
+    /// Into the file itself.
+    Overwrite,
+}
+
+/// (length, TimestampMS, CarClass) of one datagram a destination received.
+type Got = (usize, u32, i32);
+
+/// What one reload under traffic saw.
+struct Reload {
+    /// Packets sent in all.
+    sent: u32,
+    /// What each receiver got, in the order given.
+    got: Vec<Vec<Got>>,
+    /// The counters once the change was seen applied.
+    applied: Snapshot,
+    /// The final counters.
+    report: Snapshot,
+}
+
+/// Starts a relay on `before` and streams packets to it; `prepare()`, then saves
+/// `after` while they flow, waits until `applied` holds (`what` names the change),
+/// lets `more` packets go, and collects what each of `receivers` got.
+#[allow(clippy::too_many_arguments)]
+#[track_caller]
+fn reload_under_traffic(
+    before: &str,
+    after: &str,
+    look_up: Arc<LookUp>,
+    receivers: Vec<(UdpSocket, Format)>,
+    save: Save,
+    prepare: impl FnOnce(),
+    what: &str,
+    applied: impl Fn(&Snapshot) -> bool,
+    more: u32,
+) -> Reload {
+    let rig = Rig::start(before, look_up);
+    let done = Arc::new(AtomicBool::new(false));
+    let collectors: Vec<_> = receivers
+        .into_iter()
+        .map(|(socket, format)| collect(socket, format, done.clone()))
+        .collect();
+    let stream = Stream::start(rig.addr, 0);
+    thread::sleep(Duration::from_millis(200));
+    prepare();
+    match save {
+        Save::Replace => rig.replace(after),
+        Save::Overwrite => rig.overwrite(after),
+    }
+    let applied = rig.wait_for(what, applied);
+    let sent = stream.stop_after(more);
+    done.store(true, Ordering::SeqCst);
+    let got: Vec<Vec<Got>> = collectors
+        .into_iter()
+        .map(|c| c.join().expect("a receiver thread"))
+        .collect();
+    let report = rig.stop();
+    let counts: Vec<usize> = got.iter().map(Vec::len).collect();
+    println!("{what}: sent {sent}; the destinations got {counts:?}\n{report}");
+    Reload {
+        sent,
+        got,
+        applied,
+        report,
+    }
+}
+
 #[test]
 fn an_added_destination_starts_and_the_others_lose_nothing() {
     let (a, a_addr) = receiver();
     let (c, c_addr) = receiver();
     let before = listen() + &destination_toml("A", a_addr, "same", "");
     let after = before.clone() + &destination_toml("C", c_addr, "fm7", "");
-    let rig = Rig::start(&before, Arc::new(system_look_up));
-    let done = Arc::new(AtomicBool::new(false));
-    let (a_rx, c_rx) = (
-        collect(a, Format::Fh6, done.clone()),
-        collect(c, Format::Fm7, done.clone()),
+    let r = reload_under_traffic(
+        &before,
+        &after,
+        Arc::new(system_look_up),
+        vec![(a, Format::Fh6), (c, Format::Fm7)],
+        Save::Replace,
+        || {},
+        "+ C",
+        |s| names(s) == ["A", "C"],
+        100,
     );
-    let stream = Stream::start(rig.addr, 0);
-    thread::sleep(Duration::from_millis(200));
-    rig.replace(&after);
-    rig.wait_for("+ C", |s| names(s) == ["A", "C"]);
-    let sent = stream.stop_after(100);
-    done.store(true, Ordering::SeqCst);
-    let (a_got, c_got) = (a_rx.join().unwrap(), c_rx.join().unwrap());
-    let report = rig.stop();
-    println!(
-        "sent {sent}; A got {}, C got {}\n{report}",
-        a_got.len(),
-        c_got.len()
-    );
-
-    assert_every_packet("A", &a_got, sent);
-    let c_report = destination(&report, "C");
+    let (a_got, c_got) = (&r.got[0], &r.got[1]);
+    assert_every_packet("A", a_got, r.sent);
+    let c_report = destination(&r.report, "C");
     assert_eq!(c_report.output, Output::Format(Format::Fm7));
     assert!(
         c_got.len() >= 100,
@@ -276,7 +339,7 @@ fn an_added_destination_starts_and_the_others_lose_nothing() {
     assert!(c_got.iter().all(|g| g.0 == Format::Fm7.len()), "C gets fm7");
     // C's packets are the newest ones, in order, ending with the last sent.
     assert!(c_got.windows(2).all(|w| w[0].1 + 1 == w[1].1), "C in order");
-    assert_eq!(c_got.last().map(|g| g.1), Some(sent - 1));
+    assert_eq!(c_got.last().map(|g| g.1), Some(r.sent - 1));
 }
 
 #[test]
@@ -285,75 +348,59 @@ fn a_removed_destination_stops_and_the_others_lose_nothing() {
     let (d, d_addr) = receiver();
     let after = listen() + &destination_toml("A", a_addr, "same", "");
     let before = after.clone() + &destination_toml("D", d_addr, "same", "");
-    let rig = Rig::start(&before, Arc::new(system_look_up));
-    let done = Arc::new(AtomicBool::new(false));
-    let (a_rx, d_rx) = (
-        collect(a, Format::Fh6, done.clone()),
-        collect(d, Format::Fh6, done.clone()),
+    let r = reload_under_traffic(
+        &before,
+        &after,
+        Arc::new(system_look_up),
+        vec![(a, Format::Fh6), (d, Format::Fh6)],
+        Save::Replace,
+        || {},
+        "- D",
+        |s| names(s) == ["A"],
+        100,
     );
-    let stream = Stream::start(rig.addr, 0);
-    thread::sleep(Duration::from_millis(200));
-    rig.replace(&after);
-    let applied = rig.wait_for("- D", |s| names(s) == ["A"]);
-    let sent = stream.stop_after(100);
-    done.store(true, Ordering::SeqCst);
-    let (a_got, d_got) = (a_rx.join().unwrap(), d_rx.join().unwrap());
-    let report = rig.stop();
-    println!(
-        "sent {sent}; A got {}, D got {}\n{report}",
-        a_got.len(),
-        d_got.len()
-    );
-
-    assert_every_packet("A", &a_got, sent);
+    let (a_got, d_got) = (&r.got[0], &r.got[1]);
+    assert_every_packet("A", a_got, r.sent);
     assert!(!d_got.is_empty(), "D got packets before it was removed");
     assert!(
-        d_got.len() as u32 + 100 <= sent,
-        "D got {} of {sent}: nothing after its removal",
-        d_got.len()
+        d_got.len() as u32 + 100 <= r.sent,
+        "D got {} of {}: nothing after its removal",
+        d_got.len(),
+        r.sent
     );
     assert!(d_got.windows(2).all(|w| w[0].1 + 1 == w[1].1), "D in order");
-    assert!(report.destination("D").is_none());
-    assert!(applied.input.received <= u64::from(sent));
+    assert!(r.report.destination("D").is_none());
+    assert!(r.applied.input.received <= u64::from(r.sent));
 }
 
 #[test]
 fn a_changed_format_applies_at_once_and_keeps_every_packet_and_counter() {
     let (a, a_addr) = receiver();
     let (b, b_addr) = receiver();
-    let before = listen()
-        + &destination_toml("A", a_addr, "same", "")
-        + &destination_toml("B", b_addr, "same", "");
-    let after = listen()
-        + &destination_toml("A", a_addr, "same", "")
-        + &destination_toml("B", b_addr, "fh5", "");
-    let rig = Rig::start(&before, Arc::new(system_look_up));
-    let done = Arc::new(AtomicBool::new(false));
-    let (a_rx, b_rx) = (
-        collect(a, Format::Fh6, done.clone()),
-        collect(b, Format::Fh6, done.clone()),
+    let with_b = |format| {
+        listen()
+            + &destination_toml("A", a_addr, "same", "")
+            + &destination_toml("B", b_addr, format, "")
+    };
+    let r = reload_under_traffic(
+        &with_b("same"),
+        &with_b("fh5"),
+        Arc::new(system_look_up),
+        vec![(a, Format::Fh6), (b, Format::Fh6)],
+        Save::Overwrite,
+        || {},
+        "~ B: same -> fh5",
+        |s| {
+            s.destination("B")
+                .is_some_and(|b| b.output == Output::Format(Format::Fh5))
+        },
+        100,
     );
-    let stream = Stream::start(rig.addr, 0);
-    thread::sleep(Duration::from_millis(200));
-    rig.overwrite(&after);
-    rig.wait_for("~ B: same -> fh5", |s| {
-        s.destination("B")
-            .is_some_and(|b| b.output == Output::Format(Format::Fh5))
-    });
-    let sent = stream.stop_after(100);
-    done.store(true, Ordering::SeqCst);
-    let (a_got, b_got) = (a_rx.join().unwrap(), b_rx.join().unwrap());
-    let report = rig.stop();
-    println!(
-        "sent {sent}; A got {}, B got {}\n{report}",
-        a_got.len(),
-        b_got.len()
-    );
-
-    assert_every_packet("A", &a_got, sent);
+    let (a_got, b_got) = (&r.got[0], &r.got[1]);
+    assert_every_packet("A", a_got, r.sent);
     // Both formats are 324 bytes: the class tells them apart (FH6 R = 6 becomes
     // FH5 S2 = 5). B got every packet, first as sent, then translated.
-    assert_every_packet("B", &b_got, sent);
+    assert_every_packet("B", b_got, r.sent);
     let switch = b_got
         .iter()
         .position(|g| g.2 == FH5_S2)
@@ -362,8 +409,8 @@ fn a_changed_format_applies_at_once_and_keeps_every_packet_and_counter() {
     assert!(b_got[..switch].iter().all(|g| g.2 == FH6_R), "fh6 before");
     assert!(b_got[switch..].iter().all(|g| g.2 == FH5_S2), "fh5 after");
     assert_eq!(
-        destination(&report, "B").stats.sent,
-        u64::from(sent),
+        destination(&r.report, "B").stats.sent,
+        u64::from(r.sent),
         "B kept its counters across the change"
     );
 }
@@ -372,42 +419,34 @@ fn a_changed_format_applies_at_once_and_keeps_every_packet_and_counter() {
 fn a_changed_filter_applies_and_counts_add_up() {
     let (a, a_addr) = receiver();
     let (b, b_addr) = receiver();
-    let before = listen()
-        + &destination_toml("A", a_addr, "same", "")
-        + &destination_toml("B", b_addr, "same", "");
-    let after = listen()
-        + &destination_toml("A", a_addr, "same", "")
-        + &destination_toml("B", b_addr, "same", "only_race_on = true");
-    let rig = Rig::start(&before, Arc::new(system_look_up));
-    let done = Arc::new(AtomicBool::new(false));
-    let (a_rx, b_rx) = (
-        collect(a, Format::Fh6, done.clone()),
-        collect(b, Format::Fh6, done.clone()),
+    let with_b = |options| {
+        listen()
+            + &destination_toml("A", a_addr, "same", "")
+            + &destination_toml("B", b_addr, "same", options)
+    };
+    let r = reload_under_traffic(
+        &with_b(""),
+        &with_b("only_race_on = true"),
+        Arc::new(system_look_up),
+        vec![(a, Format::Fh6), (b, Format::Fh6)],
+        Save::Replace,
+        || {},
+        "~ B: only_race_on",
+        |s| {
+            s.destination("B")
+                .is_some_and(|b| b.stats.dropped(DropReason::NotRacing) > 0)
+        },
+        100,
     );
-    let stream = Stream::start(rig.addr, 0);
-    thread::sleep(Duration::from_millis(200));
-    rig.replace(&after);
-    rig.wait_for("~ B: only_race_on", |s| {
-        s.destination("B")
-            .is_some_and(|b| b.stats.dropped(DropReason::NotRacing) > 0)
-    });
-    let sent = stream.stop_after(100);
-    done.store(true, Ordering::SeqCst);
-    let (a_got, b_got) = (a_rx.join().unwrap(), b_rx.join().unwrap());
-    let report = rig.stop();
-    println!(
-        "sent {sent}; A got {}, B got {}\n{report}",
-        a_got.len(),
-        b_got.len()
-    );
-
-    assert_every_packet("A", &a_got, sent);
-    let b_report = destination(&report, "B");
+    let (a_got, b_got) = (&r.got[0], &r.got[1]);
+    assert_every_packet("A", a_got, r.sent);
+    let b_report = destination(&r.report, "B");
     assert_eq!(b_got.len() as u64, b_report.stats.sent);
     assert_eq!(
         b_report.stats.sent + b_report.stats.dropped(DropReason::NotRacing),
-        u64::from(sent),
-        "every packet B didn't get was a not-racing one: {report}"
+        u64::from(r.sent),
+        "every packet B didn't get was a not-racing one: {}",
+        r.report
     );
 }
 
@@ -507,28 +546,25 @@ fn a_hostname_that_stops_resolving_keeps_its_address() {
         listen(),
         a_addr.port()
     );
-    let rig = Rig::start(&by_name, switchable(a_addr, resolves.clone()));
-    let done = Arc::new(AtomicBool::new(false));
-    let (a_rx, c_rx) = (
-        collect(a, Format::Fh6, done.clone()),
-        collect(c, Format::Fh6, done.clone()),
+    let switch = resolves.clone();
+    let r = reload_under_traffic(
+        &by_name,
+        &(by_name.clone() + &destination_toml("C", c_addr, "same", "")),
+        switchable(a_addr, resolves),
+        vec![(a, Format::Fh6), (c, Format::Fh6)],
+        Save::Replace,
+        move || switch.store(false, Ordering::SeqCst),
+        "+ C",
+        |s| names(s) == ["A", "C"],
+        50,
     );
-    let stream = Stream::start(rig.addr, 0);
-    thread::sleep(Duration::from_millis(200));
-    resolves.store(false, Ordering::SeqCst);
-    rig.replace(&(by_name.clone() + &destination_toml("C", c_addr, "same", "")));
-    let applied = rig.wait_for("+ C", |s| names(s) == ["A", "C"]);
     assert_eq!(
-        destination(&applied, "A").addr,
+        destination(&r.applied, "A").addr,
         a_addr,
         "the old address is kept"
     );
-    let sent = stream.stop_after(50);
-    done.store(true, Ordering::SeqCst);
-    let (a_got, c_got) = (a_rx.join().unwrap(), c_rx.join().unwrap());
-    rig.stop();
-    assert_every_packet("A", &a_got, sent);
-    assert!(c_got.len() >= 50);
+    assert_every_packet("A", &r.got[0], r.sent);
+    assert!(r.got[1].len() >= 50);
 }
 
 #[test]

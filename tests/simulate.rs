@@ -1,5 +1,5 @@
-//! `simulate` and `demo` run as a user runs them (the real binary), and the
-//! simulator's promise to allocate nothing per frame.
+//! `simulate` and `demo` run as a user runs them (the real binary). The
+//! simulator's promise to allocate nothing per frame is in tests/no_alloc.rs.
 //!
 //! The physics of the drive is checked frame by frame in `src/simulate.rs`; here
 //! the packets come over a real loopback socket from the real program.
@@ -7,73 +7,14 @@
 // The shared helpers; this binary uses the receiver and the child-process parts.
 mod common;
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
 use std::io;
 use std::net::UdpSocket;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use common::bin::Bin;
-use forza_relay::simulate::{Simulator, RACE_OFF_FRAMES};
-use forza_relay::wire::{Format, MAX_LEN};
+use forza_relay::simulate::RACE_OFF_FRAMES;
+use forza_relay::wire::Format;
 use forza_relay::{Gear, Telemetry};
-
-struct Counting;
-
-thread_local! {
-    static ARMED: Cell<bool> = const { Cell::new(false) };
-}
-static ALLOCATIONS: AtomicUsize = AtomicUsize::new(0);
-
-fn count() {
-    if ARMED.try_with(Cell::get).unwrap_or(false) {
-        ALLOCATIONS.fetch_add(1, Ordering::SeqCst);
-    }
-}
-
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        count();
-        System.alloc(layout)
-    }
-    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        count();
-        System.alloc_zeroed(layout)
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        count();
-        System.realloc(ptr, layout, new_size)
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        System.dealloc(ptr, layout)
-    }
-}
-
-#[global_allocator]
-static GLOBAL: Counting = Counting;
-
-#[test]
-fn the_simulator_allocates_nothing_per_frame() {
-    for format in Format::ALL {
-        let mut sim = Simulator::new(format, 42);
-        let mut buf = [0u8; MAX_LEN];
-        let dt = Duration::from_nanos(16_666_667);
-        // Through a whole lap, a finish and race-off frames.
-        let before = ALLOCATIONS.load(Ordering::SeqCst);
-        ARMED.with(|a| a.set(true));
-        for i in 0..4_000 {
-            if i == 3_990 {
-                sim.finish();
-            }
-            let n = sim.frame(dt, &mut buf).expect("MAX_LEN holds every format");
-            std::hint::black_box(&buf[..n]);
-        }
-        ARMED.with(|a| a.set(false));
-        let allocations = ALLOCATIONS.load(Ordering::SeqCst) - before;
-        assert_eq!(allocations, 0, "{format}: {allocations} allocations");
-    }
-}
 
 /// Everything waiting at `socket` (the sender has exited, so all of it is there).
 fn drain(socket: &UdpSocket) -> Vec<Vec<u8>> {
