@@ -34,7 +34,7 @@ pub enum Command {
     /// the output is not a terminal). q, Esc or Ctrl-C quits.
     Watch(WatchArgs),
     /// Write every packet as a row of decoded fields, CSV or JSON lines, until
-    /// Ctrl-C.
+    /// Ctrl-C (or the end of a capture file).
     Export(ExportArgs),
     /// Print a Wireshark Lua dissector for the Forza formats:
     /// forza-relay dissector > forza.lua
@@ -56,8 +56,15 @@ pub enum Command {
 #[derive(Debug, Clone, Default, Args)]
 pub struct WatchArgs {
     /// Address to listen on, IP:PORT or a bare PORT [default: 0.0.0.0:5400].
-    #[arg(long, value_name = "ADDR")]
+    #[arg(long, value_name = "ADDR", conflicts_with = "file")]
     pub listen: Option<String>,
+    /// Play a capture (pcap or pcapng) at its own pace instead of listening.
+    #[arg(long, value_name = "CAPTURE")]
+    pub file: Option<PathBuf>,
+    /// With --file: only the packets sent to this UDP port; needed when the
+    /// capture holds packets to several ports.
+    #[arg(long, value_name = "PORT", requires = "file")]
+    pub port: Option<u16>,
     /// Packet format: auto, sled, fm7, fm2023, fh4, fh5 or fh6 [default: auto].
     #[arg(long, value_name = "FORMAT")]
     pub format: Option<String>,
@@ -67,11 +74,19 @@ pub struct WatchArgs {
 #[derive(Debug, Clone, Default, Args)]
 pub struct ExportArgs {
     /// Address to listen on, IP:PORT or a bare PORT [default: 0.0.0.0:5400].
-    #[arg(long, value_name = "ADDR")]
+    #[arg(long, value_name = "ADDR", conflicts_with = "file")]
     pub listen: Option<String>,
+    /// Export a capture (pcap or pcapng) instead of listening: as fast as it
+    /// reads, to its end.
+    #[arg(long, value_name = "CAPTURE")]
+    pub file: Option<PathBuf>,
+    /// With --file: only the packets sent to this UDP port; needed when the
+    /// capture holds packets to several ports.
+    #[arg(long, value_name = "PORT", requires = "file")]
+    pub port: Option<u16>,
     /// File to write ("-" for standard output). It is replaced if it exists.
     #[arg(short, long, value_name = "FILE")]
-    pub output: std::path::PathBuf,
+    pub output: PathBuf,
     /// csv or jsonl [default: jsonl for a .jsonl or .json file, else csv].
     #[arg(long = "as", value_name = "KIND")]
     pub table: Option<String>,
@@ -203,4 +218,9 @@ pub struct Settings {
     /// relaying; {time} in the name becomes the start time (overrides the file).
     #[arg(long, value_name = "FILE")]
     pub record: Option<String>,
+    /// Show the telemetry and every destination's counters while relaying, full
+    /// screen (q, Esc or Ctrl-C stops); one line a second when the output is not
+    /// a terminal.
+    #[arg(long)]
+    pub watch: bool,
 }

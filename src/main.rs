@@ -1,7 +1,7 @@
 //! `forza-relay`: parse the command line, set up logging, run the subcommand, and
 //! map errors to an exit code (0 ok, 1 could not start, 2 bad configuration).
 
-use std::io::Write as _;
+use std::io::{IsTerminal as _, Write as _};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -21,7 +21,7 @@ use forza_relay::relay::Relay;
 use forza_relay::reload::Reloader;
 use forza_relay::stats::{SnapshotKind, Summary};
 use forza_relay::tap;
-use forza_relay::watch::command as watch;
+use forza_relay::watch::{command as watch, console, live};
 
 const NO_CONFIG_HELP: &str = "\
 forza-relay needs to know where to send the game's packets.
@@ -84,17 +84,22 @@ fn real_main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    if check && settings.watch {
+        eprintln!("error: --watch is an option of run, not of check");
+        return ExitCode::from(2);
+    }
     if check {
         let mut out = std::io::stdout().lock();
         let _ = writeln!(out, "{}\nconfiguration OK", config.describe());
         return ExitCode::SUCCESS;
     }
-    run(&config, file.map(|path| (path, overrides(&settings))))
+    let file = file.map(|path| (path, overrides(&settings)));
+    run(&config, file, settings.watch)
 }
 
 /// Runs the relay; with a config `file` (and the command-line overrides to
-/// keep applying), reloads it whenever it changes.
-fn run(config: &Config, file: Option<(PathBuf, Overrides)>) -> ExitCode {
+/// keep applying), reloads it whenever it changes; with `watch`, shows it live.
+fn run(config: &Config, file: Option<(PathBuf, Overrides)>, watch: bool) -> ExitCode {
     let mut relay = match Relay::bind(config) {
         Ok(relay) => relay,
         Err(e) => {
@@ -123,17 +128,21 @@ fn run(config: &Config, file: Option<(PathBuf, Overrides)>) -> ExitCode {
         },
         None => None,
     };
-    // Summaries are printed off the loop, which never waits for the terminal.
-    let summaries = relay.summaries();
+    // Summaries are printed off the loop, which never waits for the terminal;
+    // the dashboard, which owns the terminal, shows the counters instead.
     let format = config.stats_format;
-    let printer = std::thread::spawn(move || {
-        let mut summary = Summary::default();
-        for snapshot in summaries {
-            match format {
-                StatsFormat::Text => info!("{}", summary.line(&snapshot)),
-                StatsFormat::Json => print_json(&snapshot.to_json(SnapshotKind::Summary)),
+    let dashboard = watch && std::io::stdout().is_terminal();
+    let printer = (!dashboard).then(|| {
+        let summaries = relay.summaries();
+        std::thread::spawn(move || {
+            let mut summary = Summary::default();
+            for snapshot in summaries {
+                match format {
+                    StatsFormat::Text => info!("{}", summary.line(&snapshot)),
+                    StatsFormat::Json => print_json(&snapshot.to_json(SnapshotKind::Summary)),
+                }
             }
-        }
+        })
     });
     let mut shown = config.clone();
     shown.listen = relay.local_addr();
@@ -163,11 +172,18 @@ fn run(config: &Config, file: Option<(PathBuf, Overrides)>) -> ExitCode {
         }
     });
     info!("running; press Ctrl-C to stop");
-    let last = relay.run();
+    let (last, screen_error) = if watch {
+        let watched = live::run(&mut relay, config.input);
+        (watched.last, watched.screen_error)
+    } else {
+        (relay.run(), None)
+    };
     drop(reloader);
     // Closes the summaries channel, which ends the printer.
     drop(relay);
-    let _ = printer.join();
+    if let Some(printer) = printer {
+        let _ = printer.join();
+    }
     if let Some(recorder) = recorder {
         finish_recording(recorder);
     }
@@ -176,6 +192,10 @@ fn run(config: &Config, file: Option<(PathBuf, Overrides)>) -> ExitCode {
     }
     info!("{last}");
     platform::summary_printed();
+    if let Some(e) = screen_error {
+        error!("the live view failed: {e}");
+        return ExitCode::from(1);
+    }
     ExitCode::SUCCESS
 }
 
@@ -563,5 +583,7 @@ fn init_logging() {
             let time = ts.get(11..19).unwrap_or(&ts);
             writeln!(buf, "{time} {:<5} {}", record.level(), record.args())
         })
+        // Held back while a full-screen view owns the terminal.
+        .target(env_logger::Target::Pipe(Box::new(console::LogWriter)))
         .init();
 }

@@ -115,8 +115,9 @@ pub struct Tap {
 }
 
 impl Tap {
-    /// The next whole datagram, if one is in.
-    pub fn pop(&mut self) -> Option<Datagram<'_>> {
+    /// The header of the next record and its payload's length, once all of the
+    /// record is in.
+    fn next_record(&self) -> Option<([u8; HEADER_LEN], usize)> {
         let mut header = [0u8; HEADER_LEN];
         if self.cons.occupied_len() < HEADER_LEN {
             return None;
@@ -127,9 +128,18 @@ impl Tap {
                 .try_into()
                 .expect("the header ends with 4 length bytes"),
         ) as usize;
-        if self.cons.occupied_len() < HEADER_LEN + len {
-            return None;
-        }
+        (self.cons.occupied_len() >= HEADER_LEN + len).then_some((header, len))
+    }
+
+    /// Whether a whole datagram is in, so that [`Tap::pop`] returns it. It
+    /// borrows nothing: a reader can wait on it, then pop.
+    pub fn is_ready(&self) -> bool {
+        self.next_record().is_some()
+    }
+
+    /// The next whole datagram, if one is in.
+    pub fn pop(&mut self) -> Option<Datagram<'_>> {
+        let (header, len) = self.next_record()?;
         self.cons.skip(HEADER_LEN);
         self.payload.resize(len, 0);
         self.cons.pop_slice(&mut self.payload);
@@ -225,6 +235,30 @@ mod tests {
             assert_eq!(rx.pop().unwrap().payload, &[i; 324][..]);
         }
         assert_eq!(tx.dropped(), 1);
+    }
+
+    #[test]
+    fn is_ready_waits_for_a_whole_record() {
+        let (mut tx, mut rx) = tap(4096);
+        let a: SocketAddr = "127.0.0.1:1".parse().unwrap();
+        assert!(!rx.is_ready(), "empty");
+        // A header whose payload is not in yet, as the producer leaves it between
+        // its two pushes.
+        let mut header = [0u8; HEADER_LEN];
+        header[8 + 2 * ADDR_LEN..].copy_from_slice(&3u32.to_le_bytes());
+        tx.prod.push_slice(&header);
+        assert!(!rx.is_ready(), "only the header is in");
+        assert!(rx.pop().is_none());
+        tx.prod.push_slice(&[1, 2]);
+        assert!(!rx.is_ready(), "two of three payload bytes");
+        tx.prod.push_slice(&[3]);
+        assert!(rx.is_ready());
+        assert!(rx.is_ready(), "asking again takes nothing");
+        assert_eq!(rx.pop().unwrap().payload, &[1, 2, 3][..]);
+        assert!(!rx.is_ready());
+        tx.push(SystemTime::now(), a, a, &[9; 10]);
+        assert!(rx.is_ready());
+        assert_eq!(rx.pop().unwrap().payload, &[9; 10][..]);
     }
 
     #[test]

@@ -508,3 +508,300 @@ fn tshark_decodes_the_port_given_to_the_generator() {
         [["fh6", "666666"]]
     );
 }
+
+/// Writes a capture (with forza-relay's own writer) of `(ms after t0, destination
+/// port, packet)`, each from 127.0.0.1:5555 to 127.0.0.1:PORT.
+#[track_caller]
+fn write_capture(path: &Path, datagrams: &[(u64, u16, Vec<u8>)]) {
+    let mut w = forza_relay::capture::Writer::create(path).expect("create the capture");
+    for (ms, port, packet) in datagrams {
+        w.write(
+            t0() + Duration::from_millis(*ms),
+            "127.0.0.1:5555".parse().expect("an address"),
+            std::net::SocketAddr::from(([127, 0, 0, 1], *port)),
+            packet,
+        )
+        .expect("write a datagram");
+    }
+    w.flush().expect("flush the capture");
+}
+
+/// The first packet's capture time: 2023-11-14T22:13:20Z.
+fn t0() -> std::time::SystemTime {
+    std::time::SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000)
+}
+
+/// The mix of `send_mix` to port 5400, the last two an hour after the first (an
+/// export that waited for them would not end within the test's time), and an
+/// fh5 stream to port 5300 between them.
+fn mixed_capture(path: &Path) {
+    const HOUR: u64 = 3_600_000;
+    write_capture(
+        path,
+        &[
+            (0, 5400, Spec::new(Format::Fh6, 100).build()),
+            (5, 5300, Spec::new(Format::Fh5, 999).build()),
+            (16, 5400, Spec::new(Format::Fm7, 200).build()),
+            (
+                HOUR,
+                5400,
+                Spec::new(Format::Fh6, 300).racing(false).build(),
+            ),
+            (HOUR + 16, 5400, Spec::new(Format::Sled, 400).build()),
+        ],
+    );
+}
+
+#[test]
+fn export_a_capture_file_to_csv_as_fast_as_it_reads() {
+    let dir = TempPath::dir("export-file-csv");
+    let pcap = dir.path().join("drive.pcap");
+    mixed_capture(&pcap);
+    let out = dir.path().join("laps.csv");
+    let out_text = out.display().to_string();
+    let pcap_text = pcap.display().to_string();
+    let done = Bin::run(
+        &[
+            "export", "--file", &pcap_text, "--port", "5400", "--output", &out_text,
+        ],
+        None,
+    );
+    assert_eq!(done.code(), 0, "{}", done.stderr);
+    done.assert_stderr_has(&["4 rows written to", &out_text, "port 5400, 4 packets"]);
+
+    let mut r = csv::Reader::from_path(&out).expect("the CSV file");
+    let header = r.headers().expect("a header").clone();
+    let rows: Vec<csv::StringRecord> = r.records().map(|r| r.expect("a row")).collect();
+    assert_eq!(rows.len(), 4);
+    let get = |row: usize, name: &str| -> String {
+        let i = header
+            .iter()
+            .position(|h| h == name)
+            .unwrap_or_else(|| panic!("no column {name}"));
+        rows[row][i].to_owned()
+    };
+    let formats: Vec<String> = (0..4).map(|i| get(i, "format")).collect();
+    assert_eq!(formats, ["fh6", "fm7", "fh6", "sled"]);
+    let stamps: Vec<String> = (0..4).map(|i| get(i, "TimestampMS")).collect();
+    assert_eq!(
+        stamps,
+        ["100", "200", "300", "400"],
+        "port 5300's fh5 left out"
+    );
+    assert_eq!(get(0, "IsRaceOn"), "1");
+    assert_eq!(get(2, "IsRaceOn"), "0");
+    assert_eq!(get(0, "Speed"), SPEED.to_string());
+    assert_eq!(get(1, "Gear"), GEAR.to_string());
+    assert_eq!(get(0, "CarGroup"), CAR_GROUP.to_string());
+    assert_eq!(get(3, "CurrentEngineRpm"), CURRENT_ENGINE_RPM.to_string());
+    assert_eq!(get(3, "Speed"), "", "sled has no Dash block");
+    // The capture's own times, not the time of the export.
+    assert_eq!(get(0, "recv_time"), "2023-11-14T22:13:20.000000Z");
+    assert_eq!(get(1, "recv_s"), "0.016000");
+    assert_eq!(get(2, "recv_time"), "2023-11-14T23:13:20.000000Z");
+    assert_eq!(get(3, "recv_s"), "3600.016000");
+}
+
+#[test]
+fn export_a_capture_file_to_json_lines_with_only_race_on() {
+    let dir = TempPath::dir("export-file-jsonl");
+    let pcap = dir.path().join("drive.pcapng.pcap");
+    mixed_capture(&pcap);
+    let out = dir.path().join("laps.jsonl");
+    let (pcap_text, out_text) = (pcap.display().to_string(), out.display().to_string());
+    let done = Bin::run(
+        &[
+            "export",
+            "--file",
+            &pcap_text,
+            "--port",
+            "5400",
+            "--output",
+            &out_text,
+            "--fields",
+            "format,TimestampMS,Speed,LapNumber,recv_s",
+            "--only-race-on",
+        ],
+        None,
+    );
+    assert_eq!(done.code(), 0, "{}", done.stderr);
+    done.assert_stderr_has(&["3 rows written", "1 with IsRaceOn = 0 skipped"]);
+    let text = std::fs::read_to_string(&out).expect("the export");
+    let rows: Vec<serde_json::Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("one JSON object per line"))
+        .collect();
+    assert_eq!(rows.len(), 3);
+    assert_eq!(rows[0].as_object().expect("an object").len(), 5);
+    assert_eq!(rows[0]["format"], "fh6");
+    assert_eq!(rows[0]["TimestampMS"], 100);
+    assert_eq!(rows[0]["Speed"].as_f64(), Some(f64::from(SPEED)));
+    assert_eq!(rows[0]["LapNumber"], LAP_NUMBER);
+    assert_eq!(rows[0]["recv_s"], 0.0);
+    assert_eq!(rows[1]["format"], "fm7");
+    assert_eq!(rows[1]["recv_s"], 0.016);
+    assert_eq!(rows[2]["format"], "sled");
+    assert_eq!(rows[2]["TimestampMS"], 400);
+    assert_eq!(rows[2]["LapNumber"], serde_json::Value::Null);
+    assert_eq!(rows[2]["recv_s"], 3_600.016);
+}
+
+#[test]
+fn a_capture_with_several_ports_needs_port_and_file_excludes_listen() {
+    let dir = TempPath::dir("file-errors");
+    let pcap = dir.path().join("two.pcap");
+    mixed_capture(&pcap);
+    let pcap_text = pcap.display().to_string();
+    let out = dir.path().join("x.csv");
+    let out_text = out.display().to_string();
+    let several: &[&str] = &[
+        "holds UDP datagrams to 2 destination ports",
+        "--port 5400",
+        "--port 5300",
+        &pcap_text,
+    ];
+    let cases: [(&[&str], &[&str]); 6] = [
+        (&["watch", "--file", &pcap_text], several),
+        (
+            &["export", "--file", &pcap_text, "--output", &out_text],
+            several,
+        ),
+        (
+            &["watch", "--file", &pcap_text, "--port", "9"],
+            &["no UDP datagrams to port 9", "--port 5400"],
+        ),
+        (
+            &["watch", "--file", &pcap_text, "--listen", "127.0.0.1:0"],
+            &["--listen", "cannot be used with", "--file"],
+        ),
+        (
+            &[
+                "export", "--listen", "5400", "--file", &pcap_text, "-o", &out_text,
+            ],
+            &["--listen", "cannot be used with", "--file"],
+        ),
+        (
+            &[
+                "watch",
+                "--file",
+                &dir.path().join("none.pcap").display().to_string(),
+            ],
+            &["cannot open", "none.pcap"],
+        ),
+    ];
+    for (args, parts) in cases {
+        let done = Bin::run(args, None);
+        assert_eq!(done.code(), 2, "{args:?}: {}", done.stderr);
+        done.assert_stderr_has(parts);
+    }
+    assert!(
+        !out.exists(),
+        "no output file for a capture that cannot be read"
+    );
+}
+
+#[test]
+fn watch_a_capture_file_without_a_terminal_prints_lines_and_ends_with_it() {
+    let dir = TempPath::dir("watch-file");
+    let pcap = dir.path().join("drive.pcap");
+    // 1.2 s of fh6 at 50 Hz: a line after a second, and one at the end.
+    let datagrams: Vec<(u64, u16, Vec<u8>)> = (0..60)
+        .map(|i| (i * 20, 5400, Spec::new(Format::Fh6, i as u32).build()))
+        .collect();
+    write_capture(&pcap, &datagrams);
+    let pcap_text = pcap.display().to_string();
+    let done = Bin::run(&["watch", "--file", &pcap_text, "--format", "fh6"], None);
+    assert_eq!(done.code(), 0, "{}", done.stderr);
+    done.assert_stderr_has(&["playing", &pcap_text, "port 5400, 60 packets"]);
+    let expected = format!(
+        "speed {:.0} km/h, gear {GEAR}, {:.0} rpm, lap {LAP_NUMBER},",
+        SPEED * 3.6,
+        CURRENT_ENGINE_RPM
+    );
+    let lines: Vec<&str> = done.stdout.lines().collect();
+    assert!(!lines.is_empty(), "no lines:\n{}", done.stderr);
+    for line in &lines {
+        assert!(line.starts_with(&expected), "{line:?} in\n{}", done.stdout);
+        assert!(line.ends_with(" Hz, fh6"), "{line}");
+    }
+}
+
+#[test]
+fn run_watch_without_a_terminal_prints_lines_and_the_final_summary() {
+    let (simhub, simhub_addr) = receiver();
+    let (dash, dash_addr) = receiver();
+    let to_simhub = format!("{simhub_addr},name=simhub");
+    let to_dash = format!("{dash_addr},format=fh5,name=dash");
+    let mut bin = Bin::spawn(
+        &[
+            "run",
+            "--watch",
+            "--listen",
+            "127.0.0.1:0",
+            "--to",
+            &to_simhub,
+            "--to",
+            &to_dash,
+        ],
+        None,
+    );
+    let addr = bin.wait_until_running();
+    let sender = Sender::new(addr);
+    // Long enough for two one-second lines.
+    let until = Instant::now() + Duration::from_millis(2_500);
+    let mut sent = 0u64;
+    while Instant::now() < until {
+        sent += 1;
+        sender.send(&Spec::new(Format::Fh6, sent as u32).build());
+        // Both have it before the next is sent, so none is in flight at the stop.
+        assert_eq!(recv(&simhub).len(), Format::Fh6.len());
+        assert_eq!(recv(&dash).len(), Format::Fh5.len());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    bin.signal("INT");
+    let done = bin.wait();
+    assert_eq!(done.code(), 0, "{}", done.stderr);
+    done.assert_summary_line("simhub", simhub_addr, "same", sent);
+    done.assert_summary_line("dash", dash_addr, "fh5", sent);
+
+    let expected = format!(
+        "speed {:.0} km/h, gear {GEAR}, {:.0} rpm, lap {LAP_NUMBER},",
+        SPEED * 3.6,
+        CURRENT_ENGINE_RPM
+    );
+    let lines: Vec<&str> = done
+        .stdout
+        .lines()
+        .filter(|l| l.starts_with(&expected))
+        .collect();
+    assert!(lines.len() >= 2, "lines:\n{}", done.stdout);
+    // Each names both destinations with a rate: " | simhub 50/s | dash 50/s".
+    let rate = |line: &str, name: &str| -> f64 {
+        let (_, after) = line
+            .split_once(&format!(" | {name} "))
+            .unwrap_or_else(|| panic!("no {name} in {line:?}"));
+        let (n, _) = after
+            .split_once("/s")
+            .unwrap_or_else(|| panic!("no rate in {line:?}"));
+        n.parse().unwrap_or_else(|_| panic!("{n:?} in {line:?}"))
+    };
+    for line in &lines {
+        assert!(!line.contains("errors"), "{line}");
+        rate(line, "simhub");
+        rate(line, "dash");
+    }
+    assert!(
+        lines
+            .iter()
+            .any(|l| rate(l, "simhub") > 0.0 && rate(l, "dash") > 0.0),
+        "no line with both rates above zero:\n{}",
+        done.stdout
+    );
+}
+
+#[test]
+fn watch_is_an_option_of_run_not_of_check() {
+    let done = Bin::run(&["check", "--watch", "--to", "127.0.0.1:9000"], None);
+    assert_eq!(done.code(), 2, "{}", done.stderr);
+    done.assert_stderr_has(&["--watch is an option of run"]);
+}

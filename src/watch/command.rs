@@ -1,6 +1,8 @@
 //! The `watch`, `export` and `dissector` subcommands: their options turned once
-//! into [`WatchOptions`] / [`ExportOptions`], the source opened, errors turned into
-//! a message and an exit code (1: could not start or failed, 2: a bad option).
+//! into [`WatchOptions`] / [`ExportOptions`], the source opened (`--listen ADDR`,
+//! or `--file CAPTURE [--port P]`: paced for `watch`, as fast as it reads for
+//! `export`), errors turned into a message and an exit code (1: could not start
+//! or failed, 2: a bad option or an unreadable capture).
 
 use std::fs::File;
 use std::io::{self, IsTerminal, Write};
@@ -15,7 +17,7 @@ use super::columns::{self, Column};
 use super::dashboard::{watch, WatchOptions};
 use super::dissector;
 use super::export::{export, ExportOptions, Table};
-use super::source::UdpSource;
+use super::source::{CaptureSource, Pace, Source, UdpSource};
 use crate::cli::{DissectorArgs, ExportArgs, WatchArgs};
 use crate::config::{parse_listen, Input, DEFAULT_LISTEN};
 
@@ -78,6 +80,32 @@ fn bind(addr: SocketAddr) -> Result<UdpSource, Failure> {
     })
 }
 
+/// The capture at `path`, its datagrams to `port` (or to its one port). A file
+/// that cannot be read, or a port that cannot be picked, is a bad option (exit
+/// 2, as for `replay`).
+fn open_capture(path: &Path, port: Option<u16>, pace: Pace) -> Result<CaptureSource, Failure> {
+    let source =
+        CaptureSource::open(path, port, pace).map_err(|e| Failure::usage(e.to_string()))?;
+    if let Some(cut) = source.truncated() {
+        warn!("{cut}; reading the packets before the cut");
+    }
+    Ok(source)
+}
+
+/// The source of `--file CAPTURE [--port P]`, or of `--listen ADDR`.
+fn open_source(
+    listen: Option<&str>,
+    file: Option<&Path>,
+    port: Option<u16>,
+    pace: Pace,
+) -> Result<Box<dyn Source>, Failure> {
+    let source: Box<dyn Source> = match file {
+        Some(path) => Box::new(open_capture(path, port, pace)?),
+        None => Box::new(bind(listen_addr(listen)?)?),
+    };
+    Ok(source)
+}
+
 /// A flag set by Ctrl-C, SIGTERM or the console closing.
 fn stop_flag() -> Arc<AtomicBool> {
     let stop = Arc::new(AtomicBool::new(false));
@@ -90,16 +118,21 @@ fn stop_flag() -> Arc<AtomicBool> {
 
 /// `forza-relay watch`.
 pub fn watch_command(args: &WatchArgs) -> Result<(), Failure> {
-    let addr = listen_addr(args.listen.as_deref())?;
     let options = WatchOptions {
         input: input(args.format.as_deref())?,
     };
-    let mut source = bind(addr)?;
+    let mut source = open_source(
+        args.listen.as_deref(),
+        args.file.as_deref(),
+        args.port,
+        Pace::Recorded,
+    )?;
     let stop = stop_flag();
     if !io::stdout().is_terminal() {
-        info!("listening on {}", source.local_addr());
+        // "listening on ADDR" (the port bound, for scripts) or "playing FILE (...)".
+        info!("{}", source.describe());
     }
-    watch(&mut source, &options, &stop).map_err(|e| Failure::start(format!("watch stopped: {e}")))
+    watch(&mut *source, &options, &stop).map_err(|e| Failure::start(format!("watch stopped: {e}")))
 }
 
 /// The table format for `--as`, or guessed from the output file's extension.
@@ -119,7 +152,6 @@ fn table(arg: Option<&str>, output: &Path) -> Result<Table, Failure> {
 
 /// `forza-relay export`.
 pub fn export_command(args: &ExportArgs) -> Result<(), Failure> {
-    let addr = listen_addr(args.listen.as_deref())?;
     let columns = match &args.fields {
         Some(spec) => columns::select(spec).map_err(|e| Failure::usage(e.to_string()))?,
         None => Column::all(),
@@ -130,6 +162,14 @@ pub fn export_command(args: &ExportArgs) -> Result<(), Failure> {
         columns,
         only_race_on: args.only_race_on,
     };
+    // Opened before the output is created, so a bad capture or a port in use
+    // leaves an existing output file alone.
+    let mut source = open_source(
+        args.listen.as_deref(),
+        args.file.as_deref(),
+        args.port,
+        Pace::Fastest,
+    )?;
     let to_stdout = args.output.as_os_str() == "-";
     let out: Box<dyn Write> = if to_stdout {
         Box::new(io::stdout().lock())
@@ -138,16 +178,19 @@ pub fn export_command(args: &ExportArgs) -> Result<(), Failure> {
             .map_err(|e| Failure::start(format!("cannot create {}: {e}", args.output.display())))?;
         Box::new(file)
     };
-    let mut source = bind(addr)?;
     let stop = stop_flag();
-    info!("listening on {}", source.local_addr());
+    info!("{}", source.describe());
     let target = if to_stdout {
         "standard output".to_owned()
     } else {
         args.output.display().to_string()
     };
-    info!("writing to {target}; press Ctrl-C to stop");
-    let summary = export(&mut source, out, &options, &stop, |why| warn!("{why}"))
+    if args.file.is_some() {
+        info!("writing to {target}");
+    } else {
+        info!("writing to {target}; press Ctrl-C to stop");
+    }
+    let summary = export(&mut *source, out, &options, &stop, |why| warn!("{why}"))
         .map_err(|e| Failure::start(format!("{e} ({target})")))?;
     info!("{summary} to {target}");
     Ok(())

@@ -20,7 +20,8 @@ use ratatui::widgets::{Block, Cell, Gauge, Paragraph, Row, Table};
 use ratatui::Frame;
 
 use super::columns::WHEELS;
-use super::model::Model;
+use super::console;
+use super::model::{DestinationRow, Model};
 use super::source::{Next, Source};
 use crate::config::Input;
 use crate::telemetry::Telemetry;
@@ -53,6 +54,7 @@ pub fn watch(source: &mut dyn Source, options: &WatchOptions, stop: &AtomicBool)
             stop,
             &mut io::stdout().lock(),
             Duration::from_secs(1),
+            |_| {},
         )
     }
 }
@@ -69,13 +71,17 @@ impl Drop for Restore {
 
 /// Runs the full-screen dashboard on `model` until `q`, Esc, Ctrl-C or `stop`.
 /// `on_frame` runs before each redraw: the place to hand the model fresh data from
-/// elsewhere (the relay's destinations, [`Model::set_destinations`]).
+/// elsewhere (the relay's destinations, [`Model::set_destinations`]). Log lines
+/// are held back meanwhile (the newest is shown) and printed once the terminal
+/// is restored ([`console`]).
 pub fn dashboard(
     source: &mut dyn Source,
     model: &mut Model,
     stop: &AtomicBool,
     mut on_frame: impl FnMut(&mut Model),
 ) -> io::Result<()> {
+    // Dropped last: the held lines go to the restored terminal.
+    let _held = console::hold();
     // Made first, so a failure halfway through try_init is undone too.
     let _restore = Restore;
     let mut terminal = ratatui::try_init()?;
@@ -120,19 +126,22 @@ pub fn dashboard(
         let now = Instant::now();
         model.tick(now);
         on_frame(model);
+        model.set_log_line(console::latest());
         terminal.draw(|f| render(f, model))?;
         next_draw = now + frame;
     }
 }
 
 /// Prints [`plain_line`] every `interval` until `stop` or the source's end (then
-/// once more). A closed stdout (`| head`) ends it quietly.
+/// once more). `on_line` runs before each line but the last, as `on_frame` does
+/// for [`dashboard`]. A closed stdout (`| head`) ends it quietly.
 pub fn print_lines(
     source: &mut dyn Source,
     model: &mut Model,
     stop: &AtomicBool,
     out: &mut dyn Write,
     interval: Duration,
+    mut on_line: impl FnMut(&mut Model),
 ) -> io::Result<()> {
     let mut next_line = Instant::now() + interval;
     let print = |model: &Model, out: &mut dyn Write| match writeln!(out, "{}", plain_line(model))
@@ -159,6 +168,7 @@ pub fn print_lines(
         let now = Instant::now();
         if now >= next_line {
             model.tick(now);
+            on_line(model);
             if !print(model, out)? {
                 return Ok(());
             }
@@ -171,11 +181,13 @@ pub fn print_lines(
 /// One line for a log or a pipe: speed, gear, rpm, lap, rate, format.
 pub fn plain_line(model: &Model) -> String {
     let Some(t) = model.latest() else {
-        return format!(
+        let mut line = format!(
             "no packets yet ({}; {} ignored)",
             model.source,
             model.ignored()
         );
+        destinations_text(model, &mut line);
+        return line;
     };
     let f = &t.fields;
     let dash = |v: Option<String>| v.unwrap_or_else(|| "-".to_owned());
@@ -191,7 +203,24 @@ pub fn plain_line(model: &Model) -> String {
     if let Some(silent) = model.silent_for {
         line.push_str(&format!(", no packets for {} s", silent.as_secs()));
     }
+    destinations_text(model, &mut line);
     line
+}
+
+/// ` | simhub 60/s, 3 errors` for each destination of the relay.
+fn destinations_text(model: &Model, line: &mut String) {
+    for d in model.destinations.iter().flatten() {
+        line.push_str(&format!(" | {} {:.0}/s", d.name, d.packets_per_sec));
+        for (n, what) in [
+            (d.filtered, "filtered"),
+            (d.rate_limited, "rate-limited"),
+            (d.errors, if d.errors == 1 { "error" } else { "errors" }),
+        ] {
+            if n > 0 {
+                line.push_str(&format!(", {n} {what}"));
+            }
+        }
+    }
 }
 
 /// `fh6`, or `fh6 (guess)` while a Horizon format is still the default guess.
@@ -223,11 +252,13 @@ pub fn render(frame: &mut Frame<'_>, model: &Model) {
         .destinations
         .as_ref()
         .map_or(0, |rows| rows.len() as u16 + 3);
-    let [title, status, body, destinations] = Layout::vertical([
+    let log_height = u16::from(model.log_line.is_some());
+    let [title, status, body, destinations, log] = Layout::vertical([
         Constraint::Length(1),
         Constraint::Length(1),
         Constraint::Length(18),
         Constraint::Length(table_height),
+        Constraint::Length(log_height),
     ])
     .areas(frame.area());
     frame.render_widget(Paragraph::new(title_line(model)), title);
@@ -256,13 +287,26 @@ pub fn render(frame: &mut Frame<'_>, model: &Model) {
     render_car(frame, car, t);
     render_race(frame, race, t);
     if let Some(rows) = &model.destinations {
-        render_destinations(frame, destinations, rows);
+        render_destinations(frame, destinations, rows, model.not_shown);
+    }
+    if let Some(line) = &model.log_line {
+        let style = if line.contains(" WARN ") || line.contains(" ERROR ") {
+            Style::new().fg(Color::Yellow)
+        } else {
+            DIM
+        };
+        frame.render_widget(Paragraph::new(format!(" log: {line}")).style(style), log);
     }
 }
 
 fn title_line(model: &Model) -> Line<'static> {
+    let command = if model.destinations.is_some() {
+        " forza-relay run "
+    } else {
+        " forza-relay watch "
+    };
     Line::from(vec![
-        Span::styled(" forza-relay watch ", BOLD),
+        Span::styled(command, BOLD),
         Span::raw(format!("│ {} ", model.source)),
         Span::raw(format!("│ format {} ", format_label(model))),
         Span::styled(format!("│ {:.0} Hz ", model.rate_hz()), BOLD),
@@ -272,7 +316,7 @@ fn title_line(model: &Model) -> Line<'static> {
 
 fn status_line(model: &Model) -> Line<'static> {
     let text = if model.ended {
-        format!("end of {} ({} packets)", model.source, model.packets())
+        format!("the end: {} packets read; q quits", model.packets())
     } else if let Some(silent) = model.silent_for {
         format!(
             "no packets for {} s: is the game paused, in a menu, or not focused?",
@@ -507,14 +551,16 @@ fn render_race(frame: &mut Frame<'_>, area: Rect, t: Option<&Telemetry>) {
     frame.render_widget(Paragraph::new(lines).block(boxed("Race")), area);
 }
 
-fn render_destinations(frame: &mut Frame<'_>, area: Rect, rows: &[super::DestinationRow]) {
+fn render_destinations(frame: &mut Frame<'_>, area: Rect, rows: &[DestinationRow], not_shown: u64) {
     let header = Row::new([
         "destination",
+        "sends",
         "pkt/s",
+        "sent",
         "filtered",
         "rate-limited",
         "errors",
-        "last error",
+        "problems",
     ])
     .style(DIM);
     let body: Vec<Row> = rows
@@ -522,7 +568,9 @@ fn render_destinations(frame: &mut Frame<'_>, area: Rect, rows: &[super::Destina
         .map(|d| {
             Row::new([
                 Cell::from(d.name.clone()),
+                Cell::from(d.output.clone()),
                 Cell::from(format!("{:.0}", d.packets_per_sec)),
+                Cell::from(d.sent.to_string()),
                 Cell::from(d.filtered.to_string()),
                 Cell::from(d.rate_limited.to_string()),
                 Cell::from(d.errors.to_string()).style(if d.errors > 0 {
@@ -530,28 +578,39 @@ fn render_destinations(frame: &mut Frame<'_>, area: Rect, rows: &[super::Destina
                 } else {
                     Style::new()
                 }),
-                Cell::from(d.last_error.clone().unwrap_or_default()),
+                Cell::from(d.problems.clone()),
             ])
         })
         .collect();
     let widths = [
-        Constraint::Length(16),
+        Constraint::Length(18),
+        Constraint::Length(6),
         Constraint::Length(6),
         Constraint::Length(9),
-        Constraint::Length(13),
+        Constraint::Length(8),
+        Constraint::Length(12),
         Constraint::Length(7),
         Constraint::Min(10),
     ];
-    let table = Table::new(body, widths)
-        .header(header)
-        .block(boxed("Destinations"));
+    let title = if not_shown > 0 {
+        format!(
+            "Destinations │ {not_shown} packets not shown: the screen fell behind (forwarding is unaffected)"
+        )
+    } else {
+        "Destinations".to_owned()
+    };
+    let table = Table::new(body, widths).header(header).block(boxed(&title));
     frame.render_widget(table, area);
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::watch::DestinationRow;
+    use crate::config::Output;
+    use crate::stats::{
+        DestinationSnapshot, DestinationStats, DropReason, SendErrorKind, Snapshot,
+    };
+    use crate::watch::{DestinationRates, DestinationRow};
     use crate::wire::{Format, Packet, Wheels};
     use ratatui::backend::TestBackend;
     use ratatui::Terminal;
@@ -677,35 +736,124 @@ mod tests {
     }
 
     #[test]
-    fn renders_placeholders_before_any_packet_and_a_destination_table() {
-        let mut model = Model::new(Input::Fixed(Format::Fm7), "listening on 0.0.0.0:5400");
-        model.set_destinations(vec![DestinationRow {
-            name: "simhub".to_owned(),
-            packets_per_sec: 60.0,
-            filtered: 3,
-            rate_limited: 4,
-            errors: 5,
-            last_error: Some("connection refused".to_owned()),
-        }]);
+    fn renders_placeholders_before_any_packet() {
+        let model = Model::new(Input::Fixed(Format::Fm7), "listening on 0.0.0.0:5400");
         let (text, _) = screen(&model, 100, 30);
         assert_shows(
             &text,
             &[
+                "forza-relay watch",
                 "waiting for packets",
                 "- km/h",
                 "Gear -",
                 "-:--.---",
-                "simhub",
-                "connection refused",
-                "rate-limited",
             ],
         );
-        let row = text.lines().find(|l| l.contains("simhub")).unwrap();
-        let numbers: Vec<&str> = row.split_whitespace().collect();
-        assert!(
-            numbers.windows(4).any(|w| w == ["60", "3", "4", "5"]),
-            "{row}"
+        assert!(!text.contains("Destinations"), "{text}");
+    }
+
+    fn destination(name: &str, output: Output, sent: u64) -> DestinationSnapshot {
+        DestinationSnapshot {
+            name: name.to_owned(),
+            addr: "127.0.0.1:9002".parse().unwrap(),
+            output,
+            stats: DestinationStats {
+                sent,
+                ..Default::default()
+            },
+        }
+    }
+
+    fn snapshot(ms: u64, destinations: Vec<DestinationSnapshot>) -> Snapshot {
+        Snapshot {
+            listen: "127.0.0.1:5400".parse().unwrap(),
+            elapsed: Duration::from_millis(ms),
+            input: Default::default(),
+            destinations,
+            tap_dropped: 0,
+        }
+    }
+
+    /// The words of the screen line that starts (inside its border) with `name`.
+    #[track_caller]
+    fn row<'a>(text: &'a str, name: &str) -> Vec<&'a str> {
+        let line = text
+            .lines()
+            .find(|l| l.trim_start_matches('│').starts_with(name))
+            .unwrap_or_else(|| panic!("no row {name:?}:\n{text}"));
+        line.trim_matches('│').split_whitespace().collect()
+    }
+
+    #[test]
+    fn renders_the_relay_s_destinations_from_its_snapshots() {
+        let t0 = Instant::now();
+        let mut model = Model::new(Input::Auto, "relaying from 127.0.0.1:5400");
+        for i in 0..60 {
+            model.on_datagram(t0 + Duration::from_millis(i * 16), from(), &fixture());
+        }
+        model.tick(t0 + Duration::from_secs(1));
+        let mut rates = DestinationRates::default();
+        rates.rows(&snapshot(
+            0,
+            vec![
+                destination("simhub", Output::Same, 0),
+                destination("dash", Output::Format(Format::Fh5), 0),
+            ],
+        ));
+        let simhub = destination("simhub", Output::Same, 60);
+        let mut dash = destination("dash", Output::Format(Format::Fh5), 30);
+        dash.stats.dropped[DropReason::NotRacing as usize] = 4;
+        dash.stats.dropped[DropReason::RateLimited as usize] = 26;
+        for _ in 0..7 {
+            dash.stats.send_errors.add(SendErrorKind::Refused);
+        }
+        model.set_destinations(rates.rows(&snapshot(1_000, vec![simhub, dash])));
+        model.set_not_shown(12);
+        model.set_log_line(Some(
+            "12:00:00 WARN  dash (127.0.0.1:9002): nothing".to_owned(),
+        ));
+        let (text, buffer) = screen(&model, 110, 30);
+        assert_shows(
+            &text,
+            &[
+                "forza-relay run",
+                "relaying from 127.0.0.1:5400",
+                "142 km/h",
+                "Gear 4",
+                "destination",
+                "pkt/s",
+                "rate-limited",
+                "12 packets not shown: the screen fell behind",
+                "log: 12:00:00 WARN  dash (127.0.0.1:9002): nothing",
+            ],
         );
+        // destination, sends, pkt/s, sent, filtered, rate-limited, errors, problems.
+        assert_eq!(
+            row(&text, "simhub"),
+            ["simhub", "same", "60", "60", "0", "0", "0"]
+        );
+        assert_eq!(
+            row(&text, "dash"),
+            [
+                "dash",
+                "fh5",
+                "30",
+                "30",
+                "4",
+                "26",
+                "7",
+                "7",
+                "refused",
+                "(nothing",
+                "listening)"
+            ]
+        );
+        let (_, y) = at(&text, "│dash ");
+        let line = text.lines().nth(usize::from(y)).unwrap();
+        let errors = line.find(" 7 ").expect("the error count") + 1;
+        let x = line[..errors].chars().count() as u16;
+        assert_eq!(buffer[(x, y)].symbol(), "7");
+        assert_eq!(buffer[(x, y)].fg, Color::Red, "errors are red");
     }
 
     #[test]
@@ -745,6 +893,19 @@ mod tests {
             plain_line(&model),
             "speed 142 km/h, gear 4, 6543 rpm, lap 3, 30 Hz, fh6"
         );
+        let mut dash = destination("dash", Output::Format(Format::Fh5), 30);
+        dash.stats.dropped[DropReason::RateLimited as usize] = 26;
+        dash.stats.send_errors.add(SendErrorKind::Refused);
+        let rows = vec![
+            DestinationRow::of(&destination("simhub", Output::Same, 60), 60.0),
+            DestinationRow::of(&dash, 30.0),
+        ];
+        model.set_destinations(rows);
+        assert_eq!(
+            plain_line(&model),
+            "speed 142 km/h, gear 4, 6543 rpm, lap 3, 30 Hz, fh6 \
+             | simhub 60/s | dash 30/s, 26 rate-limited, 1 error"
+        );
     }
 
     #[test]
@@ -759,6 +920,7 @@ mod tests {
             &AtomicBool::new(false),
             &mut out,
             Duration::from_secs(1),
+            |_| panic!("no line before the end"),
         )
         .unwrap();
         let text = String::from_utf8(out).unwrap();

@@ -1,25 +1,28 @@
 //! Seeing the telemetry: the live dashboard (`watch`), decoded exports (`export`)
 //! and the Wireshark dissector generator (`dissector`).
 //!
-//! Every consumer reads a [`Source`] (a UDP socket today; a capture file or the
-//! relay's tap plug in by implementing the trait), and the dashboard draws a
-//! [`Model`] that is plain data: [`Model::on_datagram`] feeds it, [`Model::tick`]
-//! ages it, [`Model::set_destinations`] adds the relay's per-destination table, and
+//! Every consumer reads a [`Source`]: a UDP socket ([`UdpSource`]), a capture
+//! file ([`CaptureSource`]) or the relay's tap ([`TapSource`], for `run --watch`,
+//! see [`live`]). The dashboard draws a [`Model`] that is plain data:
+//! [`Model::on_datagram`] feeds it, [`Model::tick`] ages it,
+//! [`Model::set_destinations`] adds the relay's per-destination table, and
 //! [`render`] is a pure function of it.
 
 pub mod columns;
 pub mod command;
+pub mod console;
 pub mod dashboard;
 pub mod dissector;
 pub mod export;
+pub mod live;
 pub mod model;
 pub mod source;
 
 pub use columns::{Cell, Column};
 pub use dashboard::{render, watch, WatchOptions};
 pub use export::{export, ExportOptions, ExportSummary, Table};
-pub use model::{DestinationRow, Model};
-pub use source::{Datagram, MemorySource, Next, Source, UdpSource};
+pub use model::{DestinationRates, DestinationRow, Model};
+pub use source::{CaptureSource, Datagram, MemorySource, Next, Pace, Source, TapSource, UdpSource};
 
 use crate::config::Input;
 use crate::wire::{Detector, Format, FORMAT_IDS};

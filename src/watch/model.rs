@@ -4,11 +4,13 @@
 //! The model never reads a clock: every update takes `now`, so tests drive it with
 //! made-up instants and [`super::render`] stays a pure function of it.
 
+use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use super::Reader;
 use crate::config::Input;
+use crate::stats::{DestinationSnapshot, DropReason, SendErrorKind, Snapshot};
 use crate::telemetry::Telemetry;
 use crate::wire::{Format, Packet};
 
@@ -22,16 +24,99 @@ pub const SILENCE: Duration = Duration::from_secs(2);
 pub struct DestinationRow {
     /// The destination's name.
     pub name: String,
+    /// What it receives: `same`, or the format packets are translated to.
+    pub output: String,
     /// Packets sent per second, lately.
     pub packets_per_sec: f64,
+    /// Packets sent in all.
+    pub sent: u64,
     /// Packets not sent because of its race filter (IsRaceOn = 0).
     pub filtered: u64,
     /// Packets not sent because of its rate limit.
     pub rate_limited: u64,
     /// Send errors.
     pub errors: u64,
-    /// The last send error, if any.
-    pub last_error: Option<String>,
+    /// The send errors by kind and the other drops (untranslatable, backlog
+    /// full), `"3 refused (nothing listening)"`; empty when there are none.
+    pub problems: String,
+}
+
+impl DestinationRow {
+    /// The row of `d`, sending `packets_per_sec`.
+    pub fn of(d: &DestinationSnapshot, packets_per_sec: f64) -> DestinationRow {
+        let s = &d.stats;
+        let mut problems = Vec::new();
+        for kind in SendErrorKind::ALL {
+            let n = s.send_errors.get(kind);
+            if n > 0 {
+                problems.push(format!("{n} {}", kind.label()));
+            }
+        }
+        for reason in [DropReason::Untranslatable, DropReason::Backlog] {
+            let n = s.dropped(reason);
+            if n > 0 {
+                problems.push(format!("{n} {}", reason.label()));
+            }
+        }
+        DestinationRow {
+            name: d.name.clone(),
+            output: d.output.to_string(),
+            packets_per_sec,
+            sent: s.sent,
+            filtered: s.dropped(DropReason::NotRacing),
+            rate_limited: s.dropped(DropReason::RateLimited),
+            errors: s.send_errors.total(),
+            problems: problems.join(", "),
+        }
+    }
+}
+
+/// Each destination's packets per second, from successive counter snapshots:
+/// the packets sent since the newest snapshot at least a second older than
+/// the latest (or since the oldest kept, early on), over the relay's own clock.
+#[derive(Debug, Clone, Default)]
+pub struct DestinationRates {
+    /// (time since the relay started, each destination's name and sent count).
+    history: VecDeque<(Duration, Vec<(String, u64)>)>,
+}
+
+impl DestinationRates {
+    /// Takes `snapshot` and returns the destinations' rows, with their rates.
+    pub fn rows(&mut self, snapshot: &Snapshot) -> Vec<DestinationRow> {
+        let now = snapshot.elapsed;
+        if self.history.back().is_some_and(|(t, _)| *t > now) {
+            // Another relay's snapshots, or a clock gone back: start again.
+            self.history.clear();
+        }
+        let sent = snapshot
+            .destinations
+            .iter()
+            .map(|d| (d.name.clone(), d.stats.sent))
+            .collect();
+        self.history.push_back((now, sent));
+        while self.history.len() >= 2 && self.history[1].0 + RATE_WINDOW <= now {
+            self.history.pop_front();
+        }
+        let (since, before) = self.history.front().expect("pushed above");
+        let span = now.saturating_sub(*since).as_secs_f64();
+        snapshot
+            .destinations
+            .iter()
+            .map(|d| {
+                // A destination added since (a reload) counts from zero.
+                let base = before
+                    .iter()
+                    .find(|(name, _)| *name == d.name)
+                    .map_or(0, |(_, n)| *n);
+                let rate = if span > 0.0 {
+                    d.stats.sent.saturating_sub(base) as f64 / span
+                } else {
+                    0.0
+                };
+                DestinationRow::of(d, rate)
+            })
+            .collect()
+    }
 }
 
 /// Until the first window closes, a rate is shown once this much has been counted.
@@ -91,6 +176,11 @@ pub struct Model {
     pub(crate) silent_for: Option<Duration>,
     /// The relay's destinations, when watching the relay.
     pub(crate) destinations: Option<Vec<DestinationRow>>,
+    /// Datagrams the relay received but could not hand to the screen (it fell
+    /// behind), when watching the relay.
+    pub(crate) not_shown: u64,
+    /// The latest log line held back while the screen is on.
+    pub(crate) log_line: Option<String>,
     /// True once the source has ended (end of a capture file).
     pub(crate) ended: bool,
 }
@@ -110,6 +200,8 @@ impl Model {
             last_at: None,
             silent_for: None,
             destinations: None,
+            not_shown: 0,
+            log_line: None,
             ended: false,
         }
     }
@@ -147,6 +239,16 @@ impl Model {
     /// Shows the relay's destinations (replacing the previous rows).
     pub fn set_destinations(&mut self, rows: Vec<DestinationRow>) {
         self.destinations = Some(rows);
+    }
+
+    /// Shows how many datagrams the relay could not hand to the screen.
+    pub fn set_not_shown(&mut self, datagrams: u64) {
+        self.not_shown = datagrams;
+    }
+
+    /// Shows `line`, the latest log line (held back while the screen is on).
+    pub fn set_log_line(&mut self, line: Option<String>) {
+        self.log_line = line;
     }
 
     /// Marks the source as ended (a capture file played to its end).
@@ -221,6 +323,86 @@ mod tests {
         m.tick(at(5_000));
         assert_eq!(m.rate_hz(), 0.0);
         assert!(m.silent_for.is_some());
+    }
+
+    fn destination(name: &str, sent: u64) -> DestinationSnapshot {
+        DestinationSnapshot {
+            name: name.to_owned(),
+            addr: "127.0.0.1:9001".parse().unwrap(),
+            output: crate::config::Output::Format(Format::Fh5),
+            stats: crate::stats::DestinationStats {
+                sent,
+                ..Default::default()
+            },
+        }
+    }
+
+    fn snapshot(ms: u64, destinations: Vec<DestinationSnapshot>) -> Snapshot {
+        Snapshot {
+            listen: "127.0.0.1:5400".parse().unwrap(),
+            elapsed: Duration::from_millis(ms),
+            input: Default::default(),
+            destinations,
+            tap_dropped: 0,
+        }
+    }
+
+    #[track_caller]
+    fn rates(rows: &[DestinationRow]) -> Vec<(&str, f64)> {
+        rows.iter()
+            .map(|r| (r.name.as_str(), r.packets_per_sec))
+            .collect()
+    }
+
+    #[test]
+    fn destination_rates_count_over_the_last_second_of_snapshots() {
+        let mut r = DestinationRates::default();
+        let rows = r.rows(&snapshot(0, vec![destination("simhub", 0)]));
+        assert_eq!(rates(&rows), [("simhub", 0.0)], "nothing to compare yet");
+        // 15 in 250 ms.
+        let rows = r.rows(&snapshot(250, vec![destination("simhub", 15)]));
+        assert_eq!(rates(&rows), [("simhub", 60.0)]);
+        // Still from 0 ms: 60 in 1 s.
+        let rows = r.rows(&snapshot(1_000, vec![destination("simhub", 60)]));
+        assert_eq!(rates(&rows), [("simhub", 60.0)]);
+        // From 250 ms, the newest a second old: 120 - 15 in 1.25 s; a destination
+        // added by a reload counts from zero.
+        let rows = r.rows(&snapshot(
+            1_500,
+            vec![destination("simhub", 120), destination("new", 30)],
+        ));
+        assert_eq!(rates(&rows), [("simhub", 84.0), ("new", 24.0)]);
+        // The counters of another run: start again.
+        let rows = r.rows(&snapshot(100, vec![destination("simhub", 5)]));
+        assert_eq!(rates(&rows), [("simhub", 0.0)]);
+    }
+
+    #[test]
+    fn a_destination_row_names_its_counters() {
+        let mut d = destination("motion", 40);
+        d.stats.drop(DropReason::NotRacing);
+        d.stats.drop(DropReason::RateLimited);
+        d.stats.drop(DropReason::RateLimited);
+        d.stats.drop(DropReason::Untranslatable);
+        for _ in 0..3 {
+            d.stats.send_errors.add(SendErrorKind::Refused);
+        }
+        d.stats.send_errors.add(SendErrorKind::Other);
+        let row = DestinationRow::of(&d, 60.0);
+        assert_eq!(
+            row,
+            DestinationRow {
+                name: "motion".to_owned(),
+                output: "fh5".to_owned(),
+                packets_per_sec: 60.0,
+                sent: 40,
+                filtered: 1,
+                rate_limited: 2,
+                errors: 4,
+                problems: "3 refused (nothing listening), 1 other, 1 untranslatable".to_owned(),
+            }
+        );
+        assert_eq!(DestinationRow::of(&destination("ok", 1), 0.0).problems, "");
     }
 
     #[test]
