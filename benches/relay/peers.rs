@@ -1,0 +1,153 @@
+//! What sits between the sender and the receivers: nothing (direct),
+//! forza-relay, the relay of an older commit, socat, or a naive Python relay;
+//! how each is started and what arrives at each destination.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::Command;
+
+use forza_relay::wire::Format;
+
+use crate::traffic::INPUT;
+
+/// The four destinations of a multi-destination forza-relay run: the `format=`
+/// given to it and the format that arrives.
+pub const MIX: [(&str, Format); 4] = [
+    ("same", Format::Fh6),
+    ("fh5", Format::Fh5),
+    ("fm7", Format::Fm7),
+    ("sled", Format::Sled),
+];
+
+/// The environment variable naming the baseline relay binary.
+pub const BASELINE_ENV: &str = "FORZA_RELAY_BASELINE";
+
+/// A naive relay: receive, then `sendto` each destination, nothing else (no
+/// translation: every destination gets the bytes as they came).
+const PYTHON_RELAY: &str = r#"
+import socket, sys
+def main():
+    listen = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    listen.bind(("127.0.0.1", int(sys.argv[1])))
+    out = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    dests = [("127.0.0.1", int(port)) for port in sys.argv[2:]]
+    while True:
+        data, _ = listen.recvfrom(2048)
+        for d in dests:
+            out.sendto(data, d)
+try:
+    main()
+except KeyboardInterrupt:
+    pass
+"#;
+
+/// One way for the packets to go.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Peer {
+    /// Straight to one receiver, no relay.
+    Direct,
+    /// This tree's forza-relay, destinations [`MIX`] (1 destination: `same`).
+    Forza,
+    /// This tree's forza-relay, every destination `same`: no translation.
+    ForzaAllSame,
+    /// An older forza-relay binary (no JSON stats: counted at the receivers).
+    Baseline(PathBuf),
+    /// `socat -u UDP4-RECV:IN UDP4-SENDTO:127.0.0.1:OUT`: one destination only.
+    Socat,
+    /// [`PYTHON_RELAY`] run by `python3`.
+    Python,
+}
+
+impl Peer {
+    /// Its name in the tables.
+    pub fn label(&self) -> &'static str {
+        match self {
+            Peer::Direct => "direct (no relay)",
+            Peer::Forza => "forza-relay",
+            Peer::ForzaAllSame => "forza-relay, all same",
+            Peer::Baseline(_) => "forza-relay c4441a5",
+            Peer::Socat => "socat",
+            Peer::Python => "python relay",
+        }
+    }
+
+    /// Whether it can feed `dests` destinations (direct feeds one receiver).
+    pub fn serves(&self, dests: usize) -> bool {
+        match self {
+            Peer::Direct | Peer::Socat => dests == 1,
+            _ => true,
+        }
+    }
+
+    /// What arrives at each of `dests` destinations.
+    pub fn arriving(&self, dests: usize) -> Vec<Format> {
+        match self {
+            Peer::Forza | Peer::Baseline(_) => MIX[..dests].iter().map(|m| m.1).collect(),
+            _ => vec![INPUT; dests],
+        }
+    }
+
+    /// Whether it prints its final counters as JSON (`--stats-format json`).
+    pub fn has_json(&self) -> bool {
+        matches!(self, Peer::Forza | Peer::ForzaAllSame)
+    }
+
+    /// The command that starts it listening on `listen` and sending to `to`;
+    /// `None` for direct.
+    pub fn command(&self, listen: SocketAddr, to: &[SocketAddr]) -> Option<Command> {
+        let forza = |binary: &std::ffi::OsStr, all_same: bool| {
+            let mut cmd = Command::new(binary);
+            cmd.args(["run", "--listen", &listen.to_string()]).args([
+                "--input",
+                INPUT.id(),
+                "--stats-interval",
+                "0",
+            ]);
+            for (i, addr) in to.iter().enumerate() {
+                let output = if all_same {
+                    "same"
+                } else {
+                    MIX[i % MIX.len()].0
+                };
+                cmd.arg("--to")
+                    .arg(format!("{addr},format={output},name=d{i}"));
+            }
+            cmd
+        };
+        match self {
+            Peer::Direct => None,
+            Peer::Forza | Peer::ForzaAllSame => {
+                let mut cmd = forza(
+                    env!("CARGO_BIN_EXE_forza-relay").as_ref(),
+                    *self == Peer::ForzaAllSame,
+                );
+                cmd.args(["--stats-format", "json"]);
+                Some(cmd)
+            }
+            Peer::Baseline(path) => Some(forza(path.as_os_str(), false)),
+            Peer::Socat => {
+                let mut cmd = Command::new("socat");
+                cmd.arg("-u")
+                    .arg(format!("UDP4-RECV:{}", listen.port()))
+                    .arg(format!("UDP4-SENDTO:{}", to[0]));
+                Some(cmd)
+            }
+            Peer::Python => {
+                let mut cmd = Command::new("python3");
+                cmd.args(["-c", PYTHON_RELAY, &listen.port().to_string()]);
+                cmd.args(to.iter().map(|a| a.port().to_string()));
+                Some(cmd)
+            }
+        }
+    }
+}
+
+/// Whether `program --version` (or `-V`) runs: the tool is installed.
+pub fn installed(program: &str, version_flag: &str) -> bool {
+    Command::new(program)
+        .arg(version_flag)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
