@@ -432,6 +432,29 @@ impl fmt::Display for Elapsed {
     }
 }
 
+/// A destination's trouble in a few words, for a dashboard's table: the send
+/// errors by kind and the drops that are not the user's own filters
+/// (untranslatable, backlog full), `3 refused (nothing listening), 1
+/// untranslatable`; empty when there is none.
+pub struct Problems<'a>(pub &'a DestinationStats);
+
+impl fmt::Display for Problems<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let s = self.0;
+        let errors = SendErrorKind::ALL.map(|kind| (s.send_errors.get(kind), kind.label()));
+        let drops = [DropReason::Untranslatable, DropReason::Backlog]
+            .map(|reason| (s.dropped(reason), reason.label()));
+        let mut sep = "";
+        for (n, label) in errors.into_iter().chain(drops) {
+            if n > 0 {
+                write!(f, "{sep}{n} {label}")?;
+                sep = ", ";
+            }
+        }
+        Ok(())
+    }
+}
+
 /// `, N label` for every non-zero drop reason and send error kind.
 pub struct Drops<'a>(pub &'a DestinationStats);
 

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use super::Reader;
 use crate::config::Input;
-use crate::stats::{DestinationSnapshot, DropReason, SendErrorKind, Snapshot};
+use crate::stats::{DestinationSnapshot, DropReason, Problems, Snapshot};
 use crate::telemetry::Telemetry;
 use crate::wire::{Format, Packet};
 
@@ -45,19 +45,6 @@ impl DestinationRow {
     /// The row of `d`, sending `packets_per_sec`.
     pub fn of(d: &DestinationSnapshot, packets_per_sec: f64) -> DestinationRow {
         let s = &d.stats;
-        let mut problems = Vec::new();
-        for kind in SendErrorKind::ALL {
-            let n = s.send_errors.get(kind);
-            if n > 0 {
-                problems.push(format!("{n} {}", kind.label()));
-            }
-        }
-        for reason in [DropReason::Untranslatable, DropReason::Backlog] {
-            let n = s.dropped(reason);
-            if n > 0 {
-                problems.push(format!("{n} {}", reason.label()));
-            }
-        }
         DestinationRow {
             name: d.name.clone(),
             output: d.output.to_string(),
@@ -66,7 +53,7 @@ impl DestinationRow {
             filtered: s.dropped(DropReason::NotRacing),
             rate_limited: s.dropped(DropReason::RateLimited),
             errors: s.send_errors.total(),
-            problems: problems.join(", "),
+            problems: Problems(s).to_string(),
         }
     }
 }
@@ -288,6 +275,7 @@ impl Model {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::stats::SendErrorKind;
 
     fn from() -> SocketAddr {
         "127.0.0.1:5555".parse().unwrap()
