@@ -28,7 +28,7 @@ pub enum Command {
     /// Relay packets until Ctrl-C (the default).
     Run(Settings),
     /// Validate the configuration and print what the relay would do, without
-    /// opening any socket.
+    /// listening or sending anything.
     Check(Settings),
     /// Show the telemetry live: a full-screen dashboard (one line per second when
     /// the output is not a terminal). q, Esc or Ctrl-C quits.
