@@ -79,15 +79,22 @@ impl Bin {
     #[track_caller]
     pub fn spawn(args: &[&str], dir: Option<&Path>) -> Bin {
         let mut command = Command::new(env!("CARGO_BIN_EXE_forza-relay"));
+        command.args(args);
+        if let Some(dir) = dir {
+            command.current_dir(dir);
+        }
+        Bin::spawn_command(command)
+    }
+
+    /// Starts `command`, which runs the binary (through a wrapper such as
+    /// `unshare` that execs it, so the child's id is the relay's).
+    #[track_caller]
+    pub fn spawn_command(mut command: Command) -> Bin {
         command
-            .args(args)
             .env_remove("RUST_LOG")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
-        if let Some(dir) = dir {
-            command.current_dir(dir);
-        }
         let mut child = command.spawn().expect("start forza-relay");
         let stderr = child.stderr.take().expect("stderr is piped");
         let (tx, lines) = mpsc::channel();

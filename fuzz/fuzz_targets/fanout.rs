@@ -1,0 +1,21 @@
+//! The whole fan-out core under arbitrary input: the first bytes are a config
+//! (input format, allow-list, up to eight destinations of every output kind with
+//! `only_race_on` and `max_rate`), the rest a script of datagrams at advancing
+//! times, timer ticks (`due`) and reloads (`apply` with another config), checked
+//! against a model of what the core must do; `snapshot` at the end must have the
+//! model's counters, which add up. The script and its checks live in
+//! tests/fanout_check (shared with the stable property test
+//! tests/fanout_props.rs, which runs them in CI).
+
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+
+// `Covered` is for the property test's figures; the fuzzer doesn't read it.
+#[allow(dead_code)]
+#[path = "../../tests/fanout_check/mod.rs"]
+mod fanout_check;
+
+fuzz_target!(|data: &[u8]| {
+    fanout_check::run(data);
+});
