@@ -108,6 +108,10 @@ struct DestinationState {
     /// The newest frame waiting for its `max_rate` slot, if `has_pending`.
     pending: Box<Frame>,
     has_pending: bool,
+    /// When the pending frame came: its deadline when the limiter names none
+    /// (a reload changed `max_rate` while it waited, so the limiter is new and
+    /// the frame may go at once).
+    pending_at: Option<Instant>,
     stats: DestinationStats,
 }
 
@@ -118,6 +122,7 @@ impl DestinationState {
             rate: RateLimiter::new(config.max_rate),
             pending: Box::new(Frame::EMPTY),
             has_pending: false,
+            pending_at: None,
             stats: DestinationStats::default(),
             config,
         }
@@ -135,6 +140,7 @@ impl DestinationState {
             sink.deliver(id, bytes, &mut self.stats);
         } else if self.pending.store(bytes) {
             self.has_pending = true;
+            self.pending_at = Some(now);
         } else {
             self.stats.drop(DropReason::RateLimited);
         }
@@ -158,7 +164,7 @@ impl DestinationState {
 
     fn deadline(&self) -> Option<Instant> {
         if self.has_pending {
-            self.rate.next_due()
+            self.rate.next_due().or(self.pending_at)
         } else {
             None
         }

@@ -94,9 +94,6 @@ fn issue9_a_long_rate_limited_stream_with_reloads_keeps_every_invariant() {
 /// the next frame comes. At a pause (a menu, the finish line) the last frame a
 /// rate-limited dashboard should show is lost.
 #[test]
-#[ignore = "fails until src/fanout.rs gives a frame pending across a max_rate reload a \
-            deadline (see the faults report); then also set \
-            TOLERATE_PENDING_WITHOUT_DEADLINE_AFTER_RATE_RELOAD to false"]
 fn issue9_a_frame_waiting_for_its_rate_slot_still_goes_after_max_rate_changes() {
     let to: SocketAddr = "127.0.0.1:9001".parse().expect("an address");
     let before =

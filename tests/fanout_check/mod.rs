@@ -47,14 +47,6 @@ const RATES: [u32; 8] = [0, 0, 0, 1, 10, 60, 144, 1_000];
 /// Longest datagram a script makes: past every Forza length and past
 /// [`FRAME_CAPACITY`], so oversized pending frames are exercised.
 const MAX_SCRIPT_DATAGRAM: usize = 2_048;
-/// The one known departure from the contract, tolerated so that fuzzing and CI
-/// look past it for other bugs: a frame pending when a reload changes its
-/// destination's `max_rate` gets a new limiter with no slot, so `next_deadline`
-/// forgets it and it goes only with a later `due` or is superseded (see
-/// `issue9_a_frame_waiting_for_its_rate_slot_still_goes_after_max_rate_changes`
-/// in tests/fanout_props.rs). Set to `false` once src/fanout.rs is fixed.
-const TOLERATE_PENDING_WITHOUT_DEADLINE_AFTER_RATE_RELOAD: bool = true;
-
 /// Longest script step: a timer or datagram advances the clock by up to this.
 const STEP: Duration = Duration::from_micros(500);
 
@@ -240,9 +232,6 @@ struct Model {
     race: RaceFilter,
     /// The frame waiting for its rate slot, as it must be delivered.
     pending: Option<Vec<u8>>,
-    /// The pending frame outlived a `max_rate` change (see
-    /// [`TOLERATE_PENDING_WITHOUT_DEADLINE_AFTER_RATE_RELOAD`]).
-    stuck: bool,
     stats: DestinationStats,
     /// Datagrams it saw (from allowed senders, while it existed).
     seen: u64,
@@ -256,7 +245,6 @@ impl Model {
             config,
             race: RaceFilter::default(),
             pending: None,
-            stuck: false,
             stats: DestinationStats::default(),
             seen: 0,
             rate: None,
@@ -265,7 +253,6 @@ impl Model {
 
     /// The pending frame is dropped: superseded, or forgotten.
     fn forget_pending(&mut self) {
-        self.stuck = false;
         if self.pending.take().is_some() {
             self.stats.drop(DropReason::RateLimited);
         }
@@ -373,11 +360,7 @@ pub fn run(data: &[u8]) -> Covered {
                 let deadline = core.next_deadline();
                 core.due(now, &mut sink);
                 let due = deadline.is_some_and(|d| d <= now);
-                let on_time = sink
-                    .got
-                    .iter()
-                    .filter(|d| !models[name_of(&ids, d.id)].stuck)
-                    .count();
+                let on_time = sink.got.len();
                 assert_eq!(
                     on_time > 0,
                     due,
@@ -389,7 +372,6 @@ pub fn run(data: &[u8]) -> Covered {
                     let name = name_of(&ids, d.id);
                     let m = models.get_mut(name).expect("a modelled destination");
                     let pending = m.pending.take();
-                    m.stuck = false;
                     assert_eq!(
                         Some(&d.bytes),
                         pending.as_ref(),
@@ -630,7 +612,6 @@ fn check_apply(
         }
         if d.max_rate != m.config.max_rate {
             m.rate = None;
-            m.stuck = m.pending.is_some() && TOLERATE_PENDING_WITHOUT_DEADLINE_AFTER_RATE_RELOAD;
         }
         if d.only_race_on != m.config.only_race_on {
             m.race = RaceFilter::default();
@@ -680,13 +661,12 @@ fn check_apply(
     }
 }
 
-/// `next_deadline` is `Some` exactly when a frame is pending somewhere (but
-/// for the tolerated case).
+/// `next_deadline` is `Some` exactly when a frame is pending somewhere.
 #[track_caller]
 fn check_deadline(core: &Fanout, models: &BTreeMap<String, Model>) {
     let waiting: Vec<&str> = models
         .iter()
-        .filter(|(_, m)| m.pending.is_some() && !m.stuck)
+        .filter(|(_, m)| m.pending.is_some())
         .map(|(n, _)| n.as_str())
         .collect();
     assert_eq!(
