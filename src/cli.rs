@@ -52,13 +52,14 @@ pub enum Command {
     Replay(ReplayArgs),
 }
 
-/// Options of `watch`.
+/// Where `watch` and `export` read packets from, and as what.
 #[derive(Debug, Clone, Default, Args)]
-pub struct WatchArgs {
+pub struct SourceArgs {
     /// Address to listen on, IP:PORT or a bare PORT [default: 0.0.0.0:5400].
     #[arg(long, value_name = "ADDR", conflicts_with = "file")]
     pub listen: Option<String>,
-    /// Play a capture (pcap or pcapng) at its own pace instead of listening.
+    /// Read a capture (pcap or pcapng) instead of listening: `watch` plays it at
+    /// its own pace, `export` as fast as it reads, to its end.
     #[arg(long, value_name = "CAPTURE")]
     pub file: Option<PathBuf>,
     /// With --file: only the packets sent to this UDP port; needed when the
@@ -70,20 +71,20 @@ pub struct WatchArgs {
     pub format: Option<String>,
 }
 
+/// Options of `watch`.
+#[derive(Debug, Clone, Default, Args)]
+pub struct WatchArgs {
+    /// Where the packets come from.
+    #[command(flatten)]
+    pub source: SourceArgs,
+}
+
 /// Options of `export`.
 #[derive(Debug, Clone, Default, Args)]
 pub struct ExportArgs {
-    /// Address to listen on, IP:PORT or a bare PORT [default: 0.0.0.0:5400].
-    #[arg(long, value_name = "ADDR", conflicts_with = "file")]
-    pub listen: Option<String>,
-    /// Export a capture (pcap or pcapng) instead of listening: as fast as it
-    /// reads, to its end.
-    #[arg(long, value_name = "CAPTURE")]
-    pub file: Option<PathBuf>,
-    /// With --file: only the packets sent to this UDP port; needed when the
-    /// capture holds packets to several ports.
-    #[arg(long, value_name = "PORT", requires = "file")]
-    pub port: Option<u16>,
+    /// Where the packets come from.
+    #[command(flatten)]
+    pub source: SourceArgs,
     /// File to write ("-" for standard output). It is replaced if it exists.
     #[arg(short, long, value_name = "FILE")]
     pub output: PathBuf,
@@ -97,9 +98,6 @@ pub struct ExportArgs {
     /// Skip packets with IsRaceOn = 0 (menus, paused).
     #[arg(long)]
     pub only_race_on: bool,
-    /// Packet format: auto, sled, fm7, fm2023, fh4, fh5 or fh6 [default: auto].
-    #[arg(long, value_name = "FORMAT")]
-    pub format: Option<String>,
 }
 
 /// Options of `dissector`.

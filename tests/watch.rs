@@ -72,17 +72,9 @@ fn export_to_csv_through_the_binary_until_ctrl_c() {
     assert_eq!(done.code(), 0, "{}", done.stderr);
     done.assert_stderr_has(&["4 rows written to", &out_text]);
 
-    let mut r = csv::Reader::from_reader(text.as_bytes());
-    let header = r.headers().expect("a header").clone();
-    let rows: Vec<csv::StringRecord> = r.records().map(|r| r.expect("a row")).collect();
-    assert_eq!(rows.len(), 4);
-    let get = |row: usize, name: &str| -> String {
-        let i = header
-            .iter()
-            .position(|h| h == name)
-            .unwrap_or_else(|| panic!("no column {name}"));
-        rows[row][i].to_owned()
-    };
+    let table = Table::read(text.as_bytes());
+    assert_eq!(table.rows.len(), 4);
+    let get = |row: usize, name: &str| table.get(row, name);
     let formats: Vec<String> = (0..4).map(|i| get(i, "format")).collect();
     assert_eq!(formats, ["fh6", "fm7", "fh6", "sled"]);
     let stamps: Vec<String> = (0..4).map(|i| get(i, "TimestampMS")).collect();
@@ -569,17 +561,9 @@ fn export_a_capture_file_to_csv_as_fast_as_it_reads() {
     assert_eq!(done.code(), 0, "{}", done.stderr);
     done.assert_stderr_has(&["4 rows written to", &out_text, "port 5400, 4 packets"]);
 
-    let mut r = csv::Reader::from_path(&out).expect("the CSV file");
-    let header = r.headers().expect("a header").clone();
-    let rows: Vec<csv::StringRecord> = r.records().map(|r| r.expect("a row")).collect();
-    assert_eq!(rows.len(), 4);
-    let get = |row: usize, name: &str| -> String {
-        let i = header
-            .iter()
-            .position(|h| h == name)
-            .unwrap_or_else(|| panic!("no column {name}"));
-        rows[row][i].to_owned()
-    };
+    let table = Table::read(std::fs::File::open(&out).expect("the CSV file"));
+    assert_eq!(table.rows.len(), 4);
+    let get = |row: usize, name: &str| table.get(row, name);
     let formats: Vec<String> = (0..4).map(|i| get(i, "format")).collect();
     assert_eq!(formats, ["fh6", "fm7", "fh6", "sled"]);
     let stamps: Vec<String> = (0..4).map(|i| get(i, "TimestampMS")).collect();
@@ -804,4 +788,31 @@ fn watch_is_an_option_of_run_not_of_check() {
     let done = Bin::run(&["check", "--watch", "--to", "127.0.0.1:9000"], None);
     assert_eq!(done.code(), 2, "{}", done.stderr);
     done.assert_stderr_has(&["--watch is an option of run"]);
+}
+
+/// A CSV export read back: its header and rows, values found by column name.
+struct Table {
+    header: csv::StringRecord,
+    rows: Vec<csv::StringRecord>,
+}
+
+impl Table {
+    #[track_caller]
+    fn read(from: impl std::io::Read) -> Table {
+        let mut r = csv::Reader::from_reader(from);
+        let header = r.headers().expect("a header").clone();
+        let rows = r.records().map(|r| r.expect("a row")).collect();
+        Table { header, rows }
+    }
+
+    /// The value of column `name` in row `row`.
+    #[track_caller]
+    fn get(&self, row: usize, name: &str) -> String {
+        let i = self
+            .header
+            .iter()
+            .position(|h| h == name)
+            .unwrap_or_else(|| panic!("no column {name}"));
+        self.rows[row][i].to_owned()
+    }
 }

@@ -119,12 +119,12 @@ fn stop_flag() -> Arc<AtomicBool> {
 /// `forza-relay watch`.
 pub fn watch_command(args: &WatchArgs) -> Result<(), Failure> {
     let options = WatchOptions {
-        input: input(args.format.as_deref())?,
+        input: input(args.source.format.as_deref())?,
     };
     let mut source = open_source(
-        args.listen.as_deref(),
-        args.file.as_deref(),
-        args.port,
+        args.source.listen.as_deref(),
+        args.source.file.as_deref(),
+        args.source.port,
         Pace::Recorded,
     )?;
     let stop = stop_flag();
@@ -157,7 +157,7 @@ pub fn export_command(args: &ExportArgs) -> Result<(), Failure> {
         None => Column::all(),
     };
     let options = ExportOptions {
-        input: input(args.format.as_deref())?,
+        input: input(args.source.format.as_deref())?,
         table: table(args.table.as_deref(), &args.output)?,
         columns,
         only_race_on: args.only_race_on,
@@ -165,9 +165,9 @@ pub fn export_command(args: &ExportArgs) -> Result<(), Failure> {
     // Opened before the output is created, so a bad capture or a port in use
     // leaves an existing output file alone.
     let mut source = open_source(
-        args.listen.as_deref(),
-        args.file.as_deref(),
-        args.port,
+        args.source.listen.as_deref(),
+        args.source.file.as_deref(),
+        args.source.port,
         Pace::Fastest,
     )?;
     let to_stdout = args.output.as_os_str() == "-";
@@ -185,7 +185,7 @@ pub fn export_command(args: &ExportArgs) -> Result<(), Failure> {
     } else {
         args.output.display().to_string()
     };
-    if args.file.is_some() {
+    if args.source.file.is_some() {
         info!("writing to {target}");
     } else {
         info!("writing to {target}; press Ctrl-C to stop");
