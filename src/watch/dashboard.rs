@@ -607,9 +607,7 @@ fn render_destinations(frame: &mut Frame<'_>, area: Rect, rows: &[DestinationRow
 mod tests {
     use super::*;
     use crate::config::Output;
-    use crate::stats::{
-        DestinationSnapshot, DestinationStats, DropReason, SendErrorKind, Snapshot,
-    };
+    use crate::stats::{DropReason, SendErrorKind};
     use crate::watch::{DestinationRates, DestinationRow};
     use crate::wire::{Format, Packet, Wheels};
     use ratatui::backend::TestBackend;
@@ -752,27 +750,7 @@ mod tests {
         assert!(!text.contains("Destinations"), "{text}");
     }
 
-    fn destination(name: &str, output: Output, sent: u64) -> DestinationSnapshot {
-        DestinationSnapshot {
-            name: name.to_owned(),
-            addr: "127.0.0.1:9002".parse().unwrap(),
-            output,
-            stats: DestinationStats {
-                sent,
-                ..Default::default()
-            },
-        }
-    }
-
-    fn snapshot(ms: u64, destinations: Vec<DestinationSnapshot>) -> Snapshot {
-        Snapshot {
-            listen: "127.0.0.1:5400".parse().unwrap(),
-            elapsed: Duration::from_millis(ms),
-            input: Default::default(),
-            destinations,
-            tap_dropped: 0,
-        }
-    }
+    use crate::watch::model::fixtures::{destination, snapshot};
 
     /// The words of the screen line that starts (inside its border) with `name`.
     #[track_caller]

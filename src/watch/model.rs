@@ -313,26 +313,10 @@ mod tests {
         assert!(m.silent_for.is_some());
     }
 
-    fn destination(name: &str, sent: u64) -> DestinationSnapshot {
-        DestinationSnapshot {
-            name: name.to_owned(),
-            addr: "127.0.0.1:9001".parse().unwrap(),
-            output: crate::config::Output::Format(Format::Fh5),
-            stats: crate::stats::DestinationStats {
-                sent,
-                ..Default::default()
-            },
-        }
-    }
+    use fixtures::snapshot;
 
-    fn snapshot(ms: u64, destinations: Vec<DestinationSnapshot>) -> Snapshot {
-        Snapshot {
-            listen: "127.0.0.1:5400".parse().unwrap(),
-            elapsed: Duration::from_millis(ms),
-            input: Default::default(),
-            destinations,
-            tap_dropped: 0,
-        }
+    fn destination(name: &str, sent: u64) -> DestinationSnapshot {
+        fixtures::destination(name, crate::config::Output::Format(Format::Fh5), sent)
     }
 
     #[track_caller]
@@ -408,5 +392,38 @@ mod tests {
         let mut m = Model::new(Input::Auto, "test");
         m.on_datagram(Instant::now(), from(), &[0; 324]);
         assert_eq!(m.format(), Some((Format::Fh6, false)));
+    }
+}
+
+/// Relay snapshots for the dashboard's tests (here and in `dashboard.rs`).
+#[cfg(test)]
+pub(crate) mod fixtures {
+    use std::time::Duration;
+
+    use crate::config::Output;
+    use crate::stats::{DestinationSnapshot, DestinationStats, Snapshot};
+
+    /// A destination that has sent `sent` packets and nothing else.
+    pub(crate) fn destination(name: &str, output: Output, sent: u64) -> DestinationSnapshot {
+        DestinationSnapshot {
+            name: name.to_owned(),
+            addr: "127.0.0.1:9002".parse().expect("an address"),
+            output,
+            stats: DestinationStats {
+                sent,
+                ..Default::default()
+            },
+        }
+    }
+
+    /// The relay's counters `ms` after its start.
+    pub(crate) fn snapshot(ms: u64, destinations: Vec<DestinationSnapshot>) -> Snapshot {
+        Snapshot {
+            listen: "127.0.0.1:5400".parse().expect("an address"),
+            elapsed: Duration::from_millis(ms),
+            input: Default::default(),
+            destinations,
+            tap_dropped: 0,
+        }
     }
 }
