@@ -1263,8 +1263,7 @@ fn binary_replay_refuses_bad_input_with_exit_code_2() {
 
 #[test]
 fn tshark_reads_the_writer_s_capture_as_udp_with_good_checksums() {
-    if Command::new("tshark").arg("--version").output().is_err() {
-        println!("note: tshark is not installed; skipping (.ci/run installs it)");
+    if !common::require_tool("tshark", common::runs("tshark"), "it checks the capture") {
         return;
     }
     let (_dir, path) = temp_file("for-tshark.pcap");

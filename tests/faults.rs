@@ -992,15 +992,17 @@ fn in_own_hosts_file(hosts: &TempPath, resolv: &TempPath, args: &[&str]) -> Opti
     match probe {
         Ok(status) if status.success() => Some(command(args)),
         Ok(status) => {
-            println!(
-                "note: cannot mount a hosts file in a user namespace here ({status}); the \
-                 library test a_hostname_that_stops_resolving_keeps_its_address (tests/reload.rs) \
-                 is the proof"
+            let why = format!(
+                "it cannot mount a hosts file in a user namespace here ({status}); the \
+                 library test a_hostname_that_stops_resolving_keeps_its_address \
+                 (tests/reload.rs) still runs"
             );
+            common::require_tool("unshare", false, &why);
             None
         }
         Err(e) => {
-            println!("note: no unshare here ({e}); see tests/reload.rs for the library test");
+            let why = format!("{e}; tests/reload.rs has the library test");
+            common::require_tool("unshare", false, &why);
             None
         }
     }

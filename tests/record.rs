@@ -218,8 +218,7 @@ fn recording_while_relaying_1000_packets_a_second_loses_nothing() {
 
 #[test]
 fn tshark_reads_a_recording_as_udp_with_the_right_ports() {
-    if Command::new("tshark").arg("--version").output().is_err() {
-        println!("note: tshark is not installed; skipped (.ci/run installs it)");
+    if !common::require_tool("tshark", common::runs("tshark"), "it reads the recording") {
         return;
     }
     const N: u32 = 24;

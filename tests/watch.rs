@@ -268,18 +268,9 @@ fn watch_without_a_terminal_prints_a_line_per_second_until_ctrl_c() {
     assert!(line.ends_with(" Hz, fh6"), "{line}");
 }
 
-/// Whether `tool` runs; prints a note when it does not.
+/// Whether `tool` runs (see [`common::require_tool`]).
 fn have(tool: &str) -> bool {
-    let ok = Command::new(tool)
-        .arg("--version")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    if !ok {
-        eprintln!("note: {tool} is not installed; skipping (`.ci/run` installs it)");
-    }
-    ok
+    common::require_tool(tool, common::runs(tool), "the dissector is checked with it")
 }
 
 /// `bytes` as text2pcap's input: one offset-prefixed hex line per 16 bytes.

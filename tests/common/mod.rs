@@ -20,6 +20,36 @@ use forza_relay::stats::{DestinationSnapshot, Snapshot};
 use forza_relay::wire::{Format, Packet, Puddle, Wheels};
 use socket2::{Domain, Protocol, Socket, Type};
 
+/// Set by `.ci/run`: a test that needs an outside tool (tshark, unshare…) fails
+/// when the tool is missing, instead of skipping with a note.
+pub const REQUIRE_TOOLS: &str = "FORZA_RELAY_REQUIRE_TOOLS";
+
+/// Whether a test that needs `tool` can run. Where it can't, `why` says what is
+/// missing: with [`REQUIRE_TOOLS`] set (as `.ci/run` does) that fails the test,
+/// elsewhere it is printed as a note and the test returns early.
+#[track_caller]
+pub fn require_tool(tool: &str, available: bool, why: &str) -> bool {
+    if available {
+        return true;
+    }
+    let message = format!("{tool} is not available: {why}");
+    if std::env::var_os(REQUIRE_TOOLS).is_some() {
+        panic!("{message} ({REQUIRE_TOOLS} is set: .ci/run installs every tool a test needs)");
+    }
+    eprintln!("note: {message}; skipped (.ci/run installs it and sets {REQUIRE_TOOLS})");
+    false
+}
+
+/// Whether `tool --version` runs.
+pub fn runs(tool: &str) -> bool {
+    std::process::Command::new(tool)
+        .arg("--version")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
 /// How long a receiver waits for one datagram before the test fails.
 pub const READ_TIMEOUT: Duration = Duration::from_secs(2);
 /// Receive buffer asked for on test receivers, so bursts are not lost in the
