@@ -2,12 +2,11 @@
 //! thread (so the pipe never fills), every wait bounded, the child killed (by its
 //! id) if a test fails while it runs.
 
-use std::io::{BufRead, BufReader, Read};
+use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::path::Path;
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 /// The longest a test waits for the binary to print a line or to exit.
@@ -18,7 +17,9 @@ pub struct Bin {
     child: Child,
     lines: Receiver<String>,
     stderr: Vec<String>,
-    stdout: Option<JoinHandle<String>>,
+    stdout_lines: Receiver<String>,
+    /// Every stdout line taken so far, each with its line end.
+    stdout: String,
 }
 
 /// How a run of the binary ended.
@@ -106,17 +107,32 @@ impl Bin {
                 }
             }
         });
-        let mut stdout = child.stdout.take().expect("stdout is piped");
-        let stdout = std::thread::spawn(move || {
-            let mut s = String::new();
-            let _ = stdout.read_to_string(&mut s);
-            s
+        let stdout = child.stdout.take().expect("stdout is piped");
+        let (tx, stdout_lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            let mut stdout = BufReader::new(stdout);
+            loop {
+                // Each line with its end, so the text is kept exactly.
+                let mut line = Vec::new();
+                match stdout.read_until(b'\n', &mut line) {
+                    Ok(0) | Err(_) => break,
+                    Ok(_) => {
+                        if tx
+                            .send(String::from_utf8_lossy(&line).into_owned())
+                            .is_err()
+                        {
+                            break;
+                        }
+                    }
+                }
+            }
         });
         Bin {
             child,
             lines,
             stderr: Vec::new(),
-            stdout: Some(stdout),
+            stdout_lines,
+            stdout: String::new(),
         }
     }
 
@@ -151,17 +167,50 @@ impl Bin {
         }
     }
 
+    /// Waits for a stdout line containing `needle` and returns it (without its end).
+    #[track_caller]
+    pub fn wait_for_stdout_line(&mut self, needle: &str) -> String {
+        let deadline = Instant::now() + BIN_TIMEOUT;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.stdout_lines.recv_timeout(left) {
+                Ok(line) => {
+                    self.stdout.push_str(&line);
+                    if line.contains(needle) {
+                        return line.trim_end().to_owned();
+                    }
+                }
+                Err(_) => panic!(
+                    "no stdout line with {needle:?} within {BIN_TIMEOUT:?}; stdout so far:\n{}",
+                    self.stdout
+                ),
+            }
+        }
+    }
+
+    /// The process id, for signals.
+    pub fn id(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Waits for a stderr line with `before` followed by an address, and returns
+    /// the address (`listen on 127.0.0.1:5400 …`, `listening on …`).
+    #[track_caller]
+    pub fn wait_for_address(&mut self, before: &str) -> SocketAddr {
+        let line = self.wait_for_line(before);
+        let after = &line[line.find(before).expect("found above") + before.len()..];
+        after
+            .split_whitespace()
+            .next()
+            .and_then(|a| a.parse().ok())
+            .unwrap_or_else(|| panic!("no address in {line:?}"))
+    }
+
     /// Waits until it is running and returns the address it listens on (it logs
     /// the bound address, so `--listen 127.0.0.1:0` works).
     #[track_caller]
     pub fn wait_until_running(&mut self) -> SocketAddr {
-        let line = self.wait_for_line("listen on ");
-        let after = &line[line.find("listen on ").expect("found above") + "listen on ".len()..];
-        let addr = after
-            .split_whitespace()
-            .next()
-            .and_then(|a| a.parse().ok())
-            .unwrap_or_else(|| panic!("no address in {line:?}"));
+        let addr = self.wait_for_address("listen on ");
         // Logged after the signal handler is installed.
         self.wait_for_line("running; press Ctrl-C to stop");
         addr
@@ -198,14 +247,17 @@ impl Bin {
             }
         };
         self.collect_stderr();
-        let stdout = self
-            .stdout
-            .take()
-            .and_then(|t| t.join().ok())
-            .unwrap_or_default();
+        // The reader ends at end of file: the process and its children are gone.
+        let deadline = Instant::now() + Duration::from_secs(2);
+        while let Ok(line) = self
+            .stdout_lines
+            .recv_timeout(deadline.saturating_duration_since(Instant::now()))
+        {
+            self.stdout.push_str(&line);
+        }
         Finished {
             status,
-            stdout,
+            stdout: std::mem::take(&mut self.stdout),
             stderr: self.stderr.join("\n"),
         }
     }
