@@ -19,6 +19,7 @@ pub mod config;
 pub mod demo;
 pub mod fanout;
 pub mod filter;
+pub mod logging;
 pub mod numbers;
 pub mod platform;
 pub mod recv;

@@ -21,7 +21,7 @@ use forza_relay::relay::Relay;
 use forza_relay::reload::Reloader;
 use forza_relay::stats::{SnapshotKind, Summary};
 use forza_relay::tap;
-use forza_relay::watch::{command as watch, console, live};
+use forza_relay::watch::{command as watch, live};
 
 const NO_CONFIG_HELP: &str = "\
 forza-relay needs to know where to send the game's packets.
@@ -46,6 +46,7 @@ Data Out IP Port to 5400.
 fn main() -> ExitCode {
     let bare = std::env::args_os().len() == 1;
     let code = real_main();
+    forza_relay::logging::flush();
     if code != ExitCode::SUCCESS {
         platform::hold_console_on_error(bare);
     }
@@ -54,7 +55,12 @@ fn main() -> ExitCode {
 
 fn real_main() -> ExitCode {
     let cli = Cli::parse();
-    init_logging();
+    if let Err(e) = forza_relay::logging::init() {
+        eprintln!("warning: no log from here on: {e}");
+    }
+    // This thread's lines (the final summary) wait for room in the log's
+    // queue; the relay's loop never does.
+    forza_relay::logging::may_wait_on_this_thread();
     let (check, settings) = match cli.command {
         Some(Command::Check(s)) => (true, s),
         Some(Command::Run(s)) => (false, s),
@@ -571,19 +577,4 @@ fn plural(n: usize, word: &str) -> String {
     } else {
         format!("{n} {word}s")
     }
-}
-
-/// Info by default; `RUST_LOG` overrides. Lines read `HH:MM:SS LEVEL message`.
-fn init_logging() {
-    let env = env_logger::Env::default().default_filter_or("info");
-    env_logger::Builder::from_env(env)
-        .format(|buf, record| {
-            let ts = buf.timestamp_seconds().to_string();
-            // RFC 3339 "2026-11-30T13:00:00Z": the time of day is enough here.
-            let time = ts.get(11..19).unwrap_or(&ts);
-            writeln!(buf, "{time} {:<5} {}", record.level(), record.args())
-        })
-        // Held back while a full-screen view owns the terminal.
-        .target(env_logger::Target::Pipe(Box::new(console::LogWriter)))
-        .init();
 }
