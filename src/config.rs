@@ -582,11 +582,46 @@ impl Config {
     }
 }
 
+/// What a path that is not a regular file is, for the message refusing it.
+fn not_a_file(file_type: std::fs::FileType) -> Option<&'static str> {
+    if file_type.is_file() {
+        return None;
+    }
+    if file_type.is_dir() {
+        return Some("a folder");
+    }
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::FileTypeExt as _;
+        if file_type.is_fifo() {
+            return Some("a named pipe (FIFO)");
+        }
+        if file_type.is_char_device() || file_type.is_block_device() {
+            return Some("a device");
+        }
+        if file_type.is_socket() {
+            return Some("a socket");
+        }
+    }
+    Some("not a regular file")
+}
+
 /// The text of the configuration file at `path`, at most [`MAX_FILE_BYTES`],
 /// which must be UTF-8 (a UTF-8 byte-order mark is fine: toml skips it).
 fn read_text(path: &Path, origin: &str) -> Result<String, ConfigError> {
     let cannot =
         |e: io::Error| ConfigError::one(origin, format!("cannot read the config file: {e}"));
+    // Looked at before it is opened: opening a FIFO waits for a writer forever.
+    let kind = std::fs::metadata(path).map_err(cannot)?.file_type();
+    if let Some(kind) = not_a_file(kind) {
+        return Err(ConfigError::one(
+            origin,
+            format!(
+                "cannot read the config file: it is {kind}; a configuration is a TOML text \
+                 file"
+            ),
+        ));
+    }
     let file = File::open(path).map_err(cannot)?;
     let too_big = |size: &str| {
         ConfigError::one(
@@ -598,7 +633,8 @@ fn read_text(path: &Path, origin: &str) -> Result<String, ConfigError> {
             ),
         )
     };
-    // A regular file says its size; a device or a pipe is read up to the limit.
+    // Its size as it is now; one that grows while it is read is still read
+    // only up to the limit.
     if let Ok(size) = file.metadata().map(|m| m.len()) {
         if size > MAX_FILE_BYTES {
             return Err(too_big(&format!("is {size} bytes")));
