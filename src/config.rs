@@ -306,8 +306,9 @@ struct Raw {
     stats_interval: Option<(String, u64)>,
     stats_format: Option<(String, String)>,
     destinations: Vec<RawDestination>,
-    /// Where to point a "no destinations" message.
-    destinations_place: String,
+    /// Where to point a "no destinations" message; `None` for a configuration
+    /// that forwards nothing (what `record` runs).
+    destinations_place: Option<String>,
     /// `record.path`, and the folder a relative one is in.
     record: Option<(String, String, Option<PathBuf>)>,
 }
@@ -339,7 +340,7 @@ fn line_of(text: &str, offset: usize) -> usize {
 pub struct Overrides {
     /// `--listen`.
     pub listen: Option<String>,
-    /// `--input`.
+    /// `--format` (the input format).
     pub input: Option<String>,
     /// `--stats-interval`.
     pub stats_interval: Option<u64>,
@@ -542,7 +543,7 @@ impl Config {
                     }
                 })
                 .collect(),
-            destinations_place: origin.to_owned(),
+            destinations_place: Some(origin.to_owned()),
             record: file.record.path.as_ref().map(|v| {
                 let (place, text) = spanned(v, "record.path");
                 (place, text, folder.map(Path::to_path_buf))
@@ -573,10 +574,30 @@ impl Config {
             stats_interval: None,
             stats_format: None,
             destinations,
-            destinations_place: "command line".to_owned(),
+            destinations_place: Some("command line".to_owned()),
             record: None,
         }
         .apply(overrides)
+        .validate(None, &system_look_up)
+        .map(|r| r.config)
+    }
+}
+
+impl Config {
+    /// A configuration that listens on `listen` (`--listen`; the default when
+    /// `None`) and forwards nothing: what `record` runs. Validated as any other.
+    pub fn listen_only(listen: Option<&str>) -> Result<Config, ConfigError> {
+        Raw {
+            origin: "command line".to_owned(),
+            listen: listen.map(|l| ("--listen".to_owned(), l.to_owned())),
+            format: None,
+            allow: Vec::new(),
+            stats_interval: Some(("command line".to_owned(), 0)),
+            stats_format: None,
+            destinations: Vec::new(),
+            destinations_place: None,
+            record: None,
+        }
         .validate(None, &system_look_up)
         .map(|r| r.config)
     }
@@ -723,7 +744,7 @@ impl Raw {
             self.listen = Some(("--listen".to_owned(), l.clone()));
         }
         if let Some(i) = &o.input {
-            self.format = Some(("--input".to_owned(), i.clone()));
+            self.format = Some(("--format".to_owned(), i.clone()));
         }
         if let Some(s) = o.stats_interval {
             self.stats_interval = Some(("--stats-interval".to_owned(), s));
@@ -812,9 +833,9 @@ impl Raw {
         let mut destinations: Vec<Destination> = Vec::new();
         // Every name and address seen so far, valid or not, to catch duplicates.
         let mut seen: Vec<(String, Option<SocketAddr>)> = Vec::new();
-        if self.destinations.is_empty() {
+        if let (true, Some(place)) = (self.destinations.is_empty(), &self.destinations_place) {
             problem(
-                &self.destinations_place,
+                place,
                 "no destinations: add a [[destination]] table (or --to HOST:PORT)".to_owned(),
             );
         }

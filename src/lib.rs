@@ -2,8 +2,10 @@
 //! many destinations, each in the packet layout it understands.
 //!
 //! The library holds the pure parts (formats, translation, decoding, the fan-out
-//! core) and the relay shell that owns every socket; `main.rs` only parses the
-//! command line.
+//! core), the relay shell that owns every socket, the observers around it, and
+//! every subcommand's work ([`app`]); the binary's `main.rs` parses the command
+//! line (its `cli` module, private to it), sets up the log and the signals,
+//! and maps how a subcommand ended to an exit code.
 
 pub mod telemetry;
 pub mod translate;
@@ -13,8 +15,8 @@ pub use telemetry::{Gear, Telemetry};
 pub use translate::translate;
 pub use wire::{detect, Detector, Format, Packet};
 
+pub mod app;
 pub mod capture;
-pub mod cli;
 pub mod config;
 pub mod demo;
 pub mod fanout;

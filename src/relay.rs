@@ -491,6 +491,15 @@ impl Control {
         self.send(Command::Snapshot(tx));
         rx.recv_timeout(timeout).ok()
     }
+
+    /// As [`Control::apply`], returning where the loop will say how it went:
+    /// the caller can wait as long as it likes, and a closed channel means the
+    /// relay is gone (its loop will never answer).
+    pub fn apply_with_reply(&self, config: Config) -> mpsc::Receiver<Result<Changes, StartError>> {
+        let (tx, rx) = mpsc::channel();
+        self.send(Command::Apply(Box::new(config), Some(tx)));
+        rx
+    }
 }
 
 /// The running relay.

@@ -1137,7 +1137,7 @@ fn binary_replay_sends_the_chosen_stream_and_prints_the_final_line() {
     let done = bin.wait();
     assert_eq!(done.code(), 0, "{}", done.stderr);
     done.assert_stderr_has(&[
-        "replaying 40 packets to port 5400 (0.2 s at speed 2)",
+        &format!("replaying 40 packets from {file} (port 5400) to {to}: 0.2 s at speed 2"),
         &format!("replay finished: sent 40 packets to {to} in 0."),
     ]);
     for (i, (_, bytes)) in got.iter().enumerate() {

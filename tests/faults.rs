@@ -113,7 +113,7 @@ fn start_relay(input: &str, to: &[String]) -> (Bin, SocketAddr) {
         "run",
         "--listen",
         "127.0.0.1:0",
-        "--input",
+        "--format",
         input,
         "--stats-interval",
         "0",

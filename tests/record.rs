@@ -212,7 +212,7 @@ fn recording_while_relaying_1000_packets_a_second_loses_nothing() {
     assert_eq!(last["input"]["received"], N);
     done.assert_stderr_has(&[
         "recording every datagram received into",
-        &format!("recorded {N} datagrams into"),
+        "recorded 2,000 datagrams into",
     ]);
 }
 

@@ -1080,10 +1080,10 @@ fn binary_missing_config_file_exits_2_naming_it() {
 
 #[test]
 fn binary_unknown_input_format_exits_2_listing_the_valid_ones() {
-    let done = Bin::run(&["run", "--input", "fh7", "--to", "127.0.0.1:9"], None);
+    let done = Bin::run(&["run", "--format", "fh7", "--to", "127.0.0.1:9"], None);
     assert_eq!(done.code(), 2, "{}", done.stderr);
     done.assert_stderr_has(&[
-        "--input: unknown input format \"fh7\" (valid: auto, sled, fm7, fm2023, fh4, fh5, fh6)",
+        "--format: unknown input format \"fh7\" (valid: auto, sled, fm7, fm2023, fh4, fh5, fh6)",
     ]);
 }
 
