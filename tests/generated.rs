@@ -1,12 +1,19 @@
 //! Files committed to the repository that the code generates: the format reference
-//! `docs/formats.md`. Each test fails
+//! `docs/formats.md` and the packet fixtures `tests/fixtures/*.bin`. Each test fails
 //! when a committed file is not what its generator makes now, and says how to write
 //! it again: `FORZA_RELAY_BLESS=1 cargo test --test generated` rewrites every file
 //! here instead of comparing (then review the diff and commit it).
 
+mod generated {
+    pub mod fixtures;
+}
+
 use std::path::Path;
 
 use forza_relay::reference;
+use forza_relay::wire::Format;
+
+use generated::fixtures;
 
 /// Set to 1 to write the generated files instead of checking them.
 const BLESS: &str = "FORZA_RELAY_BLESS";
@@ -67,4 +74,13 @@ fn check_or_bless(path: &str, expected: &[u8], text: bool) {
 fn docs_formats_md_is_the_reference_generated_from_the_field_table() {
     assert_eq!(reference::PATH, "docs/formats.md");
     check_or_bless(reference::PATH, reference::markdown().as_bytes(), true);
+}
+
+#[test]
+fn packet_fixtures_are_what_the_fixture_generator_makes() {
+    for format in Format::ALL {
+        let bytes = fixtures::packet(format);
+        assert_eq!(bytes.len(), format.len(), "{format}");
+        check_or_bless(&format!("tests/fixtures/{format}.bin"), &bytes, false);
+    }
 }
