@@ -758,10 +758,7 @@ mod tests {
     fn offsets_come_from_the_table() {
         let md = markdown();
         // Speed: F32 at +12 in Dash, 244 in FM, 256 in FH.
-        assert!(
-            md.contains("| +12 | 244 | 256 | F32 | Speed | m/s |"),
-            "{md}"
-        );
+        assert!(md.contains("| +12 | 244 | 256 | F32 | Speed | m/s |"));
         // Gear: U8 at +75, 307 / 319.
         assert!(md.contains("| +75 | 307 | 319 | U8 | Gear |"));
         // WheelInPuddle is typed per format, in every format at 132.
