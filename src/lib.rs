@@ -21,6 +21,7 @@ pub mod fanout;
 pub mod filter;
 pub mod platform;
 pub mod recv;
+pub mod reference;
 pub mod relay;
 pub mod reload;
 pub mod simulate;
