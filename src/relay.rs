@@ -1465,4 +1465,38 @@ mod tests {
         assert_eq!(Applied::default().to_string(), "no changes");
         assert!(Applied::default().is_empty());
     }
+
+    #[test]
+    fn a_new_summary_interval_keeps_the_phase() {
+        let config = Config::from_toml(
+            "[listen]\naddr = \"127.0.0.1:0\"\n[stats]\ninterval = 3\n\
+             [[destination]]\naddr = \"127.0.0.1:9\"\n",
+            "phase.toml",
+            &crate::config::Overrides::default(),
+        )
+        .unwrap();
+        let mut relay = Relay::bind(&config).unwrap();
+        let shell = &mut relay.shell;
+        let s = Duration::from_secs;
+        let t0 = shell.last_summary;
+        assert_eq!(shell.next_summary, Some(t0 + s(3)));
+        shell.set_stats_interval(Some(s(3)), t0 + s(2));
+        assert_eq!(
+            shell.next_summary,
+            Some(t0 + s(3)),
+            "a reload moves nothing"
+        );
+        shell.set_stats_interval(Some(s(10)), t0 + s(2));
+        assert_eq!(
+            shell.next_summary,
+            Some(t0 + s(10)),
+            "one new interval after the last summary"
+        );
+        shell.set_stats_interval(Some(s(1)), t0 + s(5));
+        assert_eq!(shell.next_summary, Some(t0 + s(5)), "overdue: now");
+        shell.set_stats_interval(None, t0 + s(6));
+        assert_eq!(shell.next_summary, None);
+        shell.set_stats_interval(Some(s(2)), t0 + s(7));
+        assert_eq!(shell.next_summary, Some(t0 + s(7)));
+    }
 }

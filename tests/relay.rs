@@ -1506,3 +1506,117 @@ fn issue17_frames_held_in_a_backlog_are_counted_at_removal_and_at_stop() {
         "a full backlog at the stop is counted: {kept}"
     );
 }
+
+/// Issue 17: a reload restarted the summary timer, so with saves more often
+/// than the interval no summary came at all.
+#[test]
+fn issue17_reloads_more_often_than_the_interval_keep_the_summaries_coming() {
+    let (a, a_addr) = receiver();
+    let with_rate = |rate: u32| {
+        config(
+            &("[listen]\naddr = \"127.0.0.1:0\"\nformat = \"fh6\"\n\n[stats]\ninterval = 1\n"
+                .to_owned()
+                + &destination_toml("a", a_addr, "same", &format!("max_rate = {rate}"))),
+        )
+    };
+    let mut relay = Relay::bind(&with_rate(10)).expect("the relay binds");
+    let summaries = relay.summaries();
+    let control = relay.control();
+    let listen = relay.local_addr();
+    let thread = std::thread::spawn(move || relay.run());
+    let sender = Sender::new(listen);
+    let mut got = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut rate = 10;
+    while got.len() < 3 && Instant::now() < deadline {
+        // A save every 400 ms, each one a real change.
+        rate = if rate == 10 { 20 } else { 10 };
+        let mut c = with_rate(rate);
+        c.listen = listen;
+        let applied = control
+            .apply_and_wait(c, Duration::from_secs(5))
+            .expect("the loop answers")
+            .expect("the change applies");
+        assert!(!applied.is_empty(), "{applied}");
+        let p = Spec::new(Format::Fh6, rate).build();
+        sender.send(&p);
+        assert_eq!(recv(&a), p);
+        if let Ok(s) = summaries.recv_timeout(Duration::from_millis(400)) {
+            got.push(s.elapsed);
+        }
+    }
+    control.stop();
+    thread.join().expect("the relay thread");
+    assert_eq!(got.len(), 3, "summaries at {got:?}");
+    for pair in got.windows(2) {
+        let gap = pair[1] - pair[0];
+        // Never early; late only by what the OS decides.
+        assert!(
+            gap >= Duration::from_millis(950) && gap < Duration::from_secs(2),
+            "summaries at {got:?}"
+        );
+    }
+}
+
+/// Issue 12: with `auto`, the log says when Horizon packets are read another
+/// way, and one datagram that tells otherwise changes nothing.
+#[test]
+fn issue12_auto_logs_when_it_reads_horizon_packets_another_way() {
+    let (raw, raw_addr) = receiver();
+    let to = format!("{raw_addr},name=raw");
+    let mut bin = Bin::spawn(
+        &[
+            "run",
+            "--listen",
+            "127.0.0.1:0",
+            "--input",
+            "auto",
+            "--to",
+            &to,
+            "--stats-interval",
+            "0",
+        ],
+        None,
+    );
+    let listen = bin.wait_until_running();
+    let sender = Sender::new(listen);
+    let wet = |ts| {
+        Spec::new(Format::Fh5, ts)
+            .puddle([Puddle::Depth(0.5), DRY_DEPTH, DRY_DEPTH, DRY_DEPTH])
+            .build()
+    };
+    for ts in 1..=AGREEING_PACKETS {
+        let p = wet(ts);
+        sender.send(&p);
+        assert_eq!(recv(&raw), p);
+    }
+    let line = bin.wait_for_line("324-byte packets now read as");
+    assert!(
+        line.contains("INFO")
+            && line.contains("now read as fh5, no longer fh6 (a guess)")
+            && line.contains(&format!("the last {AGREEING_PACKETS} that told")),
+        "{line}"
+    );
+    // One flagged datagram, then more fh5: no second change.
+    let flagged = Spec::new(Format::Fh6, 100)
+        .puddle([WET, DRY, DRY, DRY])
+        .build();
+    sender.send(&flagged);
+    assert_eq!(recv(&raw), flagged);
+    let p = wet(101);
+    sender.send(&p);
+    assert_eq!(recv(&raw), p);
+    bin.signal("INT");
+    let done = bin.wait();
+    assert_eq!(done.code(), 0, "{}", done.stderr);
+    assert_eq!(
+        done.stderr.matches("324-byte packets now read as").count(),
+        1,
+        "{}",
+        done.stderr
+    );
+    done.assert_stderr_has(&[
+        &format!("Received {} packets", AGREEING_PACKETS + 2),
+        "(fh5)",
+    ]);
+}
