@@ -1,6 +1,6 @@
 //! The relay's configuration: the TOML file ([`FileConfig`]) or the quick form on
 //! the command line, validated once into a [`Config`] with every address resolved
-//! and every format parsed. Nothing past this module parses a string. Names and
+//! and every format parsed: the relay itself parses no string. Names and
 //! addresses are stored with their control characters escaped, so every place
 //! that prints them is safe. [`Config::routes`] is the one place the relay's
 //! core gets its own input from.

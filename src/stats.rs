@@ -1,9 +1,11 @@
-//! Plain counters, why frames were dropped, and every rendering of them.
+//! The counters' types, why frames were dropped, and every rendering of them.
 //!
-//! The relay's counters are read as one [`Snapshot`]; the periodic summary line
-//! ([`Summary`]), the final report (`Display` for [`Snapshot`]) and the JSON form
-//! for scripts and the bench ([`Snapshot::to_json`]) are all rendered here and
-//! nowhere else.
+//! The core ([`crate::fanout`]) keeps and counts them; the relay's shell reads
+//! them as one [`Snapshot`], which adds what only the shell knows (the address
+//! bound, the run time, what taps dropped). The periodic summary line
+//! ([`Summary`]), the final report (`Display` for [`Snapshot`]), the JSON form
+//! for scripts and the bench ([`Snapshot::to_json`]) and a destination's trouble
+//! in a few words ([`Problems`], for a dashboard) are all rendered here.
 
 use std::fmt::{self, Write as _};
 use std::io;
