@@ -1190,8 +1190,8 @@ impl Shell {
             let _ = self.registry.deregister(&mut old);
             moved = Some((self.listen, addr));
             self.listen = addr;
+            self.configured_listen = setup.listen;
         }
-        self.configured_listen = setup.listen;
         for &id in plan.closed() {
             if let Some(mut link) = self.links.get_mut(id.index()).and_then(Option::take) {
                 link.clear_backlog(&self.registry);
@@ -1498,5 +1498,30 @@ mod tests {
         assert_eq!(shell.next_summary, None);
         shell.set_stats_interval(Some(s(2)), t0 + s(7));
         assert_eq!(shell.next_summary, Some(t0 + s(7)));
+    }
+
+    #[test]
+    fn port_0_and_the_port_it_bound_are_the_same_listen_address() {
+        let toml = |listen: &str| {
+            Config::from_toml(
+                &format!(
+                    "[listen]\naddr = \"{listen}\"\n[[destination]]\naddr = \"127.0.0.1:9\"\n"
+                ),
+                "listen.toml",
+                &crate::config::Overrides::default(),
+            )
+            .unwrap()
+        };
+        let mut relay = Relay::bind(&toml("127.0.0.1:0")).unwrap();
+        let bound = relay.local_addr();
+        for listen in [
+            bound.to_string(),
+            "127.0.0.1:0".to_owned(),
+            bound.to_string(),
+        ] {
+            let applied = relay.apply(&toml(&listen)).unwrap();
+            assert_eq!(applied.listen, None, "{listen}: {applied}");
+            assert_eq!(relay.local_addr(), bound);
+        }
     }
 }
