@@ -1170,25 +1170,22 @@ fn assert_every_destination_adds_up(summary: &serde_json::Value) {
     }
 }
 
+/// Runs `forza-relay run --listen 127.0.0.1:0 ARGS` and waits until it
+/// relays; returns it and the address it listens on.
+#[track_caller]
+fn run_on_loopback(args: &[&str]) -> (Bin, SocketAddr) {
+    let mut all = vec!["run", "--listen", "127.0.0.1:0"];
+    all.extend_from_slice(args);
+    let mut bin = Bin::spawn(&all, None);
+    let listen = bin.wait_until_running();
+    (bin, listen)
+}
+
 #[test]
 fn issue17_two_malformed_datagrams_give_one_warning_then_1_more() {
     let (raw, raw_addr) = receiver();
     let to = format!("{raw_addr},name=raw");
-    let mut bin = Bin::spawn(
-        &[
-            "run",
-            "--listen",
-            "127.0.0.1:0",
-            "--input",
-            "fh6",
-            "--to",
-            &to,
-            "--stats-interval",
-            "1",
-        ],
-        None,
-    );
-    let listen = bin.wait_until_running();
+    let (bin, listen) = run_on_loopback(&["--input", "fh6", "--to", &to, "--stats-interval", "1"]);
     let sender = Sender::new(listen);
     for bad in [b"not a packet".as_slice(), b"nor this"] {
         sender.send(bad);
@@ -1232,19 +1229,7 @@ fn issue12_control_characters_in_a_destination_name_are_escaped_in_the_log() {
     let (rig, rig_addr) = receiver();
     let name = "evil\u{1b}[2J\u{1b}[31mred\nINFO forged line";
     let to = format!("{rig_addr},name={name}");
-    let mut bin = Bin::spawn(
-        &[
-            "run",
-            "--listen",
-            "127.0.0.1:0",
-            "--to",
-            &to,
-            "--stats-interval",
-            "0",
-        ],
-        None,
-    );
-    let listen = bin.wait_until_running();
+    let (bin, listen) = run_on_loopback(&["--to", &to, "--stats-interval", "0"]);
     let p = Spec::new(Format::Fh6, 1).build();
     Sender::new(listen).send(&p);
     assert_eq!(recv(&rig), p);
@@ -1564,21 +1549,8 @@ fn issue17_reloads_more_often_than_the_interval_keep_the_summaries_coming() {
 fn issue12_auto_logs_when_it_reads_horizon_packets_another_way() {
     let (raw, raw_addr) = receiver();
     let to = format!("{raw_addr},name=raw");
-    let mut bin = Bin::spawn(
-        &[
-            "run",
-            "--listen",
-            "127.0.0.1:0",
-            "--input",
-            "auto",
-            "--to",
-            &to,
-            "--stats-interval",
-            "0",
-        ],
-        None,
-    );
-    let listen = bin.wait_until_running();
+    let (mut bin, listen) =
+        run_on_loopback(&["--input", "auto", "--to", &to, "--stats-interval", "0"]);
     let sender = Sender::new(listen);
     let wet = |ts| {
         Spec::new(Format::Fh5, ts)
