@@ -2,8 +2,9 @@
 //! many destinations, each in the packet layout it understands.
 //!
 //! The library holds the pure parts (formats, translation, decoding, the fan-out
-//! core) and the relay shell that owns every socket; `main.rs` only parses the
-//! command line.
+//! core built from its own `fanout::Routes`) and the relay shell that owns every
+//! socket (`relay`); `main.rs` parses the command line, sets up logging and runs
+//! the subcommand.
 
 pub mod telemetry;
 pub mod translate;

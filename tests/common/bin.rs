@@ -167,6 +167,11 @@ impl Bin {
         addr
     }
 
+    /// Its process id.
+    pub fn id(&self) -> u32 {
+        self.child.id()
+    }
+
     /// Sends a signal (`INT`, `TERM`) with the `kill` command, by process id.
     #[track_caller]
     pub fn signal(&self, name: &str) {
