@@ -1,6 +1,9 @@
 //! The relay's configuration: the TOML file ([`FileConfig`]) or the quick form on
 //! the command line, validated once into a [`Config`] with every address resolved
-//! and every format parsed. Nothing past this module parses a string.
+//! and every format parsed: the relay itself parses no string. Names and
+//! addresses are stored with their control characters escaped, so every place
+//! that prints them is safe. [`Config::routes`] is the one place the relay's
+//! core gets its own input from.
 //!
 //! Every mistake becomes a [`ConfigError`] naming the place (file and line, or the
 //! command-line flag), the key, the value and what is wrong; all mistakes are
@@ -9,7 +12,7 @@
 use std::fmt;
 use std::fs::File;
 use std::io::{self, Read as _};
-use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, ToSocketAddrs, UdpSocket};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -17,7 +20,9 @@ use ipnet::IpNet;
 use serde::Deserialize;
 use toml::Spanned;
 
-use crate::socket;
+use crate::fanout::{self, Routes};
+pub use crate::fanout::{Destination, Output};
+pub use crate::wire::Input;
 use crate::wire::{Format, FORMAT_IDS};
 
 /// The port forza-relay listens on when none is given. Outside FH6's own
@@ -38,24 +43,6 @@ pub const DEFAULT_FILE_NAME: &str = "forza-relay.toml";
 /// the wrong file, and reading no more than this keeps a mistake (a video, a
 /// disk image, `/dev/zero`) from taking minutes or gigabytes.
 pub const MAX_FILE_BYTES: u64 = 1 << 20;
-
-/// What the listening socket is told to expect.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Input {
-    /// Tell the format by length, and fh5/fh6 by the puddle heuristic.
-    Auto,
-    /// Every datagram is this format; other lengths are malformed.
-    Fixed(Format),
-}
-
-impl fmt::Display for Input {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Input::Auto => f.write_str("auto"),
-            Input::Fixed(format) => format.fmt(f),
-        }
-    }
-}
 
 impl std::str::FromStr for Input {
     type Err = String;
@@ -91,47 +78,6 @@ impl std::str::FromStr for StatsFormat {
             _ => Err(format!("{s:?} is not a stats format (valid: text, json)")),
         }
     }
-}
-
-/// What a destination receives.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Output {
-    /// Every datagram byte for byte, whatever it is.
-    Same,
-    /// Packets translated to this format.
-    Format(Format),
-}
-
-impl fmt::Display for Output {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Output::Same => f.write_str("same"),
-            Output::Format(format) => format.fmt(f),
-        }
-    }
-}
-
-impl serde::Serialize for Output {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.collect_str(self)
-    }
-}
-
-/// One validated destination.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Destination {
-    /// Unique name, used in logs and summaries.
-    pub name: String,
-    /// The address as the user wrote it (a hostname stays a hostname here).
-    pub addr_text: String,
-    /// The resolved address.
-    pub addr: SocketAddr,
-    /// What it receives.
-    pub output: Output,
-    /// Drop frames with IsRaceOn = 0, except the first one after racing.
-    pub only_race_on: bool,
-    /// At most this many frames per second, the newest; 0 = every frame.
-    pub max_rate: u32,
 }
 
 /// A validated configuration.
@@ -206,6 +152,40 @@ pub type LookUp = dyn Fn(&str, u16) -> io::Result<Vec<SocketAddr>> + Send + Sync
 /// The operating system's resolver.
 pub fn system_look_up(host: &str, port: u16) -> io::Result<Vec<SocketAddr>> {
     Ok((host, port).to_socket_addrs()?.collect())
+}
+
+/// True when `ip` is an address of this computer: the operating system's
+/// answer for [`fanout::is_loop`]. Connecting a UDP socket sends nothing: the OS
+/// only picks the address it would send from, and for one of its own addresses
+/// that is the address itself. This asks the routing table the question a
+/// packet would, so there is no interface list to keep up to date.
+pub fn is_own_address(ip: IpAddr) -> bool {
+    let ip = ip.to_canonical();
+    let any: IpAddr = if ip.is_ipv4() {
+        Ipv4Addr::UNSPECIFIED.into()
+    } else {
+        Ipv6Addr::UNSPECIFIED.into()
+    };
+    // Port 9 (discard) only because connect needs one.
+    UdpSocket::bind((any, 0))
+        .and_then(|s| s.connect((ip, 9)).and_then(|()| s.local_addr()))
+        .is_ok_and(|local| local.ip().to_canonical() == ip)
+}
+
+/// `text` safe to print: every control character (ESC, a newline…) written as
+/// its escape (`\u{1b}`, `\n`), everything else as it is. Destination names
+/// and addresses are stored this way at load, so every log line, summary and
+/// dashboard that shows them is safe (issue 12).
+pub fn escape_controls(text: &str) -> String {
+    let mut escaped = String::with_capacity(text.len());
+    for c in text.chars() {
+        if c.is_control() {
+            escaped.extend(c.escape_default());
+        } else {
+            escaped.push(c);
+        }
+    }
+    escaped
 }
 
 /// A configuration read again while running, and what it kept from before.
@@ -351,6 +331,16 @@ pub struct Overrides {
 }
 
 impl Config {
+    /// What the relay's core takes from this configuration: the input format,
+    /// the allow-list and the destinations (the shell keeps the rest).
+    pub fn routes(&self) -> Routes {
+        Routes {
+            input: self.input,
+            allow: self.allow.clone(),
+            destinations: self.destinations.clone(),
+        }
+    }
+
     /// What this configuration makes the relay do, as `check` prints it.
     pub fn describe(&self) -> String {
         use std::fmt::Write as _;
@@ -465,14 +455,7 @@ impl Config {
                     let line = line_of(text, span.start);
                     let source = text.lines().nth(line - 1).unwrap_or_default().trim();
                     // A binary file's control bytes would garble the terminal.
-                    let mut quoted = String::new();
-                    for c in source.chars() {
-                        if c.is_control() {
-                            quoted.extend(c.escape_default());
-                        } else {
-                            quoted.push(c);
-                        }
-                    }
+                    let quoted = escape_controls(source);
                     format!("{origin}:{line}: {quoted}")
                 }
                 None => origin.to_owned(),
@@ -840,10 +823,13 @@ impl Raw {
             );
         }
         for d in &self.destinations {
-            let name = d.name.clone().unwrap_or_else(|| d.addr.clone());
-            if name.trim().is_empty() {
+            let raw_name = d.name.as_deref().unwrap_or(&d.addr);
+            if raw_name.trim().is_empty() {
                 problem(&d.name_place, "name is empty".to_owned());
             }
+            // Stored escaped, so that every place that shows them is safe.
+            let name = escape_controls(raw_name);
+            let addr_text = escape_controls(&d.addr);
             let output = match d.format.as_deref().map(str::trim) {
                 None => Some(Output::Same),
                 Some(s) if s.eq_ignore_ascii_case("same") => Some(Output::Same),
@@ -863,7 +849,7 @@ impl Raw {
                 Err(message) => {
                     // The same text resolved before, so only the look-up failed.
                     let before = previous
-                        .and_then(|p| p.destinations.iter().find(|x| x.addr_text == d.addr));
+                        .and_then(|p| p.destinations.iter().find(|x| x.addr_text == addr_text));
                     match before {
                         Some(before) => {
                             warnings.push(Problem {
@@ -899,7 +885,7 @@ impl Raw {
                     );
                 }
                 if let Some(listen) = listen {
-                    if socket::is_loop(listen, addr) {
+                    if fanout::is_loop(listen, addr, is_own_address) {
                         problem(
                             &d.addr_place,
                             format!(
@@ -915,7 +901,7 @@ impl Raw {
             if let (Some(addr), Some(output)) = (addr, output) {
                 destinations.push(Destination {
                     name,
-                    addr_text: d.addr.clone(),
+                    addr_text,
                     addr,
                     output,
                     only_race_on: d.only_race_on,
@@ -1189,7 +1175,7 @@ addr = "localhost"
             eprintln!("note: {name:?} does not resolve here; not tested");
             return;
         };
-        assert!(socket::is_own_address(addr.ip()), "{name} is {addr}");
+        assert!(is_own_address(addr.ip()), "{name} is {addr}");
         let p = loop_problems("0.0.0.0:5400", &[&dest]);
         assert_eq!(
             p,
@@ -1320,5 +1306,79 @@ addr = "localhost"
         )
         .unwrap_err();
         assert_eq!(e.to_string(), "--to \"127.0.0.1:1,fromat=fh5\": unknown option \"fromat=fh5\" (options: format=ID, only-race-on, max-rate=HZ, name=NAME)");
+    }
+
+    fn at(text: &str) -> SocketAddr {
+        text.parse().expect("a socket address")
+    }
+
+    #[test]
+    fn another_computer_is_not_this_one() {
+        // TEST-NET-3 (RFC 5737): documentation only, never assigned to a host.
+        assert!(!is_own_address("203.0.113.9".parse().unwrap()));
+        assert!(!fanout::is_loop(
+            at("0.0.0.0:5400"),
+            at("203.0.113.9:5400"),
+            is_own_address
+        ));
+    }
+
+    /// This computer's non-loopback addresses as `ip -o addr` lists them
+    /// (Linux); `None` when the command is missing.
+    fn own_addresses_from_ip_command() -> Option<Vec<IpAddr>> {
+        let out = std::process::Command::new("ip")
+            .args(["-o", "addr", "show"])
+            .output()
+            .ok()?;
+        let text = String::from_utf8_lossy(&out.stdout);
+        Some(
+            text.lines()
+                .filter_map(|line| {
+                    let mut words = line.split_whitespace();
+                    words.find(|w| *w == "inet" || *w == "inet6")?;
+                    words.next()?.split('/').next()?.parse::<IpAddr>().ok()
+                })
+                // Link-local IPv6 needs a scope id that `ip -o` doesn't give.
+                .filter(|ip| !ip.is_loopback() && !is_link_local_v6(*ip))
+                .collect(),
+        )
+    }
+
+    fn is_link_local_v6(ip: IpAddr) -> bool {
+        matches!(ip, IpAddr::V6(v6) if v6.segments()[0] & 0xffc0 == 0xfe80)
+    }
+
+    #[test]
+    fn this_computers_lan_addresses_loop_when_listening_on_every_interface() {
+        let Some(own) = own_addresses_from_ip_command() else {
+            eprintln!("note: no `ip` command; this computer's LAN addresses not tested");
+            return;
+        };
+        if own.is_empty() {
+            eprintln!("note: this computer has no non-loopback address; not tested");
+            return;
+        }
+        for ip in own {
+            let any = if ip.is_ipv4() { "0.0.0.0" } else { "[::]" };
+            let dest = SocketAddr::new(ip, 5400);
+            assert!(is_own_address(ip), "{ip}");
+            assert!(
+                fanout::is_loop(at(&format!("{any}:5400")), dest, is_own_address),
+                "{dest}"
+            );
+            assert!(
+                fanout::is_loop(at("[::]:5400"), dest, is_own_address),
+                "{dest} via ::"
+            );
+            assert!(
+                !fanout::is_loop(at(&format!("{any}:5401")), dest, is_own_address),
+                "{dest}"
+            );
+            // Bound to loopback only, the listener never sees packets for the LAN.
+            assert!(
+                !fanout::is_loop(at("127.0.0.1:5400"), dest, is_own_address),
+                "{dest}"
+            );
+        }
     }
 }

@@ -205,12 +205,7 @@ impl Differences {
 
 /// `R(6)`: a class letter and its number on `format`'s scale.
 fn class(format: Format, value: i32) -> String {
-    let letter = format
-        .layout()
-        .classes
-        .and_then(|c| usize::try_from(value).ok().and_then(|i| c.get(i)))
-        .copied()
-        .unwrap_or("?");
+    let letter = format.class_letter(value).unwrap_or("?");
     format!("{letter}({value})")
 }
 

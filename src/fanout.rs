@@ -1,36 +1,52 @@
 //! The fan-out core: every decision the relay makes about a datagram, and every
 //! counter, with no sockets, no clock reads and no logging above `trace!`.
 //!
-//! [`Fanout::handle`] takes one datagram with its sender and the time, and hands
-//! each destination's bytes to a [`Sink`] the caller gives it. In order: the
-//! allow-list, detection (a configured format, or `auto`), then per destination
-//! the race filter, the rate limit (the newest early frame waits for its slot in
-//! a pending frame; [`Fanout::due`] sends it), and translation, done at most once
-//! per distinct output format per packet into buffers made at start-up.
+//! The core is built from its own input, [`Routes`] (the input format, who may
+//! send, where packets go), which a validated `Config` makes in one place
+//! (`Config::routes`); it knows nothing of files, summaries or recordings.
+//!
+//! [`Fanout::handle`] takes one datagram with its sender and the time, decides
+//! whether it is admitted ([`Verdict`]), and hands each destination's bytes to a
+//! [`Sink`] the caller gives it. In order: the allow-list, the input format
+//! ([`Acceptor`]: a configured format, or `auto`), then per destination the race
+//! filter, the rate limit (the newest early frame waits for its slot in a pending
+//! frame; [`Fanout::due`] sends it), and translation, done at most once per
+//! distinct output format per packet into buffers made at start-up.
 //!
 //! Destinations are known by a [`DestinationId`] that stays the same while the
-//! destination exists. [`Fanout::apply`] takes a new [`Config`] and matches
-//! destinations by name: an unchanged one keeps all its state, a changed one keeps
-//! its counters, new ones start, and removed ones come back with their final
-//! counters.
+//! destination exists. A new configuration is taken in two steps: the pure
+//! [`Fanout::plan`] matches destinations by name (the one place that rule
+//! lives) and says, per destination, what the shell must do with its socket;
+//! the shell does it (all or nothing), then [`Fanout::commit`] applies the plan
+//! and returns the [`Changes`]: an unchanged destination keeps all its state, a
+//! changed one keeps its counters, new ones start, and removed ones come back
+//! with their final counters.
 //!
-//! Invariants: nothing here allocates per datagram, and no input can make it
-//! panic. Every datagram received is, for each destination, counted exactly once:
-//! handed to the sink (which counts it sent or dropped), or dropped for a
-//! [`DropReason`], or held as the one pending frame.
+//! Counting happens here and nowhere else. The shell never touches a counter: it
+//! says what the network did with each frame it was handed ([`Outcome`]: sent,
+//! queued, dropped), later what became of the frames it queued, and which send
+//! errors it met ([`Report`]). So, per destination, every admitted datagram is
+//! counted exactly once: `received = sent + dropped by reason + held`, where
+//! `held` is the pending frame plus the frames the shell queued
+//! ([`DestinationStats::is_balanced`]). Frames the shell drops on the plan's
+//! word (a destination removed, readdressed, or given another output) and those
+//! left when the relay stops ([`Fanout::finish`]) are counted dropped by the
+//! core, so a removed destination's final counters include them.
+//!
+//! Invariants: nothing here allocates per datagram, and no datagram can make it
+//! panic.
 
 use std::fmt;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::time::Instant;
 
 use ipnet::IpNet;
 use log::trace;
 
-use crate::config::{Config, Destination, Input, Output};
 use crate::filter::{RaceFilter, RateLimiter};
-use crate::stats::{DestinationSnapshot, DestinationStats, DropReason, InputStats, Snapshot};
+use crate::stats::{DestinationSnapshot, DestinationStats, DropReason, InputStats, SendErrorKind};
 use crate::translate::translate;
-use crate::wire::{Detector, Format, Packet, MAX_LEN};
+use crate::wire::{Acceptor, Format, Input, Packet, Reading, MAX_LEN};
 
 /// Largest frame a pending slot (or a shell's backlog) holds: every Forza
 /// format, and any datagram that fits one Ethernet frame. A larger `same`
@@ -54,30 +70,145 @@ impl DestinationId {
     }
 }
 
-/// Where the core hands each destination's bytes: the shell sends them, a test
-/// records them. `stats` are the destination's counters, lent for the call: the
-/// sink counts what became of the frame (sent, queued then dropped, failed).
-pub trait Sink {
-    /// Delivers `bytes` to destination `id`.
-    fn deliver(&mut self, id: DestinationId, bytes: &[u8], stats: &mut DestinationStats);
+/// What a destination receives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Output {
+    /// Every datagram byte for byte, whatever it is.
+    Same,
+    /// Packets translated to this format.
+    Format(Format),
 }
 
-impl<F: FnMut(DestinationId, &[u8], &mut DestinationStats)> Sink for F {
-    fn deliver(&mut self, id: DestinationId, bytes: &[u8], stats: &mut DestinationStats) {
-        self(id, bytes, stats)
+impl fmt::Display for Output {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Output::Same => f.write_str("same"),
+            Output::Format(format) => format.fmt(f),
+        }
     }
 }
 
-/// A frame held for later: a destination's pending frame, or a shell's backlog.
+impl serde::Serialize for Output {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+/// One destination, validated.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Destination {
+    /// Unique name, used in logs and summaries (control characters already
+    /// escaped by the configuration, so it is safe to print).
+    pub name: String,
+    /// The address as the user wrote it (a hostname stays a hostname here).
+    pub addr_text: String,
+    /// The resolved address.
+    pub addr: SocketAddr,
+    /// What it receives.
+    pub output: Output,
+    /// Drop frames with IsRaceOn = 0, except the first one after racing.
+    pub only_race_on: bool,
+    /// At most this many frames per second, the newest; 0 = every frame.
+    pub max_rate: u32,
+}
+
+/// What the core is built from and reconfigured with.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Routes {
+    /// The input format.
+    pub input: Input,
+    /// Source ranges allowed to send; empty = everyone.
+    pub allow: Vec<IpNet>,
+    /// Where packets go, in order; names are unique (a repeated name is ignored).
+    pub destinations: Vec<Destination>,
+}
+
+/// True when a datagram sent to `dest` reaches a socket listening on `listen`, so
+/// relaying to it would loop: the same port, and `dest` is the listen address
+/// itself or, when listening on every interface (`0.0.0.0`, `::`), any address
+/// of this computer (loopback, or one `is_own` says is its own). IPv4-mapped
+/// addresses count as IPv4. `::` counts as dual-stack, as the listener asks, and
+/// `0.0.0.0` receives no IPv6. The one loop rule: the configuration and the
+/// relay both apply it, with the operating system's answer as `is_own`.
+pub fn is_loop(listen: SocketAddr, dest: SocketAddr, is_own: impl FnOnce(IpAddr) -> bool) -> bool {
+    if listen.port() != dest.port() {
+        return false;
+    }
+    let (l, d) = (listen.ip().to_canonical(), dest.ip().to_canonical());
+    if l == d {
+        return true;
+    }
+    if !l.is_unspecified() || (l.is_ipv4() && d.is_ipv6()) {
+        return false;
+    }
+    d.is_unspecified() || d.is_loopback() || is_own(d)
+}
+
+/// What became of a frame, as the shell reports it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// Handed to the OS.
+    Sent,
+    /// Kept in the shell's backlog (the socket would block): what becomes of it
+    /// is reported later, through a [`Report`].
+    Queued,
+    /// Not sent, for this reason.
+    Dropped(DropReason),
+}
+
+/// Where the shell tells the core about one destination: what became of the
+/// frames it queued for it, and the send errors it met. It can do nothing
+/// else with the destination's counters.
+pub struct Report<'a> {
+    stats: &'a mut DestinationStats,
+    /// Frames the shell holds for the destination: queued, or being delivered.
+    queued: &'a mut u64,
+}
+
+impl Report<'_> {
+    /// What became of one frame the shell held; `Queued` when it still does.
+    pub fn held(&mut self, outcome: Outcome) {
+        match outcome {
+            Outcome::Queued => return,
+            Outcome::Sent => self.stats.sent += 1,
+            Outcome::Dropped(reason) => self.stats.drop(reason),
+        }
+        debug_assert!(*self.queued > 0, "an outcome for a frame nobody held");
+        *self.queued = self.queued.saturating_sub(1);
+    }
+
+    /// A send failed (the frame's own outcome is reported apart).
+    pub fn send_error(&mut self, kind: SendErrorKind) {
+        self.stats.send_errors.add(kind);
+    }
+}
+
+/// Where the core hands each destination's bytes: the shell sends them, a test
+/// records them.
+pub trait Sink {
+    /// Delivers `bytes` to destination `id` and says what became of them; what
+    /// the shell learns meanwhile about frames it queued earlier for `id`, and
+    /// the send errors it meets, go to `report`.
+    fn deliver(&mut self, id: DestinationId, bytes: &[u8], report: &mut Report<'_>) -> Outcome;
+}
+
+impl<F: FnMut(DestinationId, &[u8]) -> Outcome> Sink for F {
+    fn deliver(&mut self, id: DestinationId, bytes: &[u8], _: &mut Report<'_>) -> Outcome {
+        self(id, bytes)
+    }
+}
+
+/// A frame held for later: a destination's pending frame, or one in a shell's
+/// backlog.
 #[derive(Clone, Copy)]
-pub struct Frame {
+pub struct HeldFrame {
     len: usize,
     data: [u8; FRAME_CAPACITY],
 }
 
-impl Frame {
+impl HeldFrame {
     /// A frame holding nothing.
-    pub const EMPTY: Frame = Frame {
+    pub const EMPTY: HeldFrame = HeldFrame {
         len: 0,
         data: [0; FRAME_CAPACITY],
     };
@@ -106,12 +237,15 @@ struct DestinationState {
     race: RaceFilter,
     rate: RateLimiter,
     /// The newest frame waiting for its `max_rate` slot, if `has_pending`.
-    pending: Box<Frame>,
+    pending: Box<HeldFrame>,
     has_pending: bool,
     /// When the pending frame came: its deadline when the limiter names none
     /// (a reload changed `max_rate` while it waited, so the limiter is new and
     /// the frame may go at once).
     pending_at: Option<Instant>,
+    /// Frames the shell holds for it (see [`Report`]).
+    queued: u64,
+    /// Every counter but `held`, which [`DestinationState::stats`] adds.
     stats: DestinationStats,
 }
 
@@ -120,9 +254,10 @@ impl DestinationState {
         DestinationState {
             race: RaceFilter::default(),
             rate: RateLimiter::new(config.max_rate),
-            pending: Box::new(Frame::EMPTY),
+            pending: Box::new(HeldFrame::EMPTY),
             has_pending: false,
             pending_at: None,
+            queued: 0,
             stats: DestinationStats::default(),
             config,
         }
@@ -137,7 +272,7 @@ impl DestinationState {
         }
         if self.rate.is_due(now) {
             self.rate.sent(now);
-            sink.deliver(id, bytes, &mut self.stats);
+            send(id, bytes, &mut self.stats, &mut self.queued, sink);
         } else if self.pending.store(bytes) {
             self.has_pending = true;
             self.pending_at = Some(now);
@@ -151,7 +286,13 @@ impl DestinationState {
         if self.has_pending && self.rate.is_due(now) {
             self.has_pending = false;
             self.rate.sent(now);
-            sink.deliver(id, self.pending.bytes(), &mut self.stats);
+            send(
+                id,
+                self.pending.bytes(),
+                &mut self.stats,
+                &mut self.queued,
+                sink,
+            );
         }
     }
 
@@ -162,6 +303,12 @@ impl DestinationState {
         }
     }
 
+    /// Counts the frames the shell held for it as dropped: the shell drops them
+    /// (the plan said so, or the relay stops).
+    fn drop_queued(&mut self) {
+        self.stats.dropped[DropReason::Backlog as usize] += std::mem::take(&mut self.queued);
+    }
+
     fn deadline(&self) -> Option<Instant> {
         if self.has_pending {
             self.rate.next_due().or(self.pending_at)
@@ -170,14 +317,37 @@ impl DestinationState {
         }
     }
 
+    /// Its counters, `held` included.
+    fn stats(&self) -> DestinationStats {
+        DestinationStats {
+            held: self.queued + u64::from(self.has_pending),
+            ..self.stats
+        }
+    }
+
     fn snapshot(&self) -> DestinationSnapshot {
         DestinationSnapshot {
             name: self.config.name.clone(),
             addr: self.config.addr,
             output: self.config.output,
-            stats: self.stats,
+            stats: self.stats(),
         }
     }
+}
+
+/// Hands `bytes` to the sink and counts the outcome: until the sink says
+/// otherwise, the frame is the shell's to hold.
+fn send(
+    id: DestinationId,
+    bytes: &[u8],
+    stats: &mut DestinationStats,
+    queued: &mut u64,
+    sink: &mut impl Sink,
+) {
+    *queued += 1;
+    let mut report = Report { stats, queued };
+    let outcome = sink.deliver(id, bytes, &mut report);
+    report.held(outcome);
 }
 
 /// The translation of the current packet into one output format, made at most
@@ -188,6 +358,85 @@ struct OutputSlot {
     len: usize,
     /// The packet number `buf` holds.
     packet: u64,
+}
+
+/// What the core decided about one datagram.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    /// From a sender outside `listen.allow`: counted, and sent nowhere.
+    Disallowed,
+    /// Relayed: read as `Some(reading)`, or `None` when it is no packet of the
+    /// input (counted malformed, and sent only to `same` destinations).
+    Admitted(Option<Reading>),
+}
+
+impl Verdict {
+    /// True when the datagram was relayed (what a tap records or shows).
+    pub fn is_admitted(self) -> bool {
+        matches!(self, Verdict::Admitted(_))
+    }
+}
+
+/// What the shell must do with one destination's socket for a [`Plan`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Action {
+    /// Open a socket to this address: for a new destination, or one whose
+    /// address changed (whose old socket closes, with what it held).
+    Open(SocketAddr),
+    /// The same socket stays.
+    Keep {
+        /// The frames the shell holds for it are dropped: they are in the old
+        /// output format.
+        discard_backlog: bool,
+        /// Its rate limiter starts afresh (its `max_rate` changed); the core's
+        /// own business, listed for completeness.
+        reset_limiter: bool,
+    },
+}
+
+/// One destination of a [`Plan`]: the id it has, or will get, and what to do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Step {
+    /// Its id from the commit on.
+    pub id: DestinationId,
+    /// What the shell does with its socket.
+    pub action: Action,
+}
+
+/// What a new set of [`Routes`] changes, per destination, before anything is
+/// changed: made by [`Fanout::plan`], carried out by the shell (sockets) and
+/// then by [`Fanout::commit`] (everything else).
+#[derive(Debug, Clone)]
+pub struct Plan {
+    /// The commits the core had seen when the plan was made.
+    generation: u64,
+    /// The new routes, a repeated name left out.
+    routes: Routes,
+    /// One per destination of `routes`, in order.
+    steps: Vec<Step>,
+    /// Destinations that go away: the shell closes their sockets and drops
+    /// what they held.
+    closed: Vec<DestinationId>,
+}
+
+impl Plan {
+    /// Every destination of the new routes, in order, with its step.
+    pub fn steps(&self) -> impl Iterator<Item = (&Destination, Step)> {
+        self.routes
+            .destinations
+            .iter()
+            .zip(self.steps.iter().copied())
+    }
+
+    /// The destinations that go away.
+    pub fn closed(&self) -> &[DestinationId] {
+        &self.closed
+    }
+
+    /// The routes it leads to.
+    pub fn routes(&self) -> &Routes {
+        &self.routes
+    }
 }
 
 /// A destination whose configuration changed; it kept its counters.
@@ -208,11 +457,11 @@ pub struct Removed {
     pub id: DestinationId,
     /// Its last configuration.
     pub destination: Destination,
-    /// Its counters at removal.
+    /// Its counters at removal, every frame it held counted dropped.
     pub stats: DestinationStats,
 }
 
-/// What [`Fanout::apply`] changed.
+/// What [`Fanout::commit`] changed.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Changes {
     /// New destinations.
@@ -221,9 +470,6 @@ pub struct Changes {
     pub changed: Vec<Changed>,
     /// Destinations removed.
     pub removed: Vec<Removed>,
-    /// The listening address, before and after, when it changed (the shell
-    /// fills it in: the core has no sockets).
-    pub listen: Option<(SocketAddr, SocketAddr)>,
     /// The input format, before and after, when it changed.
     pub input: Option<(Input, Input)>,
     /// The allow-list changed.
@@ -231,30 +477,24 @@ pub struct Changes {
 }
 
 impl Changes {
-    /// True when the new configuration made no difference to the core.
+    /// True when the new routes made no difference to the core.
     pub fn is_empty(&self) -> bool {
         self.added.is_empty()
             && self.changed.is_empty()
             && self.removed.is_empty()
-            && self.listen.is_none()
             && self.input.is_none()
             && !self.allow
     }
-}
 
-impl fmt::Display for Changes {
-    /// One line: `+ C (fm7), ~ B: same -> fh5, - D`.
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let mut sep = "";
+    /// Writes each change, every one after `sep` (then `", "`); `sep` is left
+    /// as it is when there is none. For a shell that lists its own changes
+    /// first.
+    pub fn write_items(&self, f: &mut fmt::Formatter<'_>, sep: &mut &str) -> fmt::Result {
         let mut item = |f: &mut fmt::Formatter<'_>| {
-            let s = sep;
-            sep = ", ";
+            let s = *sep;
+            *sep = ", ";
             f.write_str(s)
         };
-        if let Some((before, after)) = self.listen {
-            item(f)?;
-            write!(f, "~ listen: {before} -> {after}")?;
-        }
         if let Some((before, after)) = self.input {
             item(f)?;
             write!(f, "~ input: {before} -> {after}")?;
@@ -270,16 +510,23 @@ impl fmt::Display for Changes {
         for c in &self.changed {
             item(f)?;
             write!(f, "~ {}:", c.after.name)?;
-            DestinationDiff(&c.before, &c.after).fmt(f)?;
+            write!(f, "{}", DestinationDiff(&c.before, &c.after))?;
         }
         for r in &self.removed {
             item(f)?;
             write!(f, "- {}", r.destination.name)?;
         }
-        if sep.is_empty() {
-            f.write_str("no changes")?;
-        }
         Ok(())
+    }
+}
+
+impl fmt::Display for Changes {
+    /// One line: `+ C (fm7), ~ B: same -> fh5, - D`, or `no changes`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.is_empty() {
+            return f.write_str("no changes");
+        }
+        self.write_items(f, &mut "")
     }
 }
 
@@ -311,11 +558,19 @@ impl fmt::Display for DestinationDiff<'_> {
     }
 }
 
+/// Every counter of the core at one moment.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Counters {
+    /// Input counters.
+    pub input: InputStats,
+    /// Every destination, in configuration order.
+    pub destinations: Vec<DestinationSnapshot>,
+}
+
 /// The pure fan-out core. See the module documentation.
 pub struct Fanout {
-    input: Input,
+    acceptor: Acceptor,
     allow: Vec<IpNet>,
-    detector: Detector,
     outputs: [OutputSlot; Format::ALL.len()],
     /// Indexed by [`DestinationId`]; `None` for a free id.
     dests: Vec<Option<DestinationState>>,
@@ -324,6 +579,9 @@ pub struct Fanout {
     stats: InputStats,
     /// Packets handled so far: the number of the current one.
     packet: u64,
+    /// Plans committed so far: a plan is committed to the core it was made
+    /// from, with no commit between.
+    generation: u64,
     /// The length and sender of the last datagram that was not the input format.
     last_malformed: Option<(usize, SocketAddr)>,
     /// The last sender outside `listen.allow`.
@@ -331,48 +589,37 @@ pub struct Fanout {
 }
 
 impl Fanout {
-    /// A core for `config`, every destination started.
-    pub fn new(config: &Config) -> Fanout {
+    /// A core for `routes`, every destination started.
+    pub fn new(routes: &Routes) -> Fanout {
         let mut core = Fanout {
-            input: config.input,
-            allow: config.allow.clone(),
-            detector: Detector::default(),
+            acceptor: Acceptor::new(routes.input),
+            allow: routes.allow.clone(),
             outputs: std::array::from_fn(|_| OutputSlot {
                 buf: Box::new([0; MAX_LEN]),
                 len: 0,
                 packet: 0,
             }),
-            dests: Vec::with_capacity(config.destinations.len()),
-            order: Vec::with_capacity(config.destinations.len()),
+            dests: Vec::new(),
+            order: Vec::new(),
             stats: InputStats::default(),
             packet: 0,
+            generation: 0,
             last_malformed: None,
             last_disallowed: None,
         };
-        for d in &config.destinations {
-            core.add(d.clone());
-        }
+        // Every destination is new to an empty core.
+        core.commit(core.plan(routes));
         core
     }
 
-    fn add(&mut self, config: Destination) -> DestinationId {
-        let id = DestinationId(
-            self.dests
-                .iter()
-                .position(Option::is_none)
-                .unwrap_or(self.dests.len()),
-        );
-        let state = Some(DestinationState::new(config));
-        match self.dests.get_mut(id.0) {
-            Some(slot) => *slot = state,
-            None => self.dests.push(state),
-        }
-        self.order.push(id);
-        id
-    }
-
     /// Relays one datagram: `data` from `from`, received at `now`.
-    pub fn handle(&mut self, data: &[u8], from: SocketAddr, now: Instant, sink: &mut impl Sink) {
+    pub fn handle(
+        &mut self,
+        data: &[u8],
+        from: SocketAddr,
+        now: Instant,
+        sink: &mut impl Sink,
+    ) -> Verdict {
         let len = data.len();
         self.stats.received += 1;
         self.stats.bytes += len as u64;
@@ -382,32 +629,23 @@ impl Fanout {
         if !self.allow.is_empty() && !self.allow.iter().any(|net| net.contains(&ip)) {
             self.stats.disallowed += 1;
             self.last_disallowed = Some(from);
-            return;
+            return Verdict::Disallowed;
         }
-        let (format, guessed) = match self.input {
-            Input::Fixed(f) => ((len == f.len()).then_some(f), false),
-            Input::Auto => {
-                let f = self.detector.detect(data);
-                (
-                    f,
-                    f.is_some_and(Format::is_horizon) && !self.detector.is_certain(),
-                )
-            }
-        };
-        match format {
-            Some(f) => {
-                self.stats.last_format = Some(f);
-                self.stats.format_guessed = guessed;
+        let reading = self.acceptor.read(data);
+        match reading {
+            Some(r) => {
+                self.stats.last_format = Some(r.format);
+                self.stats.format_guessed = !r.certain;
             }
             None => {
                 self.stats.malformed += 1;
                 self.last_malformed = Some((len, from));
             }
         }
-        let race_on = format.map(|f| Packet::new_unchecked(data, f).race_on());
+        let race_on = reading.map(|r| Packet::new_unchecked(data, r.format).race_on());
         self.packet += 1;
         let packet = self.packet;
-        trace!("packet {packet} from {from}: {len} bytes, {format:?}");
+        trace!("packet {packet} from {from}: {len} bytes, {reading:?}");
         let Fanout {
             outputs,
             dests,
@@ -418,6 +656,7 @@ impl Fanout {
             let Some(dest) = dests[id.0].as_mut() else {
                 continue;
             };
+            dest.stats.received += 1;
             if dest.config.only_race_on && !dest.race.admit(race_on) {
                 dest.stats.drop(DropReason::NotRacing);
                 continue;
@@ -429,9 +668,9 @@ impl Fanout {
                     // format: fh5 and fh6 differ only in CarClass (and puddles,
                     // which are zero when it can't tell), and a guess must not
                     // change the class a tool shows.
-                    let from = match format {
-                        Some(_) if guessed && to.is_horizon() => Some(to),
-                        f => f,
+                    let from = match reading {
+                        Some(r) if !r.certain && to.is_horizon() => Some(to),
+                        r => r.map(|r| r.format),
                     };
                     if from == Some(to) {
                         // Already in the destination's format: send it as it came.
@@ -454,6 +693,7 @@ impl Fanout {
             };
             dest.deliver(id, bytes, now, sink);
         }
+        Verdict::Admitted(reading)
     }
 
     /// Hands over every pending frame whose rate slot has come by `now`.
@@ -471,69 +711,138 @@ impl Fanout {
         self.states().filter_map(|(_, d)| d.deadline()).min()
     }
 
-    /// Drops every pending frame, counting it: called when the relay stops.
+    /// The relay stops: every frame still held (waiting for its rate slot, or
+    /// left in the shell's backlog after its last flush) is counted dropped,
+    /// and the shell drops them.
     pub fn finish(&mut self) {
         for d in self.dests.iter_mut().flatten() {
             d.forget_pending();
+            d.drop_queued();
         }
     }
 
-    /// Takes a new configuration; see the module documentation.
-    pub fn apply(&mut self, config: &Config) -> Changes {
+    /// What `routes` would change, destination by destination, matching them
+    /// by name: changes nothing.
+    pub fn plan(&self, routes: &Routes) -> Plan {
+        let mut kept: Vec<Destination> = Vec::with_capacity(routes.destinations.len());
+        for d in &routes.destinations {
+            if !kept.iter().any(|k| k.name == d.name) {
+                kept.push(d.clone());
+            }
+        }
+        let named = |name: &str| {
+            self.states()
+                .find(|(_, s)| s.config.name == name)
+                .map(|(id, s)| (id, &s.config))
+        };
+        let closed: Vec<DestinationId> = self
+            .states()
+            .filter(|(_, s)| !kept.iter().any(|d| d.name == s.config.name))
+            .map(|(id, _)| id)
+            .collect();
+        // New destinations take the free ids, lowest first: those never
+        // used, and those of the destinations that go away.
+        let mut free = (0..)
+            .map(DestinationId)
+            .filter(|id| match self.dests.get(id.0) {
+                Some(slot) => slot.is_none() || closed.contains(id),
+                None => true,
+            });
+        let steps = kept
+            .iter()
+            .map(|d| match named(&d.name) {
+                Some((id, before)) if before.addr != d.addr => Step {
+                    id,
+                    action: Action::Open(d.addr),
+                },
+                Some((id, before)) => Step {
+                    id,
+                    action: Action::Keep {
+                        discard_backlog: before.output != d.output,
+                        reset_limiter: before.max_rate != d.max_rate,
+                    },
+                },
+                None => Step {
+                    id: free.next().expect("ids never run out"),
+                    action: Action::Open(d.addr),
+                },
+            })
+            .collect();
+        Plan {
+            generation: self.generation,
+            routes: Routes {
+                input: routes.input,
+                allow: routes.allow.clone(),
+                destinations: kept,
+            },
+            steps,
+            closed,
+        }
+    }
+
+    /// Takes the routes of `plan`, which the shell has carried out, and says
+    /// what changed. Panics if another plan was committed since `plan` was
+    /// made (the shell plans and commits in one go).
+    pub fn commit(&mut self, plan: Plan) -> Changes {
+        assert_eq!(
+            plan.generation, self.generation,
+            "a plan is committed to the core it was made from, with no commit between"
+        );
+        self.generation += 1;
+        let Plan {
+            routes,
+            steps,
+            closed,
+            ..
+        } = plan;
         let mut changes = Changes::default();
-        if config.input != self.input {
-            changes.input = Some((self.input, config.input));
-            self.input = config.input;
-            self.detector = Detector::default();
+        if routes.input != self.acceptor.input() {
+            changes.input = Some((self.acceptor.input(), routes.input));
+            self.acceptor = Acceptor::new(routes.input);
         }
-        if config.allow != self.allow {
+        if routes.allow != self.allow {
             changes.allow = true;
-            self.allow = config.allow.clone();
+            self.allow = routes.allow;
         }
-        // Removed first, so their ids are free for the new ones.
-        let mut kept = Vec::with_capacity(config.destinations.len());
-        for &id in &self.order {
-            let Some(state) = self.dests[id.0].as_ref() else {
+        for id in closed {
+            let Some(mut state) = self.dests.get_mut(id.0).and_then(Option::take) else {
                 continue;
             };
-            if config
-                .destinations
-                .iter()
-                .any(|d| d.name == state.config.name)
-            {
-                kept.push(id);
-                continue;
-            }
-            let mut state = self.dests[id.0].take().expect("checked above");
             state.forget_pending();
+            state.drop_queued();
             changes.removed.push(Removed {
                 id,
+                stats: state.stats(),
                 destination: state.config,
-                stats: state.stats,
             });
         }
-        self.order = kept;
-        let mut order = Vec::with_capacity(config.destinations.len());
-        for d in &config.destinations {
-            let existing = self.order.iter().copied().find(|id| {
-                self.dests[id.0]
-                    .as_ref()
-                    .is_some_and(|s| s.config.name == d.name)
-            });
-            let Some(id) = existing else {
-                let id = self.add(d.clone());
+        self.order.clear();
+        for (d, step) in routes.destinations.into_iter().zip(steps) {
+            let id = step.id;
+            self.order.push(id);
+            if self.dests.len() <= id.0 {
+                self.dests.resize_with(id.0 + 1, || None);
+            }
+            let Some(state) = self.dests[id.0].as_mut() else {
                 changes.added.push((id, d.clone()));
-                order.push(id);
+                self.dests[id.0] = Some(DestinationState::new(d));
                 continue;
             };
-            order.push(id);
-            let state = self.dests[id.0].as_mut().expect("found above");
-            if state.config == *d {
+            if state.config == d {
                 continue;
             }
             if state.config.output != d.output || state.config.addr != d.addr {
                 // The waiting frame is in the old format, or for the old address.
                 state.forget_pending();
+            }
+            let dropped_by_shell = match step.action {
+                Action::Open(_) => true,
+                Action::Keep {
+                    discard_backlog, ..
+                } => discard_backlog,
+            };
+            if dropped_by_shell {
+                state.drop_queued();
             }
             if state.config.max_rate != d.max_rate {
                 state.rate = RateLimiter::new(d.max_rate);
@@ -545,11 +854,16 @@ impl Fanout {
             changes.changed.push(Changed {
                 id,
                 before,
-                after: d.clone(),
+                after: d,
             });
         }
-        self.order = order;
         changes
+    }
+
+    /// [`Fanout::plan`] then [`Fanout::commit`], for a caller with no sockets.
+    pub fn apply(&mut self, routes: &Routes) -> Changes {
+        let plan = self.plan(routes);
+        self.commit(plan)
     }
 
     /// The destinations in configuration order, with their ids.
@@ -562,10 +876,24 @@ impl Fanout {
         self.dests.get(id.0)?.as_ref().map(|d| &d.config)
     }
 
-    /// The counters of destination `id`, for what the shell learns later (a
-    /// queued frame sent, an error collected from its socket).
-    pub fn stats_mut(&mut self, id: DestinationId) -> Option<&mut DestinationStats> {
-        self.dests.get_mut(id.0)?.as_mut().map(|d| &mut d.stats)
+    /// Where the shell reports what became of the frames it queued for `id`,
+    /// and the send errors it met, outside [`Fanout::handle`] and
+    /// [`Fanout::due`] (a socket became writable, an ICMP error came back).
+    pub fn report(&mut self, id: DestinationId) -> Option<Report<'_>> {
+        let d = self.dests.get_mut(id.0)?.as_mut()?;
+        Some(Report {
+            stats: &mut d.stats,
+            queued: &mut d.queued,
+        })
+    }
+
+    /// Frames the shell holds for `id`, as the core counts them: what the
+    /// shell's backlog for it must hold.
+    pub fn queued(&self, id: DestinationId) -> u64 {
+        self.dests
+            .get(id.0)
+            .and_then(Option::as_ref)
+            .map_or(0, |d| d.queued)
     }
 
     /// Counts a receive error the shell met on the listening socket.
@@ -580,7 +908,14 @@ impl Fanout {
 
     /// The input format expected.
     pub fn input(&self) -> Input {
-        self.input
+        self.acceptor.input()
+    }
+
+    /// How a 324-byte packet reads now, with `auto` input; `None` for a fixed
+    /// input. Changes only after a run of packets agree (see
+    /// [`crate::wire::Detector`]).
+    pub fn horizon(&self) -> Option<Reading> {
+        self.acceptor.horizon()
     }
 
     /// The length and sender of the last datagram that was not in the input
@@ -595,14 +930,11 @@ impl Fanout {
         self.last_disallowed
     }
 
-    /// Every counter, with the listen address and run time the shell knows.
-    pub fn snapshot(&self, listen: SocketAddr, elapsed: std::time::Duration) -> Snapshot {
-        Snapshot {
-            listen,
-            elapsed,
+    /// Every counter now.
+    pub fn counters(&self) -> Counters {
+        Counters {
             input: self.stats,
             destinations: self.states().map(|(_, d)| d.snapshot()).collect(),
-            tap_dropped: 0,
         }
     }
 
@@ -618,17 +950,18 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::config::Overrides;
-    use crate::wire::{Puddle, Wheels};
+    use crate::config::{Config, Overrides};
+    use crate::wire::{Puddle, Wheels, AGREEING_PACKETS};
 
     const SENDER: SocketAddr = SocketAddr::new(
         std::net::IpAddr::V4(std::net::Ipv4Addr::new(127, 0, 0, 1)),
         50_000,
     );
 
-    fn config(toml: &str) -> Config {
+    fn routes(toml: &str) -> Routes {
         Config::from_toml(toml, "fanout.toml", &Overrides::default())
             .unwrap_or_else(|e| panic!("{e}\n{toml}"))
+            .routes()
     }
 
     fn destination_toml(name: &str, port: u16, format: &str, options: &str) -> String {
@@ -655,29 +988,35 @@ mod tests {
         buf
     }
 
-    /// A sink that records every delivery, and where its bytes were, and counts
-    /// it sent.
-    #[derive(Default)]
+    /// A sink that records every delivery, and where its bytes were, and says
+    /// what `outcome` says (sent, unless told otherwise).
     struct Recorder {
         got: Vec<(DestinationId, Vec<u8>)>,
         at: Vec<*const u8>,
+        outcome: Outcome,
+    }
+
+    impl Default for Recorder {
+        fn default() -> Self {
+            Recorder {
+                got: Vec::new(),
+                at: Vec::new(),
+                outcome: Outcome::Sent,
+            }
+        }
     }
 
     impl Sink for Recorder {
-        fn deliver(&mut self, id: DestinationId, bytes: &[u8], stats: &mut DestinationStats) {
-            stats.sent += 1;
+        fn deliver(&mut self, id: DestinationId, bytes: &[u8], _: &mut Report<'_>) -> Outcome {
             self.got.push((id, bytes.to_vec()));
             self.at.push(bytes.as_ptr());
+            self.outcome
         }
     }
 
     impl Recorder {
         fn to(&self, core: &Fanout, name: &str) -> Vec<Vec<u8>> {
-            let id = core
-                .destinations()
-                .find(|(_, d)| d.name == name)
-                .map(|(id, _)| id)
-                .unwrap_or_else(|| panic!("no destination {name}"));
+            let id = id_of(core, name);
             self.got
                 .iter()
                 .filter(|(i, _)| *i == id)
@@ -686,37 +1025,51 @@ mod tests {
         }
     }
 
-    fn stats<'a>(s: &'a Snapshot, name: &str) -> &'a DestinationStats {
-        &s.destination(name).unwrap().stats
+    #[track_caller]
+    fn id_of(core: &Fanout, name: &str) -> DestinationId {
+        core.destinations()
+            .find(|(_, d)| d.name == name)
+            .map(|(id, _)| id)
+            .unwrap_or_else(|| panic!("no destination {name}"))
     }
 
+    fn stats(c: &Counters, name: &str) -> DestinationStats {
+        c.destinations
+            .iter()
+            .find(|d| d.name == name)
+            .unwrap_or_else(|| panic!("no destination {name}"))
+            .stats
+    }
+
+    /// Every destination's counters add up: received = sent + dropped + held.
     #[track_caller]
-    fn assert_counts_add_up(s: &Snapshot, pending: u64) {
-        for d in &s.destinations {
-            assert_eq!(
-                d.stats.sent + d.stats.dropped_total() + pending,
-                s.input.received - s.input.disallowed,
-                "{}: {:?}",
-                d.name,
-                d.stats
-            );
+    fn assert_balanced(c: &Counters) {
+        for d in &c.destinations {
+            assert!(d.stats.is_balanced(), "{}: {:?}", d.name, d.stats);
         }
     }
 
     #[test]
     fn translates_once_per_output_format_and_sends_same_as_it_came() {
-        let c = config(
+        let r = routes(
             &("[listen]\nformat = \"fh6\"\n".to_owned()
                 + &destination_toml("raw", 9001, "same", "")
                 + &destination_toml("fh5-a", 9002, "fh5", "")
                 + &destination_toml("fh5-b", 9003, "fh5", "")
                 + &destination_toml("sled", 9004, "sled", "")),
         );
-        let mut core = Fanout::new(&c);
+        let mut core = Fanout::new(&r);
         let mut sink = Recorder::default();
         let t0 = Instant::now();
         let packet = fh6(7, true);
-        core.handle(&packet, SENDER, t0, &mut sink);
+        let verdict = core.handle(&packet, SENDER, t0, &mut sink);
+        assert_eq!(
+            verdict,
+            Verdict::Admitted(Some(Reading {
+                format: Format::Fh6,
+                certain: true
+            }))
+        );
 
         assert_eq!(sink.to(&core, "raw"), std::slice::from_ref(&packet));
         let a = sink.to(&core, "fh5-a");
@@ -751,26 +1104,29 @@ mod tests {
         assert_ne!(sink.at[3], sink.at[1], "sled has its own");
         assert_eq!(core.outputs[Format::Fh6.index()].packet, 0, "same: no copy");
 
-        let snap = core.snapshot(SENDER, Duration::ZERO);
-        assert_eq!(snap.input.received, 1);
-        assert_eq!(snap.input.last_format, Some(Format::Fh6));
-        assert_counts_add_up(&snap, 0);
+        let c = core.counters();
+        assert_eq!(c.input.received, 1);
+        assert_eq!(c.input.last_format, Some(Format::Fh6));
+        assert_eq!(stats(&c, "raw").received, 1);
+        assert_eq!(stats(&c, "raw").sent, 1);
+        assert_balanced(&c);
     }
 
     #[test]
     fn race_filter_and_untranslatable_datagrams_are_counted_per_destination() {
-        let c = config(
+        let r = routes(
             &("[listen]\nformat = \"fh6\"\n".to_owned()
                 + &destination_toml("race", 9001, "same", "only_race_on = true")
                 + &destination_toml("fm7", 9002, "fm7", "")),
         );
-        let mut core = Fanout::new(&c);
+        let mut core = Fanout::new(&r);
         let mut sink = Recorder::default();
         let t0 = Instant::now();
         for (ts, racing) in [(1, false), (2, true), (3, false), (4, false)] {
             core.handle(&fh6(ts, racing), SENDER, t0, &mut sink);
         }
-        core.handle(b"not a packet", SENDER, t0, &mut sink);
+        let verdict = core.handle(b"not a packet", SENDER, t0, &mut sink);
+        assert_eq!(verdict, Verdict::Admitted(None), "malformed, still relayed");
 
         let timestamps: Vec<u32> = sink
             .to(&core, "race")
@@ -783,33 +1139,33 @@ mod tests {
             })
             .collect();
         assert_eq!(timestamps, [2, 3], "racing, and the first frame after");
-        let snap = core.snapshot(SENDER, Duration::ZERO);
-        assert_eq!(snap.input.received, 5);
-        assert_eq!(snap.input.malformed, 1);
+        let c = core.counters();
+        assert_eq!(c.input.received, 5);
+        assert_eq!(c.input.malformed, 1);
         assert_eq!(
             core.last_malformed(),
             Some((12, SENDER)),
             "length and sender of the malformed datagram"
         );
-        let race = stats(&snap, "race");
+        let race = stats(&c, "race");
         assert_eq!(
             race.sent, 3,
             "2, 3 and the malformed datagram (passed as it is)"
         );
         assert_eq!(race.dropped(DropReason::NotRacing), 2);
-        let fm7 = stats(&snap, "fm7");
+        let fm7 = stats(&c, "fm7");
         assert_eq!(fm7.sent, 4);
         assert_eq!(fm7.dropped(DropReason::Untranslatable), 1);
-        assert_counts_add_up(&snap, 0);
+        assert_balanced(&c);
     }
 
     #[test]
     fn rate_limit_keeps_the_newest_frame_pending_until_its_slot() {
-        let c = config(
+        let r = routes(
             &("[listen]\nformat = \"fh6\"\n".to_owned()
                 + &destination_toml("slow", 9001, "same", "max_rate = 10")),
         );
-        let mut core = Fanout::new(&c);
+        let mut core = Fanout::new(&r);
         let mut sink = Recorder::default();
         let t0 = Instant::now();
         let ms = Duration::from_millis;
@@ -827,42 +1183,50 @@ mod tests {
         assert_eq!(core.next_deadline(), None);
 
         core.handle(&fh6(4, true), SENDER, t0 + ms(150), &mut sink);
-        let snap = core.snapshot(SENDER, Duration::ZERO);
-        let slow = stats(&snap, "slow");
+        let slow = stats(&core.counters(), "slow");
         assert_eq!(slow.sent, 2);
         assert_eq!(slow.dropped(DropReason::RateLimited), 1, "frame 2");
-        assert_counts_add_up(&snap, 1);
+        assert_eq!(slow.held, 1, "frame 4 waits");
+        assert!(slow.is_balanced(), "{slow:?}");
         core.finish();
-        let snap = core.snapshot(SENDER, Duration::ZERO);
-        assert_eq!(stats(&snap, "slow").dropped(DropReason::RateLimited), 2);
-        assert_counts_add_up(&snap, 0);
+        let slow = stats(&core.counters(), "slow");
+        assert_eq!(slow.dropped(DropReason::RateLimited), 2);
+        assert_eq!(slow.held, 0);
+        assert!(slow.is_balanced(), "{slow:?}");
     }
 
     #[test]
     fn disallowed_senders_are_dropped_before_any_destination() {
-        let c = config(
+        let r = routes(
             &("[listen]\nformat = \"fh6\"\nallow = [\"10.0.0.0/8\"]\n".to_owned()
                 + &destination_toml("raw", 9001, "same", "")),
         );
-        let mut core = Fanout::new(&c);
+        let mut core = Fanout::new(&r);
         let mut sink = Recorder::default();
         let t0 = Instant::now();
-        core.handle(&fh6(1, true), SENDER, t0, &mut sink);
+        assert_eq!(
+            core.handle(&fh6(1, true), SENDER, t0, &mut sink),
+            Verdict::Disallowed
+        );
+        assert!(!Verdict::Disallowed.is_admitted());
         let lan: SocketAddr = "10.1.2.3:5000".parse().unwrap();
-        core.handle(&fh6(2, true), lan, t0, &mut sink);
+        assert!(core.handle(&fh6(2, true), lan, t0, &mut sink).is_admitted());
         // A dual-stack socket shows an IPv4 sender as ::ffff:a.b.c.d.
         let mapped: SocketAddr = "[::ffff:10.1.2.3]:5000".parse().unwrap();
-        core.handle(&fh6(3, true), mapped, t0, &mut sink);
+        assert!(core
+            .handle(&fh6(3, true), mapped, t0, &mut sink)
+            .is_admitted());
         assert_eq!(sink.got.len(), 2);
-        let snap = core.snapshot(SENDER, Duration::ZERO);
-        assert_eq!(snap.input.disallowed, 1);
+        let c = core.counters();
+        assert_eq!(c.input.disallowed, 1);
         assert_eq!(core.last_disallowed(), Some(SENDER));
-        assert_counts_add_up(&snap, 0);
+        assert_eq!(stats(&c, "raw").received, 2, "only what was admitted");
+        assert_balanced(&c);
     }
 
     #[test]
-    fn apply_keeps_unchanged_state_and_changed_counters() {
-        let before = config(
+    fn plan_then_commit_keeps_unchanged_state_and_changed_counters() {
+        let before = routes(
             &("[listen]\nformat = \"fh6\"\n".to_owned()
                 + &destination_toml("a", 9001, "same", "")
                 + &destination_toml("b", 9002, "same", "max_rate = 10")
@@ -876,33 +1240,74 @@ mod tests {
         core.handle(&fh6(2, true), SENDER, t0 + ms(10), &mut sink);
         let ids: Vec<DestinationId> = core.destinations().map(|(id, _)| id).collect();
 
-        let after = config(
+        let after = routes(
             &("[listen]\nformat = \"fh6\"\n".to_owned()
                 + &destination_toml("c", 9003, "fm7", "")
                 + &destination_toml("b", 9002, "fh5", "max_rate = 10")
                 + &destination_toml("a", 9001, "same", "")),
         );
-        let changes = core.apply(&after);
+        let plan = core.plan(&after);
+        let steps: Vec<(&str, Step)> = plan.steps().map(|(d, s)| (d.name.as_str(), s)).collect();
+        assert_eq!(
+            steps,
+            [
+                (
+                    "c",
+                    Step {
+                        // c takes the id d leaves.
+                        id: ids[2],
+                        action: Action::Open("127.0.0.1:9003".parse().unwrap())
+                    }
+                ),
+                (
+                    "b",
+                    Step {
+                        id: ids[1],
+                        action: Action::Keep {
+                            discard_backlog: true,
+                            reset_limiter: false
+                        }
+                    }
+                ),
+                (
+                    "a",
+                    Step {
+                        id: ids[0],
+                        action: Action::Keep {
+                            discard_backlog: false,
+                            reset_limiter: false
+                        }
+                    }
+                ),
+            ]
+        );
+        assert_eq!(plan.closed(), [ids[2]]);
+        assert_eq!(
+            core.counters().destinations.len(),
+            3,
+            "a plan changes nothing"
+        );
+        let changes = core.commit(plan);
         assert_eq!(changes.to_string(), "+ c (fm7), ~ b: same -> fh5, - d");
         assert_eq!(changes.removed.len(), 1);
         assert_eq!(changes.removed[0].destination.name, "d");
         assert_eq!(changes.removed[0].stats.sent, 2, "d's final counters");
         assert_eq!(changes.changed[0].id, ids[1], "b keeps its id");
-        // c takes the id d left.
         assert_eq!(changes.added[0].0, ids[2]);
         let names: Vec<&str> = core.destinations().map(|(_, d)| d.name.as_str()).collect();
         assert_eq!(names, ["c", "b", "a"], "configuration order");
 
-        let snap = core.snapshot(SENDER, Duration::ZERO);
-        assert_eq!(stats(&snap, "a").sent, 2, "a kept its counters");
-        let b = stats(&snap, "b");
+        let c = core.counters();
+        assert_eq!(stats(&c, "a").sent, 2, "a kept its counters");
+        let b = stats(&c, "b");
         assert_eq!(b.sent, 1, "b kept its counters");
         assert_eq!(
             b.dropped(DropReason::RateLimited),
             1,
             "b's pending frame was in the old format"
         );
-        assert_eq!(stats(&snap, "c").sent, 0);
+        assert_eq!(stats(&c, "c").sent, 0);
+        assert_balanced(&c);
 
         // b's rate limiter (max_rate unchanged) still holds its slot after the
         // change of format.
@@ -918,26 +1323,257 @@ mod tests {
 
         assert!(
             core.apply(&after).is_empty(),
-            "the same config changes nothing"
+            "the same routes change nothing"
         );
         assert_eq!(core.apply(&after).to_string(), "no changes");
     }
 
     #[test]
+    fn a_new_address_opens_a_socket_and_a_new_rate_resets_the_limiter() {
+        let before = routes(
+            &("[listen]\nformat = \"fh6\"\n".to_owned()
+                + &destination_toml("a", 9001, "same", "max_rate = 10")),
+        );
+        let after = routes(
+            &("[listen]\nformat = \"fh6\"\n".to_owned()
+                + &destination_toml("a", 9005, "same", "max_rate = 20")),
+        );
+        let core = Fanout::new(&before);
+        let plan = core.plan(&after);
+        let steps: Vec<Step> = plan.steps().map(|(_, s)| s).collect();
+        assert_eq!(
+            steps,
+            [Step {
+                id: id_of(&core, "a"),
+                action: Action::Open("127.0.0.1:9005".parse().unwrap())
+            }]
+        );
+        let rate_only = routes(
+            &("[listen]\nformat = \"fh6\"\n".to_owned()
+                + &destination_toml("a", 9001, "same", "max_rate = 20")),
+        );
+        let steps: Vec<Step> = core.plan(&rate_only).steps().map(|(_, s)| s).collect();
+        assert_eq!(
+            steps[0].action,
+            Action::Keep {
+                discard_backlog: false,
+                reset_limiter: true
+            }
+        );
+    }
+
+    #[test]
+    #[should_panic(expected = "a plan is committed to the core it was made from")]
+    fn a_stale_plan_is_refused() {
+        let r = routes(&("[listen]\n".to_owned() + &destination_toml("a", 9001, "same", "")));
+        let mut core = Fanout::new(&r);
+        let stale = core.plan(&r);
+        core.apply(&r);
+        core.commit(stale);
+    }
+
+    /// A sink whose socket would block: every frame goes to its backlog.
+    fn queue_everything(_: DestinationId, _: &[u8]) -> Outcome {
+        Outcome::Queued
+    }
+
+    #[test]
+    fn frames_the_shell_holds_are_counted_when_it_sends_or_drops_them() {
+        let r = routes(
+            &("[listen]\nformat = \"fh6\"\n".to_owned()
+                + &destination_toml("stuck", 9001, "same", "")
+                + &destination_toml("moved", 9002, "same", "")
+                + &destination_toml("gone", 9003, "same", "")
+                + &destination_toml("stays", 9004, "same", "")),
+        );
+        let mut core = Fanout::new(&r);
+        let t0 = Instant::now();
+        for ts in 1..=5 {
+            core.handle(&fh6(ts, true), SENDER, t0, &mut queue_everything);
+        }
+        let stuck = id_of(&core, "stuck");
+        assert_eq!(core.queued(stuck), 5);
+        assert_eq!(stats(&core.counters(), "stuck").held, 5);
+        // The socket became writable: two went, one failed.
+        let mut report = core.report(stuck).expect("a destination");
+        report.held(Outcome::Sent);
+        report.held(Outcome::Sent);
+        report.send_error(SendErrorKind::Refused);
+        report.held(Outcome::Dropped(DropReason::SendError));
+        report.held(Outcome::Queued);
+        let s = stats(&core.counters(), "stuck");
+        assert_eq!(
+            (s.received, s.sent, s.dropped_total(), s.held),
+            (5, 2, 1, 2)
+        );
+        assert_eq!(s.send_errors.get(SendErrorKind::Refused), 1);
+
+        // A reload readdresses one and removes another: what the shell held for
+        // them is dropped with their sockets, and counted before `gone`'s final
+        // counters come back.
+        let after = routes(
+            &("[listen]\nformat = \"fh6\"\n".to_owned()
+                + &destination_toml("stuck", 9001, "same", "")
+                + &destination_toml("moved", 9012, "same", "")
+                + &destination_toml("stays", 9004, "same", "")),
+        );
+        let changes = core.apply(&after);
+        let gone = &changes.removed[0];
+        assert_eq!(gone.destination.name, "gone");
+        assert_eq!(gone.stats.dropped(DropReason::Backlog), 5);
+        assert_eq!(gone.stats.held, 0);
+        assert!(gone.stats.is_balanced(), "{:?}", gone.stats);
+        let c = core.counters();
+        let moved = stats(&c, "moved");
+        assert_eq!((moved.dropped(DropReason::Backlog), moved.held), (5, 0));
+        assert_eq!(stats(&c, "stays").held, 5, "its socket and backlog stay");
+        assert_balanced(&c);
+
+        // The relay stops: what is still held is dropped.
+        core.finish();
+        let c = core.counters();
+        for d in &c.destinations {
+            assert_eq!(d.stats.held, 0, "{}", d.name);
+        }
+        assert_eq!(stats(&c, "stuck").dropped(DropReason::Backlog), 2);
+        assert_eq!(stats(&c, "stays").dropped(DropReason::Backlog), 5);
+        assert_balanced(&c);
+    }
+
+    #[test]
+    fn a_new_output_format_drops_what_the_shell_held_in_the_old_one() {
+        let before = routes(
+            &("[listen]\nformat = \"fh6\"\n".to_owned()
+                + &destination_toml("dash", 9001, "fh5", "")),
+        );
+        let after = routes(
+            &("[listen]\nformat = \"fh6\"\n".to_owned()
+                + &destination_toml("dash", 9001, "fm7", "")),
+        );
+        let mut core = Fanout::new(&before);
+        core.handle(&fh6(1, true), SENDER, Instant::now(), &mut queue_everything);
+        let changes = core.apply(&after);
+        assert_eq!(changes.to_string(), "~ dash: fh5 -> fm7");
+        let dash = stats(&core.counters(), "dash");
+        assert_eq!((dash.dropped(DropReason::Backlog), dash.held), (1, 0));
+    }
+
+    #[test]
     fn auto_input_does_not_remap_horizon_on_a_guess() {
-        let c = config(
+        let r = routes(
             &("[listen]\nformat = \"auto\"\n".to_owned()
                 + &destination_toml("fh5", 9001, "fh5", "")),
         );
-        let mut core = Fanout::new(&c);
+        let mut core = Fanout::new(&r);
         let mut sink = Recorder::default();
         let mut dry = fh6(1, true);
         Packet::new_checked(&mut dry[..], Format::Fh6)
             .unwrap()
             .set_wheel_in_puddle(Wheels::from_array([Puddle::Flag(0); 4]));
-        core.handle(&dry, SENDER, Instant::now(), &mut sink);
+        let verdict = core.handle(&dry, SENDER, Instant::now(), &mut sink);
+        assert_eq!(
+            verdict,
+            Verdict::Admitted(Some(Reading {
+                format: Format::Fh6,
+                certain: false
+            }))
+        );
         assert_eq!(sink.got[0].1, dry, "a guess passes the bytes as they came");
-        let snap = core.snapshot(SENDER, Duration::ZERO);
-        assert!(snap.input.format_guessed);
+        assert!(core.counters().input.format_guessed);
+    }
+
+    #[test]
+    fn issue12_one_spoofed_depth_does_not_change_how_fh6_is_translated() {
+        let r = routes(
+            &("[listen]\nformat = \"auto\"\n".to_owned()
+                + &destination_toml("fh5", 9001, "fh5", "")),
+        );
+        let mut core = Fanout::new(&r);
+        let mut sink = Recorder::default();
+        let t0 = Instant::now();
+        // Half a second of wet fh6 telemetry: the stream shows its format.
+        for ts in 0..AGREEING_PACKETS {
+            core.handle(&fh6(ts, true), SENDER, t0, &mut sink);
+        }
+        let fh6_for_sure = Reading {
+            format: Format::Fh6,
+            certain: true,
+        };
+        assert_eq!(core.horizon(), Some(fh6_for_sure));
+        let mut spoofed = fh6(1_000, true);
+        Packet::new_checked(&mut spoofed[..], Format::Fh5)
+            .unwrap()
+            .set_wheel_in_puddle(Wheels::from_array([
+                Puddle::Depth(0.5),
+                Puddle::Depth(0.0),
+                Puddle::Depth(0.0),
+                Puddle::Depth(0.0),
+            ]));
+        let attacker: SocketAddr = "127.0.0.1:6666".parse().unwrap();
+        assert_eq!(
+            core.handle(&spoofed, attacker, t0, &mut sink),
+            Verdict::Admitted(Some(fh6_for_sure)),
+            "one datagram is read as the stream's format"
+        );
+        sink.got.clear();
+        core.handle(&fh6(1_001, true), SENDER, t0, &mut sink);
+        let p = Packet::new_checked(&sink.got[0].1[..], Format::Fh5).unwrap();
+        assert_eq!(p.timestamp_ms(), 1_001, "TimestampMS");
+        assert_eq!(p.car_class(), 5, "CarClass R still becomes S2");
+        assert_eq!(core.horizon(), Some(fh6_for_sure));
+    }
+
+    fn at(text: &str) -> SocketAddr {
+        text.parse().expect("a socket address")
+    }
+
+    /// A computer whose only LAN address is 192.168.1.20.
+    fn lan_host(ip: IpAddr) -> bool {
+        ip == IpAddr::from([192, 168, 1, 20])
+    }
+
+    #[test]
+    fn every_interface_loops_to_loopback_of_its_family_on_the_same_port() {
+        let l = |listen, dest| is_loop(at(listen), at(dest), lan_host);
+        assert!(l("0.0.0.0:5400", "127.0.0.1:5400"));
+        assert!(l("0.0.0.0:5400", "127.0.0.2:5400"));
+        assert!(l("[::]:5400", "[::1]:5400"));
+        // `::` is dual-stack: IPv4 reaches it too.
+        assert!(l("[::]:5400", "127.0.0.1:5400"));
+        assert!(l("0.0.0.0:5400", "[::ffff:127.0.0.1]:5400"));
+        // An IPv4-only socket receives no IPv6.
+        assert!(!l("0.0.0.0:5400", "[::1]:5400"));
+        // This computer's LAN address, and another computer's.
+        assert!(l("0.0.0.0:5400", "192.168.1.20:5400"));
+        assert!(l("[::]:5400", "192.168.1.20:5400"));
+        assert!(!l("0.0.0.0:5400", "192.168.1.21:5400"));
+    }
+
+    #[test]
+    fn a_specific_listen_address_loops_only_to_itself() {
+        let l = |listen, dest| is_loop(at(listen), at(dest), lan_host);
+        assert!(l("127.0.0.1:5400", "127.0.0.1:5400"));
+        assert!(l("[::1]:5400", "[::1]:5400"));
+        assert!(l("[::ffff:127.0.0.1]:5400", "127.0.0.1:5400"));
+        assert!(!l("127.0.0.1:5400", "127.0.0.2:5400"));
+        assert!(!l("[::1]:5400", "127.0.0.1:5400"));
+        // Bound to loopback only, the listener never sees packets for the LAN.
+        assert!(!l("127.0.0.1:5400", "192.168.1.20:5400"));
+    }
+
+    #[test]
+    fn different_ports_are_never_a_loop() {
+        let listens = ["0.0.0.0", "[::]", "127.0.0.1", "[::1]"];
+        let dests = ["127.0.0.1", "[::1]", "192.168.1.20"];
+        for l in listens {
+            for d in dests {
+                for (lp, dp) in [(5400, 5401), (5401, 5400), (1, 65535)] {
+                    assert!(
+                        !is_loop(at(&format!("{l}:{lp}")), at(&format!("{d}:{dp}")), |_| true),
+                        "{l}:{lp} -> {d}:{dp}"
+                    );
+                }
+            }
+        }
     }
 }

@@ -2,10 +2,11 @@
 //! many destinations, each in the packet layout it understands.
 //!
 //! The library holds the pure parts (formats, translation, decoding, the fan-out
-//! core), the relay shell that owns every socket, the observers around it, and
-//! every subcommand's work ([`app`]); the binary's `main.rs` parses the command
-//! line (its `cli` module, private to it), sets up the log and the signals,
-//! and maps how a subcommand ended to an exit code.
+//! core built from its own `fanout::Routes`), the relay shell that owns every
+//! socket (`relay`), the observers around it, and every subcommand's work
+//! ([`app`]); the binary's `main.rs` parses the command line (its `cli` module,
+//! private to it), sets up the log and the signals, and maps how a subcommand
+//! ended to an exit code.
 
 pub mod telemetry;
 pub mod translate;
@@ -25,6 +26,7 @@ pub mod logging;
 pub mod numbers;
 pub mod platform;
 pub mod recv;
+pub mod reference;
 pub mod relay;
 pub mod reload;
 pub mod simulate;

@@ -2,20 +2,30 @@
 //! and hand-off, around the pure fan-out core ([`Fanout`]).
 //!
 //! One packet's way: `poll` wakes the loop; the listening socket is drained in
-//! batches ([`Batch`]: one `recvmmsg` on Linux); the core decides, per
-//! destination, what to send; the shell sends it on that destination's own
-//! connected socket. At the game's rate that is the floor of system calls: the
-//! wait, one receive, one send per destination. Per packet nothing is
-//! allocated, nothing is logged above `trace!`, and no error is fatal: a send
-//! error is counted against its destination alone, a bad datagram against the
-//! input, a failed `poll` is logged and the loop goes on.
+//! batches ([`Batch`]: one `recvmmsg` on Linux); the core decides whether each
+//! datagram is admitted and, per destination, what to send; the shell sends it
+//! on that destination's own connected socket and tells the core what the
+//! network did ([`Outcome`]); taps get the admitted datagrams after the sends.
+//! At the game's rate that is the floor of system calls: the wait, one
+//! receive, one send per destination. Per packet nothing is allocated, nothing
+//! is logged above `trace!`, and no error is fatal: a send error is counted
+//! against its destination alone, a bad datagram against the input, a failed
+//! `poll` is logged and the loop goes on.
 //!
 //! Each destination has its own connected UDP socket, so the ICMP "port
 //! unreachable" of a closed consumer lands on that socket only (it comes back
 //! from its next send), never on the listening one (which on Windows would fail
 //! its next `recv` with WSAECONNRESET). When a send would block, up to
 //! [`BACKLOG_FRAMES`] of the newest frames wait in a preallocated ring, and only
-//! then is the socket registered with the poll, until the ring is flushed.
+//! then is the socket registered with the poll, until the ring is flushed. The
+//! core counts those frames as held until the shell says what became of them;
+//! when the relay stops, one last flush is tried and the rest is counted
+//! dropped.
+//!
+//! A new configuration is planned by the core, carried out here (every new
+//! socket opened first, so that a failure changes nothing) and committed to the
+//! core, which returns what changed: the shell never matches destinations
+//! itself.
 //!
 //! Other threads talk to the loop only through [`Control`]: a message on a
 //! channel plus a wake-up of the poll's [`Waker`]; the loop acts on it between
@@ -35,18 +45,35 @@ use mio::{Events, Interest, Poll, Registry, Token, Waker};
 use ringbuf::traits::{Consumer, Observer, RingBuffer};
 use ringbuf::LocalRb;
 
-use crate::config::{Config, Destination, Input};
-use crate::fanout::{Changes, DestinationId, Fanout, Frame, Sink};
+use crate::config::{self, Config};
+use crate::fanout::{
+    self, Action, Changes, Counters, Destination, DestinationId, Fanout, HeldFrame, Outcome,
+    Report, Routes, Sink, Verdict,
+};
 use crate::recv::Batch;
-use crate::socket;
-use crate::stats::{DestinationStats, DropReason, InputStats, SendErrorKind, Snapshot};
+use crate::socket::{self, PortInUse};
+use crate::stats::{DropReason, InputStats, SendErrorKind, Snapshot};
 use crate::tap::TapProducer;
-use crate::wire::Format;
+use crate::wire::{Expected, Reading, AGREEING_PACKETS};
 
+/// The poll's tokens: the listening socket, the waker, then one per
+/// destination, `Token(FIRST_DESTINATION + id.index())`.
 const LISTENER: Token = Token(0);
-const WAKER: Token = Token(1);
-/// Destination `id` is registered as `Token(FIRST_DESTINATION + id.index())`.
-const FIRST_DESTINATION: usize = 2;
+const WAKER: Token = Token(LISTENER.0 + 1);
+const FIRST_DESTINATION: usize = WAKER.0 + 1;
+
+/// The token destination `id`'s socket is registered with.
+fn token_of(id: DestinationId) -> Token {
+    Token(FIRST_DESTINATION + id.index())
+}
+
+/// The destination a token belongs to, if it is a destination's.
+fn destination_of(token: Token) -> Option<DestinationId> {
+    token
+        .0
+        .checked_sub(FIRST_DESTINATION)
+        .map(DestinationId::from_index)
+}
 
 pub use crate::fanout::FRAME_CAPACITY;
 pub use crate::recv::MAX_DATAGRAM;
@@ -65,31 +92,41 @@ const SUMMARY_QUEUE: usize = 4;
 /// Pause after a failed `poll`, so a poll that keeps failing doesn't spin.
 const POLL_ERROR_PAUSE: Duration = Duration::from_millis(10);
 
-/// Logs a repeated problem at most once per interval and counts the rest.
+/// Logs a repeated problem at most once per interval, and counts what it held
+/// back.
 #[derive(Debug, Default)]
 struct Throttle {
     last: Option<Instant>,
-    suppressed: u64,
+    /// Occurrences since the last message.
+    unlogged: u64,
 }
 
 impl Throttle {
-    /// `Some(n)` when a message may be logged now, `n` being how many were
-    /// suppressed since the last one.
-    fn ready(&mut self, now: Instant, every: Duration) -> Option<u64> {
+    /// `n` more occurrences at `now`. `Some(more)` when a message about the
+    /// latest may be logged now, `more` being the other occurrences since the
+    /// last message, which no message described.
+    fn occurred(&mut self, n: u64, now: Instant, every: Duration) -> Option<u64> {
+        if n == 0 {
+            return None;
+        }
+        self.unlogged += n;
         if self
             .last
-            .is_none_or(|last| now.saturating_duration_since(last) >= every)
+            .is_some_and(|last| now.saturating_duration_since(last) < every)
         {
-            self.last = Some(now);
-            Some(std::mem::take(&mut self.suppressed))
-        } else {
-            self.suppressed += 1;
-            None
+            return None;
         }
+        self.last = Some(now);
+        Some(std::mem::take(&mut self.unlogged) - 1)
+    }
+
+    /// The occurrences no message described, for a last word at the end.
+    fn unlogged(&mut self) -> u64 {
+        std::mem::take(&mut self.unlogged)
     }
 }
 
-/// How many messages a throttle held back, for the end of the next one.
+/// How many occurrences a throttle held back, for the end of the next message.
 struct Suppressed(u64);
 
 impl fmt::Display for Suppressed {
@@ -98,6 +135,16 @@ impl fmt::Display for Suppressed {
             0 => Ok(()),
             n => write!(f, " ({n} more like this since the last message)"),
         }
+    }
+}
+
+/// `1 more datagram` or `3 more datagrams`.
+struct More(u64, &'static str);
+
+impl fmt::Display for More {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let s = if self.0 == 1 { "" } else { "s" };
+        write!(f, "{} more {}{s}", self.0, self.1)
     }
 }
 
@@ -140,17 +187,12 @@ struct Warner {
 }
 
 impl Warner {
-    /// Counts a send error (from `send`, or collected from the socket after an
-    /// ICMP message) and warns at most once per interval.
-    fn report(
-        &mut self,
-        e: &io::Error,
-        stats: &mut DestinationStats,
-        clock: Clock,
-    ) -> SendErrorKind {
+    /// Reports a send error (from `send`, or collected from the socket after an
+    /// ICMP message) to the core, and warns at most once per interval.
+    fn report(&mut self, e: &io::Error, report: &mut Report<'_>, clock: Clock) -> SendErrorKind {
         let kind = SendErrorKind::of(e);
-        stats.send_errors.add(kind);
-        if let Some(more) = self.throttle.ready(clock.now, clock.warn_every) {
+        report.send_error(kind);
+        if let Some(more) = self.throttle.occurred(1, clock.now, clock.warn_every) {
             warn!(
                 "{} ({}): {}; still sending to it{}",
                 self.name,
@@ -161,34 +203,43 @@ impl Warner {
         }
         kind
     }
+
+    /// The send errors no message described, said once as the relay stops.
+    fn last_word(&mut self) {
+        let n = self.throttle.unlogged();
+        if n > 0 {
+            warn!(
+                "{} ({}): {} since the last message",
+                self.name,
+                self.addr,
+                More(n, "send error")
+            );
+        }
+    }
 }
 
-/// One send, counting the outcome. A refused send is tried once more: Linux
+/// One send, reporting its errors. A refused send is tried once more: Linux
 /// reports an earlier frame's ICMP on the next send and drops that frame, so the
 /// retry is what delivers the first frame after a consumer comes back.
 fn try_send(
     socket: &UdpSocket,
     warner: &mut Warner,
     bytes: &[u8],
-    stats: &mut DestinationStats,
+    report: &mut Report<'_>,
     clock: Clock,
 ) -> Sent {
     let mut retried = false;
     loop {
         match socket.send(bytes) {
-            Ok(_) => {
-                stats.sent += 1;
-                return Sent::Yes;
-            }
+            Ok(_) => return Sent::Yes,
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Sent::WouldBlock,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
             Err(e) => {
-                let kind = warner.report(&e, stats, clock);
+                let kind = warner.report(&e, report, clock);
                 if kind == SendErrorKind::Refused && !retried {
                     retried = true;
                     continue;
                 }
-                stats.drop(DropReason::SendError);
                 return Sent::Failed;
             }
         }
@@ -197,10 +248,10 @@ fn try_send(
 
 /// Refuses a destination that is this computer on the port the relay listens
 /// on (`listen`, as bound): packets would loop. The one rule is
-/// [`socket::is_loop`]; config validation applies it too, but can't know a
+/// [`fanout::is_loop`]; config validation applies it too, but can't know a
 /// port 0 will be bound.
 fn check_loop(d: &Destination, listen: SocketAddr) -> Result<(), StartError> {
-    if socket::is_loop(listen, d.addr) {
+    if fanout::is_loop(listen, d.addr, config::is_own_address) {
         return Err(StartError::Loop {
             name: d.name.clone(),
             addr: d.addr,
@@ -213,15 +264,15 @@ fn check_loop(d: &Destination, listen: SocketAddr) -> Result<(), StartError> {
 struct Link {
     socket: UdpSocket,
     token: Token,
-    backlog: LocalRb<ringbuf::storage::Heap<Frame>>,
+    backlog: LocalRb<ringbuf::storage::Heap<HeldFrame>>,
     /// Registered with the poll for writability: only while frames wait.
     watched: bool,
     warner: Warner,
 }
 
 impl Link {
-    /// Opens the connected socket for `d`, refusing one that would loop back to
-    /// `listen`.
+    /// Opens the connected socket for destination `id`, `d`, refusing one that
+    /// would loop back to `listen`.
     fn open(id: DestinationId, d: &Destination, listen: SocketAddr) -> Result<Link, StartError> {
         let err = |source| StartError::Destination {
             name: d.name.clone(),
@@ -232,7 +283,7 @@ impl Link {
         let socket = UdpSocket::from_std(socket::connect_destination(d.addr).map_err(err)?);
         Ok(Link {
             socket,
-            token: Token(FIRST_DESTINATION + id.index()),
+            token: token_of(id),
             backlog: LocalRb::new(BACKLOG_FRAMES),
             watched: false,
             warner: Warner {
@@ -247,39 +298,41 @@ impl Link {
     fn send(
         &mut self,
         bytes: &[u8],
-        stats: &mut DestinationStats,
+        report: &mut Report<'_>,
         registry: &Registry,
         clock: Clock,
-    ) {
+    ) -> Outcome {
         if !self.backlog.is_empty() {
-            self.queue(bytes, stats);
-            self.flush(stats, registry, clock);
-            return;
+            let outcome = self.queue(bytes, report);
+            self.flush(report, registry, clock);
+            return outcome;
         }
-        match try_send(&self.socket, &mut self.warner, bytes, stats, clock) {
-            Sent::Yes | Sent::Failed => {}
+        match try_send(&self.socket, &mut self.warner, bytes, report, clock) {
+            Sent::Yes => Outcome::Sent,
+            Sent::Failed => Outcome::Dropped(DropReason::SendError),
             Sent::WouldBlock => {
-                self.queue(bytes, stats);
+                let outcome = self.queue(bytes, report);
                 self.watch(registry, true);
+                outcome
             }
         }
     }
 
     /// Keeps `bytes` for later, dropping the oldest waiting frame when full.
-    fn queue(&mut self, bytes: &[u8], stats: &mut DestinationStats) {
-        let mut frame = Frame::EMPTY;
+    fn queue(&mut self, bytes: &[u8], report: &mut Report<'_>) -> Outcome {
+        let mut frame = HeldFrame::EMPTY;
         if !frame.store(bytes) {
-            stats.drop(DropReason::Backlog);
-            return;
+            return Outcome::Dropped(DropReason::Backlog);
         }
         if self.backlog.push_overwrite(frame).is_some() {
-            stats.drop(DropReason::Backlog);
+            report.held(Outcome::Dropped(DropReason::Backlog));
         }
+        Outcome::Queued
     }
 
     /// Sends waiting frames, oldest first, straight from the ring, until the
     /// socket would block; the socket is watched only while frames remain.
-    fn flush(&mut self, stats: &mut DestinationStats, registry: &Registry, clock: Clock) {
+    fn flush(&mut self, report: &mut Report<'_>, registry: &Registry, clock: Clock) {
         let Link {
             socket,
             backlog,
@@ -287,12 +340,13 @@ impl Link {
             ..
         } = self;
         while let Some(frame) = backlog.first() {
-            match try_send(socket, warner, frame.bytes(), stats, clock) {
+            let outcome = match try_send(socket, warner, frame.bytes(), report, clock) {
                 Sent::WouldBlock => break,
-                Sent::Yes | Sent::Failed => {
-                    backlog.try_pop();
-                }
-            }
+                Sent::Yes => Outcome::Sent,
+                Sent::Failed => Outcome::Dropped(DropReason::SendError),
+            };
+            backlog.try_pop();
+            report.held(outcome);
         }
         self.watch(registry, !self.backlog.is_empty());
     }
@@ -319,11 +373,11 @@ impl Link {
         }
     }
 
-    /// Frames still waiting, dropped now (the destination changed or went away).
-    fn discard_backlog(&mut self, stats: &mut DestinationStats) {
-        let waiting = self.backlog.occupied_len() as u64;
+    /// Drops the frames still waiting: the core counts them (its plan said so,
+    /// or the relay stops).
+    fn clear_backlog(&mut self, registry: &Registry) {
         self.backlog.clear();
-        stats.dropped[DropReason::Backlog as usize] += waiting;
+        self.watch(registry, false);
     }
 }
 
@@ -335,16 +389,16 @@ struct Links<'a> {
 }
 
 impl Sink for Links<'_> {
-    fn deliver(&mut self, id: DestinationId, bytes: &[u8], stats: &mut DestinationStats) {
+    fn deliver(&mut self, id: DestinationId, bytes: &[u8], report: &mut Report<'_>) -> Outcome {
         match self.links.get_mut(id.index()) {
-            Some(Some(link)) => link.send(bytes, stats, self.registry, self.clock),
+            Some(Some(link)) => link.send(bytes, report, self.registry, self.clock),
             // Every destination of the core has a link (see `Shell::apply`).
-            _ => stats.drop(DropReason::SendError),
+            _ => Outcome::Dropped(DropReason::SendError),
         }
     }
 }
 
-/// Why the relay could not start.
+/// Why the relay could not start, or a new configuration was not taken.
 #[derive(Debug)]
 pub enum StartError {
     /// The listening socket could not be bound.
@@ -383,30 +437,14 @@ impl fmt::Display for StartError {
                 addr,
                 place,
                 source,
-            } => {
-                write!(f, "{place}: cannot listen on {addr}: ")?;
-                match source.kind() {
-                    io::ErrorKind::AddrInUse => write!(
-                        f,
-                        "port {} is already in use. Another forza-relay, or a tool such as \
-                         SimHub, may be listening there: stop it, or choose another port \
-                         (and point the game's Data Out at it).",
-                        addr.port()
-                    ),
-                    io::ErrorKind::AddrNotAvailable => write!(
-                        f,
-                        "{} is not an address of this computer. Use 0.0.0.0 to listen on \
-                         every interface.",
-                        addr.ip()
-                    ),
-                    io::ErrorKind::PermissionDenied => write!(
-                        f,
-                        "permission denied ({source}). Ports below 1024 need administrator \
-                         rights, and Windows reserves some ranges: choose another port."
-                    ),
-                    _ => write!(f, "{source}"),
+            } => write!(
+                f,
+                "{place}: cannot listen on {addr}: {}",
+                PortInUse {
+                    addr: *addr,
+                    error: source
                 }
-            }
+            ),
             StartError::Destination { name, addr, source } => {
                 write!(
                     f,
@@ -425,18 +463,72 @@ impl fmt::Display for StartError {
 
 impl std::error::Error for StartError {}
 
+/// What a new configuration changed: the listening address (the shell's) and
+/// everything the core changed.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Applied {
+    /// The listening address, before and after, when it changed.
+    pub listen: Option<(SocketAddr, SocketAddr)>,
+    /// What changed in the core: destinations, input format, allow-list.
+    pub changes: Changes,
+}
+
+impl Applied {
+    /// True when the new configuration changed nothing the relay does.
+    pub fn is_empty(&self) -> bool {
+        self.listen.is_none() && self.changes.is_empty()
+    }
+}
+
+impl fmt::Display for Applied {
+    /// One line: `~ listen: A -> B, + C (fm7), ~ B: same -> fh5, - D`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut sep = "";
+        if let Some((before, after)) = self.listen {
+            write!(f, "~ listen: {before} -> {after}")?;
+            sep = ", ";
+        }
+        self.changes.write_items(f, &mut sep)?;
+        if sep.is_empty() {
+            f.write_str("no changes")?;
+        }
+        Ok(())
+    }
+}
+
+/// A configuration as the loop takes it: the core's routes, and the parts the
+/// shell keeps for itself.
+struct Setup {
+    listen: SocketAddr,
+    /// Where `listen` was written, for a "port in use" message.
+    listen_place: String,
+    stats_interval: Option<Duration>,
+    routes: Routes,
+}
+
+impl Setup {
+    fn of(config: &Config) -> Setup {
+        Setup {
+            listen: config.listen,
+            listen_place: config.listen_place.clone(),
+            stats_interval: config.stats_interval,
+            routes: config.routes(),
+        }
+    }
+}
+
 /// What other threads ask of the loop.
 enum Command {
     /// Finish: `run` returns its final snapshot.
     Stop,
     /// Take this configuration (a reload), and say how it went if asked.
     Apply(
-        Box<Config>,
-        Option<mpsc::Sender<Result<Changes, StartError>>>,
+        Box<Setup>,
+        Option<mpsc::Sender<Result<Applied, StartError>>>,
     ),
     /// Reply with a snapshot of every counter.
     Snapshot(mpsc::Sender<Snapshot>),
-    /// Copy every datagram received into this tap from now on.
+    /// Copy every datagram admitted into this tap from now on.
     Attach(Box<TapProducer>),
 }
 
@@ -461,10 +553,11 @@ impl Control {
         self.send(Command::Stop);
     }
 
-    /// Asks the loop to take `config`, matching destinations by name: those
-    /// that did not change lose nothing (see [`Fanout::apply`]).
+    /// Asks the loop to take `config`: the listen address and summary interval
+    /// here, the rest in the core, which matches destinations by name, so those
+    /// that did not change lose nothing (see [`Fanout::plan`]).
     pub fn apply(&self, config: Config) {
-        self.send(Command::Apply(Box::new(config), None));
+        self.send(Command::Apply(Box::new(Setup::of(&config)), None));
     }
 
     /// As [`Control::apply`], then waits (at most `timeout`) for what changed,
@@ -473,13 +566,13 @@ impl Control {
         &self,
         config: Config,
         timeout: Duration,
-    ) -> Option<Result<Changes, StartError>> {
+    ) -> Option<Result<Applied, StartError>> {
         let (tx, rx) = mpsc::channel();
-        self.send(Command::Apply(Box::new(config), Some(tx)));
+        self.send(Command::Apply(Box::new(Setup::of(&config)), Some(tx)));
         rx.recv_timeout(timeout).ok()
     }
 
-    /// Copies every datagram received from now on into `tap` (see
+    /// Copies every datagram admitted from now on into `tap` (see
     /// [`crate::tap`]); dropping the tap's reader detaches it.
     pub fn attach(&self, tap: TapProducer) {
         self.send(Command::Attach(Box::new(tap)));
@@ -495,9 +588,9 @@ impl Control {
     /// As [`Control::apply`], returning where the loop will say how it went:
     /// the caller can wait as long as it likes, and a closed channel means the
     /// relay is gone (its loop will never answer).
-    pub fn apply_with_reply(&self, config: Config) -> mpsc::Receiver<Result<Changes, StartError>> {
+    pub fn apply_with_reply(&self, config: Config) -> mpsc::Receiver<Result<Applied, StartError>> {
         let (tx, rx) = mpsc::channel();
-        self.send(Command::Apply(Box::new(config), Some(tx)));
+        self.send(Command::Apply(Box::new(Setup::of(&config)), Some(tx)));
         rx
     }
 }
@@ -517,6 +610,8 @@ struct Shell {
     listen: SocketAddr,
     configured_listen: SocketAddr,
     batch: Batch,
+    /// What the core decided about each datagram of the last batch.
+    verdicts: [Verdict; Batch::SIZE],
     core: Fanout,
     /// Indexed by [`DestinationId`], as the core's destinations are.
     links: Vec<Option<Link>>,
@@ -527,15 +622,19 @@ struct Shell {
     unread: bool,
     started: Instant,
     stats_interval: Option<Duration>,
+    /// When the last summary was taken (the start, before the first).
+    last_summary: Instant,
     next_summary: Option<Instant>,
     summaries: Option<mpsc::SyncSender<Snapshot>>,
-    /// Readers of every datagram received (the capture writer, the dashboard).
+    /// Readers of every datagram admitted (the capture writer, the dashboard).
     taps: Vec<TapProducer>,
     /// Datagrams dropped by taps whose readers have gone.
     tap_dropped: u64,
     warn_every: Duration,
     /// Input counters when their warnings were last considered.
     warned: InputStats,
+    /// How `auto` reads Horizon packets, as last logged.
+    horizon: Option<Reading>,
     malformed: Throttle,
     disallowed: Throttle,
     recv_error: Throttle,
@@ -545,11 +644,12 @@ struct Shell {
 impl Relay {
     /// Opens every socket of `config`. Nothing is left half-started on error.
     pub fn bind(config: &Config) -> Result<Relay, StartError> {
+        let setup = Setup::of(config);
         let poll = Poll::new().map_err(StartError::Poll)?;
         let registry = poll.registry().try_clone().map_err(StartError::Poll)?;
         let waker = Arc::new(Waker::new(poll.registry(), WAKER).map_err(StartError::Poll)?);
-        let (listener, listen) = bind_listener(&registry, config)?;
-        let core = Fanout::new(config);
+        let (listener, listen) = bind_listener(&registry, setup.listen, &setup.listen_place)?;
+        let core = Fanout::new(&setup.routes);
         let mut links = Vec::new();
         for (id, d) in core.destinations() {
             let link = Link::open(id, d, listen)?;
@@ -558,6 +658,7 @@ impl Relay {
         }
         let (tx, commands) = mpsc::channel();
         let now = Instant::now();
+        let interval = setup.stats_interval;
         Ok(Relay {
             poll,
             events: Events::with_capacity(EVENTS),
@@ -565,8 +666,10 @@ impl Relay {
                 registry,
                 listener,
                 listen,
-                configured_listen: config.listen,
+                configured_listen: setup.listen,
                 batch: Batch::new(),
+                verdicts: [Verdict::Disallowed; Batch::SIZE],
+                horizon: core.horizon(),
                 core,
                 links,
                 commands,
@@ -577,12 +680,13 @@ impl Relay {
                 stopping: false,
                 unread: false,
                 started: now,
-                stats_interval: config.stats_interval,
-                next_summary: config.stats_interval.and_then(|i| now.checked_add(i)),
+                stats_interval: interval,
+                last_summary: now,
+                next_summary: interval.and_then(|i| now.checked_add(i)),
                 summaries: None,
                 taps: Vec::new(),
                 tap_dropped: 0,
-                warn_every: config.stats_interval.unwrap_or(DEFAULT_WARN_INTERVAL),
+                warn_every: interval.unwrap_or(DEFAULT_WARN_INTERVAL),
                 warned: InputStats::default(),
                 malformed: Throttle::default(),
                 disallowed: Throttle::default(),
@@ -612,7 +716,8 @@ impl Relay {
         rx
     }
 
-    /// Runs until stopped, then returns the final snapshot.
+    /// Runs until stopped, then returns the final snapshot, in which every
+    /// destination's frames are sent or dropped: none is held any more.
     pub fn run(&mut self) -> Snapshot {
         while !self.shell.stopping {
             let timeout = self
@@ -621,8 +726,7 @@ impl Relay {
                 .map(|d| d.saturating_duration_since(Instant::now()));
             self.poll_once(timeout);
         }
-        // A frame still waiting for its rate slot will never go: count it.
-        self.shell.core.finish();
+        self.shell.finish(Instant::now());
         self.snapshot()
     }
 
@@ -640,7 +744,7 @@ impl Relay {
         if let Err(e) = self.poll.poll(&mut self.events, timeout) {
             if e.kind() != io::ErrorKind::Interrupted {
                 let now = Instant::now();
-                if let Some(more) = shell.poll_error.ready(now, shell.warn_every) {
+                if let Some(more) = shell.poll_error.occurred(1, now, shell.warn_every) {
                     error!(
                         "waiting for packets failed: {e}; trying again{}",
                         Suppressed(more)
@@ -657,7 +761,11 @@ impl Relay {
                 LISTENER if !unread => shell.drain(now),
                 LISTENER => {}
                 WAKER => shell.commands(now),
-                Token(t) => shell.destination_event(t - FIRST_DESTINATION, event, now),
+                token => {
+                    if let Some(id) = destination_of(token) {
+                        shell.destination_event(id, event, now);
+                    }
+                }
             }
         }
         if unread {
@@ -666,7 +774,7 @@ impl Relay {
         shell.timers(now);
     }
 
-    /// Copies every datagram received from now on into `tap`, as
+    /// Copies every datagram admitted from now on into `tap`, as
     /// [`Control::attach`] does from another thread.
     pub fn attach(&mut self, tap: TapProducer) {
         self.shell.taps.push(tap);
@@ -674,8 +782,8 @@ impl Relay {
 
     /// Takes `config` now, as [`Control::apply`] does from another thread: all of
     /// it, or (when a socket can't be opened) none of it, returning why.
-    pub fn apply(&mut self, config: &Config) -> Result<Changes, StartError> {
-        self.shell.apply(config, Instant::now())
+    pub fn apply(&mut self, config: &Config) -> Result<Applied, StartError> {
+        self.shell.apply(Setup::of(config), Instant::now())
     }
 
     /// Input counters so far.
@@ -689,19 +797,20 @@ impl Relay {
     }
 }
 
-/// Binds and registers the listening socket of `config`.
+/// Binds and registers the listening socket on `addr` (configured at `place`).
 fn bind_listener(
     registry: &Registry,
-    config: &Config,
+    addr: SocketAddr,
+    place: &str,
 ) -> Result<(UdpSocket, SocketAddr), StartError> {
     let (std_listener, granted) =
-        socket::bind_listener(config.listen).map_err(|source| StartError::Listen {
-            addr: config.listen,
-            place: config.listen_place.clone(),
+        socket::bind_listener(addr).map_err(|source| StartError::Listen {
+            addr,
+            place: place.to_owned(),
             source,
         })?;
     let mut listener = UdpSocket::from_std(std_listener);
-    let listen = listener.local_addr().unwrap_or(config.listen);
+    let listen = listener.local_addr().unwrap_or(addr);
     registry
         .register(&mut listener, LISTENER, Interest::READABLE)
         .map_err(StartError::Poll)?;
@@ -719,6 +828,21 @@ fn bind_listener(
     Ok((listener, listen))
 }
 
+/// How `auto` reads Horizon packets, for the log: `fh5`, or `fh6 (a guess)`.
+struct HorizonReading(Reading);
+
+impl fmt::Display for HorizonReading {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let r = self.0;
+        write!(
+            f,
+            "{}{}",
+            r.format,
+            if r.certain { "" } else { " (a guess)" }
+        )
+    }
+}
+
 impl Shell {
     fn clock(&self, now: Instant) -> Clock {
         Clock {
@@ -728,10 +852,17 @@ impl Shell {
     }
 
     fn snapshot(&self) -> Snapshot {
-        let mut snapshot = self.core.snapshot(self.listen, self.started.elapsed());
-        snapshot.tap_dropped =
-            self.tap_dropped + self.taps.iter().map(TapProducer::dropped).sum::<u64>();
-        snapshot
+        let Counters {
+            input,
+            destinations,
+        } = self.core.counters();
+        Snapshot {
+            listen: self.listen,
+            elapsed: self.started.elapsed(),
+            input,
+            destinations,
+            tap_dropped: self.tap_dropped + self.taps.iter().map(TapProducer::dropped).sum::<u64>(),
+        }
     }
 
     /// The earliest moment the loop must wake without an event.
@@ -752,6 +883,7 @@ impl Shell {
                 Ok(n) => {
                     let Shell {
                         batch,
+                        verdicts,
                         core,
                         links,
                         registry,
@@ -766,9 +898,9 @@ impl Shell {
                             warn_every: *warn_every,
                         },
                     };
-                    for i in 0..n {
+                    for (i, verdict) in verdicts.iter_mut().enumerate().take(n) {
                         let (data, from) = batch.datagram(i);
-                        core.handle(data, from, now, &mut sink);
+                        *verdict = core.handle(data, from, now, &mut sink);
                     }
                     // After the sends: a tap's copy never delays a packet.
                     if !self.taps.is_empty() {
@@ -798,7 +930,7 @@ impl Shell {
                     }
                     _ => {
                         self.core.count_recv_error();
-                        if let Some(more) = self.recv_error.ready(now, self.warn_every) {
+                        if let Some(more) = self.recv_error.occurred(1, now, self.warn_every) {
                             warn!("receive failed on {}: {e}{}", self.listen, Suppressed(more));
                         }
                         // Keep reading what is queued (mio is edge-triggered), but
@@ -812,16 +944,26 @@ impl Shell {
             }
         }
         self.warn_input(now);
+        self.check_backlogs();
     }
 
-    /// Copies the `n` datagrams of the last batch into every tap, and lets go of
-    /// taps whose readers have gone.
+    /// Copies the admitted datagrams of the last batch (`n` of them) into every
+    /// tap, and lets go of taps whose readers have gone.
     fn tap(&mut self, n: usize) {
         let time = SystemTime::now();
-        for tap in &mut self.taps {
-            for i in 0..n {
-                let (data, from) = self.batch.datagram(i);
-                tap.push(time, from, self.listen, data);
+        let Shell {
+            taps,
+            batch,
+            verdicts,
+            listen,
+            ..
+        } = self;
+        for tap in taps.iter_mut() {
+            for (i, verdict) in verdicts.iter().enumerate().take(n) {
+                if verdict.is_admitted() {
+                    let (data, from) = batch.datagram(i);
+                    tap.push(time, from, *listen, data);
+                }
             }
         }
         if self.taps.iter().any(TapProducer::is_closed) {
@@ -837,56 +979,127 @@ impl Shell {
     }
 
     /// Warns, at most once per interval each, about datagrams the core counted
-    /// as malformed or from a sender outside `listen.allow` since the last look.
+    /// as malformed or from a sender outside `listen.allow` since the last look,
+    /// and says when `auto` changed how it reads Horizon packets.
     fn warn_input(&mut self, now: Instant) {
         let stats = *self.core.input_stats();
-        if stats.malformed != self.warned.malformed {
-            if let (Some(more), Some((len, from))) = (
-                self.malformed.ready(now, self.warn_every),
-                self.core.last_malformed(),
-            ) {
-                // Messages since the last one, less the one this reports.
-                let more = more + (stats.malformed - self.warned.malformed - 1);
-                warn!(
-                    "a {len}-byte datagram from {from} is not {}; sent only to \
-                     destinations with format \"same\"{}",
-                    Expected(self.core.input()),
-                    Suppressed(more)
-                );
-                self.warned.malformed = stats.malformed;
-            }
+        let new = stats.malformed - self.warned.malformed;
+        if let (Some(more), Some((len, from))) = (
+            self.malformed.occurred(new, now, self.warn_every),
+            self.core.last_malformed(),
+        ) {
+            warn!(
+                "a {len}-byte datagram from {from} is not {}; sent only to \
+                 destinations with format \"same\"{}",
+                Expected(self.core.input()),
+                Suppressed(more)
+            );
         }
-        if stats.disallowed != self.warned.disallowed {
-            if let (Some(more), Some(from)) = (
-                self.disallowed.ready(now, self.warn_every),
-                self.core.last_disallowed(),
-            ) {
-                let more = more + (stats.disallowed - self.warned.disallowed - 1);
-                warn!(
-                    "dropped a datagram from {from}: not in listen.allow{}",
-                    Suppressed(more)
+        let new = stats.disallowed - self.warned.disallowed;
+        if let (Some(more), Some(from)) = (
+            self.disallowed.occurred(new, now, self.warn_every),
+            self.core.last_disallowed(),
+        ) {
+            warn!(
+                "dropped a datagram from {from}: not in listen.allow{}",
+                Suppressed(more)
+            );
+        }
+        self.warned = stats;
+        let horizon = self.core.horizon();
+        if horizon != self.horizon {
+            if let (Some(before), Some(after)) = (self.horizon, horizon) {
+                info!(
+                    "listen.format auto: 324-byte packets now read as {}, no longer {}: \
+                     the last {AGREEING_PACKETS} that told said so",
+                    HorizonReading(after),
+                    HorizonReading(before)
                 );
-                self.warned.disallowed = stats.disallowed;
+            }
+            self.horizon = horizon;
+        }
+    }
+
+    /// What the throttles held back, said once as the relay stops.
+    fn last_words(&mut self) {
+        let n = self.malformed.unlogged();
+        if n > 0 {
+            warn!(
+                "{} since the last message {} not {}; sent only to destinations with \
+                 format \"same\"",
+                More(n, "datagram"),
+                if n == 1 { "was" } else { "were" },
+                Expected(self.core.input())
+            );
+        }
+        let n = self.disallowed.unlogged();
+        if n > 0 {
+            warn!(
+                "dropped {} since the last message from senders not in listen.allow",
+                More(n, "datagram")
+            );
+        }
+        let n = self.recv_error.unlogged();
+        if n > 0 {
+            warn!(
+                "{} on {} since the last message",
+                More(n, "receive error"),
+                self.listen
+            );
+        }
+        for link in self.links.iter_mut().flatten() {
+            link.warner.last_word();
+        }
+    }
+
+    /// In debug builds, checks that each backlog holds what the core counts
+    /// as queued for it: every outcome reached the core.
+    fn check_backlogs(&self) {
+        if cfg!(debug_assertions) {
+            for (i, link) in self.links.iter().enumerate() {
+                if let Some(link) = link {
+                    let id = DestinationId::from_index(i);
+                    debug_assert_eq!(
+                        link.backlog.occupied_len() as u64,
+                        self.core.queued(id),
+                        "{}: the backlog and the core disagree",
+                        link.warner.name
+                    );
+                }
             }
         }
     }
 
-    fn destination_event(&mut self, index: usize, event: &mio::event::Event, now: Instant) {
+    /// Runs `f` on destination `id`'s link, with where it reports to the core.
+    fn on_link(
+        &mut self,
+        id: DestinationId,
+        f: impl FnOnce(&mut Link, &mut Report<'_>, &Registry),
+    ) {
+        let Shell {
+            links,
+            core,
+            registry,
+            ..
+        } = self;
+        if let (Some(Some(link)), Some(mut report)) = (links.get_mut(id.index()), core.report(id)) {
+            f(link, &mut report, registry);
+        }
+    }
+
+    fn destination_event(&mut self, id: DestinationId, event: &mio::event::Event, now: Instant) {
         let clock = self.clock(now);
-        let id = DestinationId::from_index(index);
-        let (Some(Some(link)), Some(stats)) = (self.links.get_mut(index), self.core.stats_mut(id))
-        else {
-            return;
-        };
-        if event.is_error() || event.is_read_closed() {
-            // Collect a pending ICMP error now, so it doesn't fail the next send.
-            if let Ok(Some(e)) = link.socket.take_error() {
-                link.warner.report(&e, stats, clock);
+        self.on_link(id, |link, report, registry| {
+            if event.is_error() || event.is_read_closed() {
+                // Collect a pending ICMP error now, so it doesn't fail the next send.
+                if let Ok(Some(e)) = link.socket.take_error() {
+                    link.warner.report(&e, report, clock);
+                }
             }
-        }
-        if event.is_writable() {
-            link.flush(stats, &self.registry, clock);
-        }
+            if event.is_writable() {
+                link.flush(report, registry, clock);
+            }
+        });
     }
 
     /// Frames whose rate slot has come, and the summary when it is due.
@@ -907,8 +1120,10 @@ impl Shell {
                     clock,
                 },
             );
+            self.check_backlogs();
         }
         if self.next_summary.is_some_and(|due| now >= due) {
+            self.last_summary = now;
             self.next_summary = self.stats_interval.and_then(|i| now.checked_add(i));
             if let Some(tx) = &self.summaries {
                 // A reader that is behind misses this one; one that is gone is
@@ -923,10 +1138,10 @@ impl Shell {
         while let Ok(command) = self.commands.try_recv() {
             match command {
                 Command::Stop => self.stopping = true,
-                Command::Apply(config, reply) => {
-                    let result = self.apply(&config, now);
+                Command::Apply(setup, reply) => {
+                    let result = self.apply(*setup, now);
                     match &result {
-                        Ok(changes) => info!("configuration applied: {changes}"),
+                        Ok(applied) => info!("configuration applied: {applied}"),
                         Err(e) => error!(
                             "the new configuration was not applied, the previous one runs on: {e}"
                         ),
@@ -944,38 +1159,33 @@ impl Shell {
     }
 
     /// Takes a new configuration, all of it or (when a socket can't be opened)
-    /// none of it. Destinations that did not change keep their sockets, backlogs,
-    /// filters and counters.
-    fn apply(&mut self, config: &Config, now: Instant) -> Result<Changes, StartError> {
+    /// none of it: the core plans, the shell opens what the plan opens, then
+    /// closes and drops what it closes and drops, and the core commits.
+    /// Destinations that did not change keep their sockets, backlogs, filters
+    /// and counters.
+    fn apply(&mut self, setup: Setup, now: Instant) -> Result<Applied, StartError> {
         // Open what is new first, so that a failure changes nothing.
         // Port 0 in a config means "any": the port bound is as good.
-        let listener = if config.listen == self.configured_listen || config.listen == self.listen {
+        let listener = if setup.listen == self.configured_listen || setup.listen == self.listen {
             None
         } else {
-            Some(bind_listener(&self.registry, config)?)
+            Some(bind_listener(
+                &self.registry,
+                setup.listen,
+                &setup.listen_place,
+            )?)
         };
         let listen = listener.as_ref().map_or(self.listen, |(_, addr)| *addr);
-        let mut opened: Vec<(String, Link)> = Vec::new();
-        let mut problem = None;
-        for d in &config.destinations {
-            let current = self
-                .core
-                .destinations()
-                .find(|(_, c)| c.name == d.name && c.addr == d.addr)
-                .and_then(|(id, _)| self.links.get(id.index())?.as_ref());
-            let result = match current {
-                // The same socket stays; a new listen address may make it a loop.
-                Some(_) => check_loop(d, listen),
-                // The id is set below, once the core has placed the destination.
-                None => Link::open(DestinationId::from_index(0), d, listen)
-                    .map(|link| opened.push((d.name.clone(), link))),
-            };
-            if let Err(e) = result {
-                problem = Some(e);
-                break;
+        let plan = self.core.plan(&setup.routes);
+        let mut opened = Vec::new();
+        let opening = plan.steps().try_for_each(|(d, step)| match step.action {
+            Action::Open(_) => {
+                Link::open(step.id, d, listen).map(|link| opened.push((step.id, link)))
             }
-        }
-        if let Some(e) = problem {
+            // The same socket stays; a new listen address may make it a loop.
+            Action::Keep { .. } => check_loop(d, listen),
+        });
+        if let Err(e) = opening {
             if let Some((mut socket, _)) = listener {
                 let _ = self.registry.deregister(&mut socket);
             }
@@ -989,139 +1199,186 @@ impl Shell {
             let _ = self.registry.deregister(&mut old);
             moved = Some((self.listen, addr));
             self.listen = addr;
-            self.configured_listen = config.listen;
+            self.configured_listen = setup.listen;
         }
-        let mut changes = self.core.apply(config);
-        changes.listen = moved;
-        for removed in &changes.removed {
-            if let Some(mut link) = self
-                .links
-                .get_mut(removed.id.index())
-                .and_then(Option::take)
-            {
-                link.watch(&self.registry, false);
-                debug!(
-                    "{} removed after sending {}{}",
-                    removed.destination.name,
-                    removed.stats.sent,
-                    crate::stats::Drops(&removed.stats)
-                );
+        for &id in plan.closed() {
+            if let Some(mut link) = self.links.get_mut(id.index()).and_then(Option::take) {
+                link.clear_backlog(&self.registry);
             }
         }
-        for changed in &changes.changed {
-            let id = changed.id;
-            if changed.before.output != changed.after.output {
+        for (_, step) in plan.steps() {
+            if let Action::Keep {
+                discard_backlog: true,
+                ..
+            } = step.action
+            {
                 // Frames waiting are in the old format.
-                if let (Some(Some(link)), Some(stats)) =
-                    (self.links.get_mut(id.index()), self.core.stats_mut(id))
-                {
-                    link.discard_backlog(stats);
+                if let Some(Some(link)) = self.links.get_mut(step.id.index()) {
+                    link.clear_backlog(&self.registry);
                 }
             }
         }
-        for (name, mut link) in opened {
-            let Some(id) = self
-                .core
-                .destinations()
-                .find(|(_, d)| d.name == name)
-                .map(|(id, _)| id)
-            else {
-                continue;
-            };
-            link.token = Token(FIRST_DESTINATION + id.index());
+        for (id, link) in opened {
             if self.links.len() <= id.index() {
                 self.links.resize_with(id.index() + 1, || None);
             }
-            if let Some(mut old) = self.links[id.index()].take() {
-                if let Some(stats) = self.core.stats_mut(id) {
-                    old.discard_backlog(stats);
-                }
-                old.watch(&self.registry, false);
+            if let Some(mut old) = self.links[id.index()].replace(link) {
+                old.clear_backlog(&self.registry);
             }
-            self.links[id.index()] = Some(link);
         }
-        self.stats_interval = config.stats_interval;
-        self.warn_every = config.stats_interval.unwrap_or(DEFAULT_WARN_INTERVAL);
-        self.next_summary = config.stats_interval.and_then(|i| now.checked_add(i));
-        Ok(changes)
+        let changes = self.core.commit(plan);
+        for removed in &changes.removed {
+            // Its last word: the final summary no longer lists it.
+            let s = &removed.stats;
+            info!(
+                "{} removed: received {}, sent {}, dropped {}{}",
+                removed.destination.name,
+                s.received,
+                s.sent,
+                s.dropped_total(),
+                crate::stats::Drops(s)
+            );
+        }
+        self.horizon = self.core.horizon();
+        self.set_stats_interval(setup.stats_interval, now);
+        self.check_backlogs();
+        Ok(Applied {
+            listen: moved,
+            changes,
+        })
     }
-}
 
-/// What the input expects, for the malformed-datagram warning.
-struct Expected(Input);
-
-impl fmt::Display for Expected {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.0 {
-            Input::Fixed(format) => write!(f, "in the {format} format ({} bytes)", format.len()),
-            Input::Auto => {
-                f.write_str("in any Forza format (lengths: ")?;
-                // fh4 and fh5 share fh6's length: name the three once.
-                let lengths = Format::ALL
-                    .iter()
-                    .filter(|x| !matches!(x, Format::Fh4 | Format::Fh5));
-                for (i, format) in lengths.enumerate() {
-                    let sep = if i == 0 { "" } else { ", " };
-                    match format {
-                        Format::Fh6 => write!(f, "{sep}fh4/fh5/fh6 {}", format.len())?,
-                        _ => write!(f, "{sep}{format} {}", format.len())?,
-                    }
-                }
-                f.write_str(")")
-            }
+    /// A new summary interval. The schedule stays as it is when the interval
+    /// does; otherwise the next summary comes one new interval after the last
+    /// one (or the start), and not before now.
+    fn set_stats_interval(&mut self, interval: Option<Duration>, now: Instant) {
+        if interval == self.stats_interval {
+            return;
         }
+        self.stats_interval = interval;
+        self.warn_every = interval.unwrap_or(DEFAULT_WARN_INTERVAL);
+        self.next_summary = interval
+            .and_then(|i| self.last_summary.checked_add(i))
+            .map(|due| due.max(now));
+    }
+
+    /// The relay stops: one last try to send what waits in the backlogs,
+    /// without waiting; what is still there, or waits for its rate slot, the
+    /// core counts dropped.
+    fn finish(&mut self, now: Instant) {
+        let clock = self.clock(now);
+        for i in 0..self.links.len() {
+            self.on_link(DestinationId::from_index(i), |link, report, registry| {
+                if !link.backlog.is_empty() {
+                    link.flush(report, registry, clock);
+                }
+            });
+        }
+        self.check_backlogs();
+        for link in self.links.iter_mut().flatten() {
+            link.clear_backlog(&self.registry);
+        }
+        self.core.finish();
+        self.last_words();
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::Output;
+    use crate::fanout::Output;
+    use crate::stats::DestinationStats;
+    use crate::wire::Input;
 
-    /// A link to a fresh loopback receiver, with its backlog.
-    fn link_to_receiver() -> (Link, std::net::UdpSocket) {
+    const FROM: SocketAddr =
+        SocketAddr::new(std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST), 50_000);
+
+    /// A core with one `same` destination, a loopback receiver for it, and its
+    /// link.
+    fn core_and_link() -> (Fanout, DestinationId, Link, std::net::UdpSocket) {
         let receiver = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
         receiver
             .set_read_timeout(Some(Duration::from_secs(2)))
             .unwrap();
         let addr = receiver.local_addr().unwrap();
-        let config = Destination {
-            name: "rig".to_owned(),
-            addr_text: addr.to_string(),
-            addr,
-            output: Output::Same,
-            only_race_on: false,
-            max_rate: 0,
-        };
+        let core = Fanout::new(&Routes {
+            input: Input::Auto,
+            allow: Vec::new(),
+            destinations: vec![Destination {
+                name: "rig".to_owned(),
+                addr_text: addr.to_string(),
+                addr,
+                output: Output::Same,
+                only_race_on: false,
+                max_rate: 0,
+            }],
+        });
+        let (id, d) = core.destinations().next().unwrap();
         let listen = "127.0.0.1:5400".parse().unwrap();
-        let link = Link::open(DestinationId::from_index(0), &config, listen).unwrap();
-        (link, receiver)
+        let link = Link::open(id, d, listen).unwrap();
+        (core, id, link, receiver)
+    }
+
+    /// Stands in for a socket that would block: every frame goes to the
+    /// link's backlog, as `Link::send` does on `WouldBlock`.
+    struct WouldBlock<'a>(&'a mut Link);
+
+    impl Sink for WouldBlock<'_> {
+        fn deliver(&mut self, _: DestinationId, bytes: &[u8], report: &mut Report<'_>) -> Outcome {
+            self.0.queue(bytes, report)
+        }
+    }
+
+    /// Sends through the link, as the shell does.
+    struct Sends<'a>(&'a mut Link, &'a Registry, Clock);
+
+    impl Sink for Sends<'_> {
+        fn deliver(&mut self, _: DestinationId, bytes: &[u8], report: &mut Report<'_>) -> Outcome {
+            self.0.send(bytes, report, self.1, self.2)
+        }
+    }
+
+    fn stats(core: &Fanout) -> DestinationStats {
+        core.counters().destinations[0].stats
     }
 
     #[test]
     fn a_full_backlog_keeps_the_newest_frames_and_sends_them_oldest_first() {
         let poll = Poll::new().unwrap();
-        let (mut link, receiver) = link_to_receiver();
-        let mut stats = DestinationStats::default();
-        // What a socket that would block leaves behind: frames queued in order.
+        let (mut core, id, mut link, receiver) = core_and_link();
+        let now = Instant::now();
         let extra = 3u8;
         for i in 0..BACKLOG_FRAMES as u8 + extra {
-            link.queue(&[i; 324], &mut stats);
+            core.handle(&[i; 324], FROM, now, &mut WouldBlock(&mut link));
         }
-        assert_eq!(stats.dropped(DropReason::Backlog), u64::from(extra));
-        link.queue(&[0xFF; FRAME_CAPACITY + 1], &mut stats);
-        assert_eq!(stats.dropped(DropReason::Backlog), u64::from(extra) + 1);
+        let s = stats(&core);
+        assert_eq!(s.dropped(DropReason::Backlog), u64::from(extra));
+        assert_eq!(s.held, BACKLOG_FRAMES as u64);
+        assert!(s.is_balanced(), "{s:?}");
+        core.handle(
+            &[0xFF; FRAME_CAPACITY + 1],
+            FROM,
+            now,
+            &mut WouldBlock(&mut link),
+        );
+        assert_eq!(
+            stats(&core).dropped(DropReason::Backlog),
+            u64::from(extra) + 1,
+            "too large to hold"
+        );
 
         let clock = Clock {
-            now: Instant::now(),
+            now,
             warn_every: DEFAULT_WARN_INTERVAL,
         };
         link.watch(poll.registry(), true);
         assert!(link.watched);
-        link.flush(&mut stats, poll.registry(), clock);
+        link.flush(&mut core.report(id).unwrap(), poll.registry(), clock);
         assert!(link.backlog.is_empty());
         assert!(!link.watched, "a flushed link is no longer watched");
-        assert_eq!(stats.sent, BACKLOG_FRAMES as u64);
+        let s = stats(&core);
+        assert_eq!((s.sent, s.held), (BACKLOG_FRAMES as u64, 0));
+        assert!(s.is_balanced(), "{s:?}");
         let mut buf = [0u8; 2048];
         for i in extra..BACKLOG_FRAMES as u8 + extra {
             let n = receiver.recv(&mut buf).unwrap();
@@ -1129,37 +1386,151 @@ mod tests {
             assert!(buf[..n].iter().all(|&b| b == i), "frame {i} out of order");
         }
         // With frames waiting, a new frame goes behind them, never ahead.
-        link.queue(&[0xA1; 311], &mut stats);
-        link.send(&[0xA2; 232], &mut stats, poll.registry(), clock);
+        core.handle(&[0xA1; 311], FROM, now, &mut WouldBlock(&mut link));
+        let registry = poll.registry();
+        core.handle(
+            &[0xA2; 232],
+            FROM,
+            now,
+            &mut Sends(&mut link, registry, clock),
+        );
         assert_eq!(receiver.recv(&mut buf).unwrap(), 311);
         assert_eq!(receiver.recv(&mut buf).unwrap(), 232);
-        assert_eq!(stats.sent, BACKLOG_FRAMES as u64 + 2);
+        assert_eq!(stats(&core).sent, BACKLOG_FRAMES as u64 + 2);
 
-        link.queue(&[0xA3; 311], &mut stats);
-        link.discard_backlog(&mut stats);
-        assert_eq!(stats.dropped(DropReason::Backlog), u64::from(extra) + 2);
+        // Removed while a frame waits: the plan closes its link, and the core
+        // counts the frame before it returns the final counters.
+        core.handle(&[0xA3; 311], FROM, now, &mut WouldBlock(&mut link));
+        assert_eq!(core.queued(id), 1);
+        let plan = core.plan(&Routes {
+            input: Input::Auto,
+            allow: Vec::new(),
+            destinations: Vec::new(),
+        });
+        assert_eq!(plan.closed(), [id]);
+        link.clear_backlog(registry);
+        let removed = &core.commit(plan).removed[0].stats;
+        assert_eq!(
+            removed.dropped(DropReason::Backlog),
+            u64::from(extra) + 2,
+            "{removed:?}"
+        );
+        assert_eq!(removed.held, 0);
+        assert!(removed.is_balanced(), "{removed:?}");
     }
 
     #[test]
-    fn throttle_lets_one_message_through_per_interval() {
+    fn throttle_counts_occurrences_not_calls() {
         let t0 = Instant::now();
-        let every = Duration::from_secs(10);
+        let s = Duration::from_secs;
+        let every = s(10);
         let mut t = Throttle::default();
-        assert_eq!(t.ready(t0, every), Some(0));
-        assert_eq!(t.ready(t0 + Duration::from_secs(1), every), None);
-        assert_eq!(t.ready(t0 + Duration::from_secs(2), every), None);
-        assert_eq!(t.ready(t0 + Duration::from_secs(10), every), Some(2));
+        assert_eq!(t.occurred(1, t0, every), Some(0));
+        assert_eq!(t.occurred(1, t0 + s(1), every), None, "held back");
+        // Many drains with nothing new (issue 17: they were counted).
+        for i in 2..30 {
+            assert_eq!(t.occurred(0, t0 + s(i), every), None);
+        }
+        assert_eq!(
+            t.occurred(1, t0 + s(30), every),
+            Some(1),
+            "the latest, and 1 more held back"
+        );
+        assert_eq!(t.occurred(3, t0 + s(40), every), Some(2), "3 at once");
+        assert_eq!(t.occurred(1, t0 + s(41), every), None);
+        assert_eq!(t.unlogged(), 1, "for the last word");
+        assert_eq!(t.unlogged(), 0);
     }
 
     #[test]
-    fn expected_lists_the_lengths() {
+    fn tokens_name_the_listener_the_waker_and_each_destination() {
+        assert_eq!(destination_of(LISTENER), None);
+        assert_eq!(destination_of(WAKER), None);
+        for i in [0, 1, 7, 1_000] {
+            let id = DestinationId::from_index(i);
+            let token = token_of(id);
+            assert!(token != LISTENER && token != WAKER);
+            assert_eq!(destination_of(token), Some(id));
+        }
+    }
+
+    #[test]
+    fn applied_lists_the_listen_address_first() {
+        let applied = Applied {
+            listen: Some((
+                "127.0.0.1:5400".parse().unwrap(),
+                "127.0.0.1:5401".parse().unwrap(),
+            )),
+            changes: Changes {
+                allow: true,
+                ..Changes::default()
+            },
+        };
         assert_eq!(
-            Expected(Input::Fixed(Format::Fh6)).to_string(),
-            "in the fh6 format (324 bytes)"
+            applied.to_string(),
+            "~ listen: 127.0.0.1:5400 -> 127.0.0.1:5401, ~ listen.allow"
         );
+        assert!(!applied.is_empty());
+        assert_eq!(Applied::default().to_string(), "no changes");
+        assert!(Applied::default().is_empty());
+    }
+
+    #[test]
+    fn a_new_summary_interval_keeps_the_phase() {
+        let config = Config::from_toml(
+            "[listen]\naddr = \"127.0.0.1:0\"\n[stats]\ninterval = 3\n\
+             [[destination]]\naddr = \"127.0.0.1:9\"\n",
+            "phase.toml",
+            &crate::config::Overrides::default(),
+        )
+        .unwrap();
+        let mut relay = Relay::bind(&config).unwrap();
+        let shell = &mut relay.shell;
+        let s = Duration::from_secs;
+        let t0 = shell.last_summary;
+        assert_eq!(shell.next_summary, Some(t0 + s(3)));
+        shell.set_stats_interval(Some(s(3)), t0 + s(2));
         assert_eq!(
-            Expected(Input::Auto).to_string(),
-            "in any Forza format (lengths: sled 232, fm7 311, fm2023 331, fh4/fh5/fh6 324)"
+            shell.next_summary,
+            Some(t0 + s(3)),
+            "a reload moves nothing"
         );
+        shell.set_stats_interval(Some(s(10)), t0 + s(2));
+        assert_eq!(
+            shell.next_summary,
+            Some(t0 + s(10)),
+            "one new interval after the last summary"
+        );
+        shell.set_stats_interval(Some(s(1)), t0 + s(5));
+        assert_eq!(shell.next_summary, Some(t0 + s(5)), "overdue: now");
+        shell.set_stats_interval(None, t0 + s(6));
+        assert_eq!(shell.next_summary, None);
+        shell.set_stats_interval(Some(s(2)), t0 + s(7));
+        assert_eq!(shell.next_summary, Some(t0 + s(7)));
+    }
+
+    #[test]
+    fn port_0_and_the_port_it_bound_are_the_same_listen_address() {
+        let toml = |listen: &str| {
+            Config::from_toml(
+                &format!(
+                    "[listen]\naddr = \"{listen}\"\n[[destination]]\naddr = \"127.0.0.1:9\"\n"
+                ),
+                "listen.toml",
+                &crate::config::Overrides::default(),
+            )
+            .unwrap()
+        };
+        let mut relay = Relay::bind(&toml("127.0.0.1:0")).unwrap();
+        let bound = relay.local_addr();
+        for listen in [
+            bound.to_string(),
+            "127.0.0.1:0".to_owned(),
+            bound.to_string(),
+        ] {
+            let applied = relay.apply(&toml(&listen)).unwrap();
+            assert_eq!(applied.listen, None, "{listen}: {applied}");
+            assert_eq!(relay.local_addr(), bound);
+        }
     }
 }

@@ -1,9 +1,10 @@
 //! Socket builders (socket2): buffer sizes, non-blocking, dual-stack, the
-//! platform's quirks ([`crate::platform`]); and [`is_loop`], the one check that
-//! a destination is not the relay's own listening socket.
+//! platform's quirks ([`crate::platform`]); and the hint for a port in use
+//! ([`PortInUse`]).
 
+use std::fmt;
 use std::io;
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, UdpSocket};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
 use log::{debug, warn};
 use socket2::{Domain, Protocol, Socket, Type};
@@ -69,141 +70,61 @@ fn prepare(socket: &Socket, addr: SocketAddr) {
     }
 }
 
-/// True when a datagram sent to `dest` reaches a socket listening on `listen`, so
-/// relaying to it would loop: the same port, and `dest` is the listen address
-/// itself or, when listening on every interface (`0.0.0.0`, `::`), any address
-/// of this computer (loopback, or one of its own LAN addresses). IPv4-mapped
-/// addresses count as IPv4. `::` counts as dual-stack, as [`bind_listener`]
-/// asks, and `0.0.0.0` receives no IPv6. The one loop check: configuration and
-/// relay both call it.
-pub fn is_loop(listen: SocketAddr, dest: SocketAddr) -> bool {
-    if listen.port() != dest.port() {
-        return false;
-    }
-    let (l, d) = (listen.ip().to_canonical(), dest.ip().to_canonical());
-    if l == d {
-        return true;
-    }
-    if !l.is_unspecified() || (l.is_ipv4() && d.is_ipv6()) {
-        return false;
-    }
-    d.is_unspecified() || d.is_loopback() || is_own_address(d)
+/// What to do about a listening address the OS refused, as a person reads it:
+/// `port 5400 is already in use. Another forza-relay, or a tool such as SimHub,
+/// may be listening there: …`. The one wording of these hints: the relay's
+/// start error and every tool that listens (`watch`, `record`) use it.
+pub struct PortInUse<'a> {
+    /// The address that could not be bound.
+    pub addr: SocketAddr,
+    /// Why.
+    pub error: &'a io::Error,
 }
 
-/// True when `ip` is an address of this computer. Connecting a UDP socket sends
-/// nothing: the OS only picks the address it would send from, and for one of its
-/// own addresses that is the address itself. This asks the routing table the
-/// question a packet would, so there is no interface list to keep up to date.
-pub fn is_own_address(ip: IpAddr) -> bool {
-    let ip = ip.to_canonical();
-    let any: IpAddr = if ip.is_ipv4() {
-        Ipv4Addr::UNSPECIFIED.into()
-    } else {
-        Ipv6Addr::UNSPECIFIED.into()
-    };
-    // Port 9 (discard) only because connect needs one.
-    UdpSocket::bind((any, 0))
-        .and_then(|s| s.connect((ip, 9)).and_then(|()| s.local_addr()))
-        .is_ok_and(|local| local.ip().to_canonical() == ip)
+impl fmt::Display for PortInUse<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let (addr, e) = (self.addr, self.error);
+        match e.kind() {
+            io::ErrorKind::AddrInUse => write!(
+                f,
+                "port {} is already in use. Another forza-relay, or a tool such as \
+                 SimHub, may be listening there: stop it, or choose another port \
+                 (and point the game's Data Out at it).",
+                addr.port()
+            ),
+            io::ErrorKind::AddrNotAvailable => write!(
+                f,
+                "{} is not an address of this computer. Use 0.0.0.0 to listen on \
+                 every interface.",
+                addr.ip()
+            ),
+            io::ErrorKind::PermissionDenied => write!(
+                f,
+                "permission denied ({e}). Ports below 1024 need administrator \
+                 rights, and Windows reserves some ranges: choose another port."
+            ),
+            _ => write!(f, "{e}"),
+        }
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn at(text: &str) -> SocketAddr {
-        text.parse().expect("a socket address")
-    }
-
     #[test]
-    fn every_interface_loops_to_loopback_of_its_family_on_the_same_port() {
-        assert!(is_loop(at("0.0.0.0:5400"), at("127.0.0.1:5400")));
-        assert!(is_loop(at("0.0.0.0:5400"), at("127.0.0.2:5400")));
-        assert!(is_loop(at("[::]:5400"), at("[::1]:5400")));
-        // `::` is dual-stack: IPv4 reaches it too.
-        assert!(is_loop(at("[::]:5400"), at("127.0.0.1:5400")));
-        assert!(is_loop(at("0.0.0.0:5400"), at("[::ffff:127.0.0.1]:5400")));
-        // An IPv4-only socket receives no IPv6.
-        assert!(!is_loop(at("0.0.0.0:5400"), at("[::1]:5400")));
-    }
-
-    #[test]
-    fn a_specific_listen_address_loops_only_to_itself() {
-        assert!(is_loop(at("127.0.0.1:5400"), at("127.0.0.1:5400")));
-        assert!(is_loop(at("[::1]:5400"), at("[::1]:5400")));
-        assert!(is_loop(at("[::ffff:127.0.0.1]:5400"), at("127.0.0.1:5400")));
-        assert!(!is_loop(at("127.0.0.1:5400"), at("127.0.0.2:5400")));
-        assert!(!is_loop(at("[::1]:5400"), at("127.0.0.1:5400")));
-    }
-
-    #[test]
-    fn another_computer_is_never_a_loop() {
-        // TEST-NET-3 (RFC 5737): documentation only, never assigned to a host.
-        assert!(!is_own_address("203.0.113.9".parse().unwrap()));
-        assert!(!is_loop(at("0.0.0.0:5400"), at("203.0.113.9:5400")));
-        assert!(!is_loop(at("[::]:5400"), at("[2001:db8::9]:5400")));
-    }
-
-    #[test]
-    fn different_ports_are_never_a_loop() {
-        let listens = ["0.0.0.0", "[::]", "127.0.0.1", "[::1]"];
-        let dests = ["127.0.0.1", "[::1]", "203.0.113.9"];
-        for l in listens {
-            for d in dests {
-                for (lp, dp) in [(5400, 5401), (5401, 5400), (1, 65535)] {
-                    assert!(
-                        !is_loop(at(&format!("{l}:{lp}")), at(&format!("{d}:{dp}"))),
-                        "{l}:{lp} -> {d}:{dp}"
-                    );
-                }
-            }
+    fn a_port_in_use_says_who_may_hold_it() {
+        let held = std::net::UdpSocket::bind("127.0.0.1:0").expect("bind a port");
+        let addr = held.local_addr().expect("an address");
+        let error = bind_listener(addr).expect_err("the port is held");
+        let text = PortInUse {
+            addr,
+            error: &error,
         }
-    }
-
-    /// This computer's non-loopback addresses as `ip -o addr` lists them
-    /// (Linux); `None` when the command is missing.
-    fn own_addresses_from_ip_command() -> Option<Vec<IpAddr>> {
-        let out = std::process::Command::new("ip")
-            .args(["-o", "addr", "show"])
-            .output()
-            .ok()?;
-        let text = String::from_utf8_lossy(&out.stdout);
-        Some(
-            text.lines()
-                .filter_map(|line| {
-                    let mut words = line.split_whitespace();
-                    words.find(|w| *w == "inet" || *w == "inet6")?;
-                    words.next()?.split('/').next()?.parse::<IpAddr>().ok()
-                })
-                // Link-local IPv6 needs a scope id that `ip -o` doesn't give.
-                .filter(|ip| !ip.is_loopback() && !is_link_local_v6(*ip))
-                .collect(),
-        )
-    }
-
-    fn is_link_local_v6(ip: IpAddr) -> bool {
-        matches!(ip, IpAddr::V6(v6) if v6.segments()[0] & 0xffc0 == 0xfe80)
-    }
-
-    #[test]
-    fn this_computers_lan_addresses_loop_when_listening_on_every_interface() {
-        let Some(own) = own_addresses_from_ip_command() else {
-            eprintln!("note: no `ip` command; this computer's LAN addresses not tested");
-            return;
-        };
-        if own.is_empty() {
-            eprintln!("note: this computer has no non-loopback address; not tested");
-            return;
-        }
-        for ip in own {
-            let any = if ip.is_ipv4() { "0.0.0.0" } else { "[::]" };
-            let dest = SocketAddr::new(ip, 5400);
-            assert!(is_own_address(ip), "{ip}");
-            assert!(is_loop(at(&format!("{any}:5400")), dest), "{dest}");
-            assert!(is_loop(at("[::]:5400"), dest), "{dest} via ::");
-            assert!(!is_loop(at(&format!("{any}:5401")), dest), "{dest}");
-            // Bound to loopback only, the listener never sees packets for the LAN.
-            assert!(!is_loop(at("127.0.0.1:5400"), dest), "{dest}");
-        }
+        .to_string();
+        assert!(
+            text.starts_with(&format!("port {} is already in use.", addr.port())),
+            "{text}"
+        );
     }
 }

@@ -1,9 +1,11 @@
-//! Plain counters, why frames were dropped, and every rendering of them.
+//! The counters' types, why frames were dropped, and every rendering of them.
 //!
-//! The relay's counters are read as one [`Snapshot`]; the periodic summary line
-//! ([`Summary`]), the final report (`Display` for [`Snapshot`]) and the JSON form
-//! for scripts and the bench ([`Snapshot::to_json`]) are all rendered here and
-//! nowhere else.
+//! The core ([`crate::fanout`]) keeps and counts them; the relay's shell reads
+//! them as one [`Snapshot`], which adds what only the shell knows (the address
+//! bound, the run time, what taps dropped). The periodic summary line
+//! ([`Summary`]), the final report (`Display` for [`Snapshot`]), the JSON form
+//! for scripts and the bench ([`Snapshot::to_json`]) and a destination's trouble
+//! in a few words ([`Problems`], for a dashboard) are all rendered here.
 
 use std::fmt::{self, Write as _};
 use std::io;
@@ -13,7 +15,7 @@ use std::time::Duration;
 use serde::ser::{SerializeMap, SerializeStruct};
 use serde::{Serialize, Serializer};
 
-use crate::config::Output;
+use crate::fanout::Output;
 use crate::wire::Format;
 
 /// Why a frame did not reach a destination.
@@ -32,8 +34,11 @@ pub enum DropReason {
 }
 
 impl DropReason {
+    /// How many reasons there are: the length of every table indexed by one.
+    pub const COUNT: usize = DropReason::SendError as usize + 1;
+
     /// Every reason, in the order they are printed.
-    pub const ALL: [DropReason; 5] = [
+    pub const ALL: [DropReason; DropReason::COUNT] = [
         DropReason::NotRacing,
         DropReason::RateLimited,
         DropReason::Untranslatable,
@@ -78,8 +83,11 @@ pub enum SendErrorKind {
 }
 
 impl SendErrorKind {
+    /// How many kinds there are: the length of every table indexed by one.
+    pub const COUNT: usize = SendErrorKind::Other as usize + 1;
+
     /// Every kind, in the order they are printed.
-    pub const ALL: [SendErrorKind; 4] = [
+    pub const ALL: [SendErrorKind; SendErrorKind::COUNT] = [
         SendErrorKind::Refused,
         SendErrorKind::Unreachable,
         SendErrorKind::TooLarge,
@@ -120,6 +128,20 @@ impl SendErrorKind {
     }
 }
 
+// Each table's entry `i` is the variant whose index is `i`.
+const _: () = {
+    let mut i = 0;
+    while i < DropReason::COUNT {
+        assert!(DropReason::ALL[i] as usize == i);
+        i += 1;
+    }
+    let mut i = 0;
+    while i < SendErrorKind::COUNT {
+        assert!(SendErrorKind::ALL[i] as usize == i);
+        i += 1;
+    }
+};
+
 /// EMSGSIZE on this platform (WSAEMSGSIZE on Windows).
 const fn libc_emsgsize() -> i32 {
     if cfg!(windows) {
@@ -137,7 +159,7 @@ const fn libc_emsgsize() -> i32 {
 
 /// Send failures counted by kind.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct SendErrors([u64; 4]);
+pub struct SendErrors([u64; SendErrorKind::COUNT]);
 
 impl SendErrors {
     /// Counts one.
@@ -156,13 +178,22 @@ impl SendErrors {
     }
 }
 
-/// Counters of one destination.
+/// Counters of one destination. The core keeps them ([`crate::fanout`]): every
+/// datagram it admitted while the destination existed is `received`, and is
+/// then sent, dropped for one reason, or held (waiting for its rate slot, or in
+/// the shell's backlog), so `received = sent + dropped + held` at every moment
+/// ([`DestinationStats::is_balanced`]), and `held` is 0 once the relay stopped.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct DestinationStats {
+    /// Admitted datagrams this destination saw.
+    pub received: u64,
     /// Frames handed to the OS.
     pub sent: u64,
     /// Frames not sent, by [`DropReason`].
-    pub dropped: [u64; 5],
+    pub dropped: [u64; DropReason::COUNT],
+    /// Frames held now: the one waiting for its `max_rate` slot, and those in
+    /// the shell's backlog while the socket would block.
+    pub held: u64,
     /// Send failures by kind.
     pub send_errors: SendErrors,
 }
@@ -172,6 +203,11 @@ impl DestinationStats {
     #[inline]
     pub fn drop(&mut self, reason: DropReason) {
         self.dropped[reason as usize] += 1;
+    }
+
+    /// True when every datagram received is sent, dropped or held.
+    pub fn is_balanced(&self) -> bool {
+        self.received == self.sent + self.dropped_total() + self.held
     }
 
     /// Frames dropped for `reason`.
@@ -248,10 +284,12 @@ impl Serialize for DestinationSnapshot {
         map.serialize_entry("name", &self.name)?;
         map.serialize_entry("addr", &self.addr)?;
         map.serialize_entry("output", &self.output)?;
+        map.serialize_entry("received", &self.stats.received)?;
         map.serialize_entry("sent", &self.stats.sent)?;
         for reason in DropReason::ALL {
             map.serialize_entry(reason.key(), &self.stats.dropped(reason))?;
         }
+        map.serialize_entry("held", &self.stats.held)?;
         map.serialize_entry("send_errors", &self.stats.send_errors)?;
         map.end()
     }

@@ -152,11 +152,7 @@ impl Telemetry {
                 0.0
             },
             tire_temp_c: f.tire_temp.map(|w| w.map(|t| (t - 32.0) * 5.0 / 9.0)),
-            car_class_letter: format
-                .layout()
-                .classes
-                .and_then(|c| usize::try_from(f.car_class).ok().and_then(|i| c.get(i)))
-                .copied(),
+            car_class_letter: format.class_letter(f.car_class),
             drivetrain: match f.drivetrain_type {
                 0 => Some("FWD"),
                 1 => Some("RWD"),
@@ -321,7 +317,7 @@ mod tests {
 #[cfg(test)]
 mod fixtures {
     use super::*;
-    use crate::wire::{detect, Detector, Puddle};
+    use crate::wire::{detect, Detector, Puddle, AGREEING_PACKETS};
 
     const SLED: &[u8] = include_bytes!("../tests/fixtures/sled.bin");
     const FM7: &[u8] = include_bytes!("../tests/fixtures/fm7.bin");
@@ -624,7 +620,14 @@ mod fixtures {
         assert_eq!(FH5[319], 12);
         assert_eq!(FH5[323], 0xA5);
         assert_eq!(detect(FH5), Some(Format::Fh5));
-        assert_eq!(Detector::new(Format::Fh6).detect(FH5), Some(Format::Fh5));
+        let mut d = Detector::new(Format::Fh6);
+        assert_eq!(
+            (0..AGREEING_PACKETS)
+                .map(|_| d.detect(FH5))
+                .last()
+                .flatten(),
+            Some(Format::Fh5)
+        );
     }
 
     #[test]
@@ -658,6 +661,13 @@ mod fixtures {
         assert_eq!(FH6[256..260], 27.5f32.to_le_bytes());
         assert_eq!(FH6[323], 0xA6);
         assert_eq!(detect(FH6), Some(Format::Fh6));
-        assert_eq!(Detector::new(Format::Fh5).detect(FH6), Some(Format::Fh6));
+        let mut d = Detector::new(Format::Fh5);
+        assert_eq!(
+            (0..AGREEING_PACKETS)
+                .map(|_| d.detect(FH6))
+                .last()
+                .flatten(),
+            Some(Format::Fh6)
+        );
     }
 }

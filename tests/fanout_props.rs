@@ -1,7 +1,9 @@
 //! The fan-out core under hostile input, on stable Rust (issue 9): the checks of
 //! the cargo-fuzz target `fanout` (tests/fanout_check, shared with fuzz/) over a
-//! few hundred random scripts, so CI exercises detect → filter → translate →
-//! sink, `due`, `apply` and `snapshot` with hostile bytes on every run.
+//! few hundred random scripts, so CI exercises allow → detect → verdict →
+//! filter → translate → sink → outcomes, `due`, `plan`/`commit` and the
+//! counters with hostile bytes on every run, against an oracle written from
+//! the formats reference (issue 17).
 
 mod common;
 mod fanout_check;
@@ -9,8 +11,7 @@ mod fanout_check;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use forza_relay::fanout::{DestinationId, Fanout};
-use forza_relay::stats::DestinationStats;
+use forza_relay::fanout::{DestinationId, Fanout, Outcome};
 use forza_relay::wire::Format;
 use proptest::prelude::*;
 
@@ -35,8 +36,19 @@ proptest! {
     }
 }
 
+/// Script bytes for an fh6-length datagram from loopback, 8 ms on, whose
+/// puddle words are set by `puddles` (1: dry, 2: fh6's flag, 3: fh5's depth;
+/// see `fanout_check::datagram`) and IsRaceOn by `racing`.
+fn horizon_datagram(script: &mut Vec<u8>, fill: u8, puddles: u8, racing: bool) {
+    // op 0 (a datagram), 16 steps on, kind 24 (the fourth length: 324 bytes).
+    script.extend_from_slice(&[0, 16, 0b0001_1000, fill]);
+    script.extend(std::iter::repeat_n(fill, 324));
+    script.push(puddles << 1 | u8::from(racing));
+}
+
 /// Scripts built to reach what random bytes reach rarely: a long stream at a
-/// Forza length through rate-limited destinations, with reloads between.
+/// Forza length through rate-limited destinations, with outcomes for queued
+/// frames and reloads between.
 #[test]
 fn issue9_a_long_rate_limited_stream_with_reloads_keeps_every_invariant() {
     let mut total = fanout_check::Covered::default();
@@ -51,30 +63,30 @@ fn issue9_a_long_rate_limited_stream_with_reloads_keeps_every_invariant() {
             script.push((i.wrapping_mul(5) ^ seed) & 0x7F); // race filter, max_rate
         }
         script.push(seed % 5); // a failed send every n-th delivery
+        script.push(seed % 4); // a send that would block every n-th delivery
         for step in 0..400u32 {
             let at = step as u8;
             match step % 50 {
                 49 => {
-                    // Reload: same input, a different set and different limits.
-                    script.extend_from_slice(&[7, at, 0, 0, seed ^ at]);
-                    for i in 0..8u8 {
+                    // Reload: the same input, a different set and different
+                    // limits (two bytes for each destination present).
+                    let present = seed ^ at;
+                    script.extend_from_slice(&[7, at, 6, 0, present]);
+                    for i in (0..8u8).filter(|i| present & (1 << i) != 0) {
                         script.push(i.wrapping_add(seed));
                         script.push(at.wrapping_mul(3) ^ i);
                     }
                 }
                 s if s % 7 == 6 => script.extend_from_slice(&[5, 40]), // a timer
-                _ => {
-                    // An fh6-length datagram 8 ms on; race on/off and puddles vary.
-                    script.extend_from_slice(&[0, 16, 0b0010_1000, seed]);
-                    script.extend(std::iter::repeat_n(at, 324));
-                    script.push(at ^ seed);
-                }
+                s if s % 11 == 10 => script.extend_from_slice(&[6, 1, at, 3, at, seed, 2]), // outcomes
+                _ => horizon_datagram(&mut script, at, (at ^ seed) >> 1, at & 1 == 0),
             }
         }
         let c = fanout_check::run(&script);
         total.datagrams += c.datagrams;
         total.deliveries += c.deliveries;
         total.due_deliveries += c.due_deliveries;
+        total.flushed += c.flushed;
         total.applies += c.applies;
         total.dropped += c.dropped;
     }
@@ -83,7 +95,51 @@ fn issue9_a_long_rate_limited_stream_with_reloads_keeps_every_invariant() {
         total.due_deliveries > 0,
         "no frame waited for its slot: {total:?}"
     );
+    assert!(total.flushed > 0, "no queued frame was resolved: {total:?}");
     assert!(total.applies > 0);
+}
+
+/// Issue 12: with `auto`, a stream whose puddle words tell fh5, then fh6, in
+/// runs, with single packets telling otherwise between them. The oracle's
+/// 30-packet rule must match the core's answer at every packet, and a run
+/// must complete now and then.
+#[test]
+fn issue12_auto_input_changes_its_answer_only_after_a_run_of_agreeing_packets() {
+    let mut total = fanout_check::Covered::default();
+    for seed in 0..16u8 {
+        let mut script = vec![
+            0,           // input auto
+            0,           // allow everyone
+            0b0000_0111, // destinations a..c
+            5,           // a: fh5
+            0,
+            6, // b: fh6
+            0,
+            0, // c: same
+            0,
+            0, // no failed sends
+            0, // no blocked sends
+        ];
+        for step in 0..300u32 {
+            let at = step as u8;
+            // Runs of 40 to 100 telling packets, dry ones between, and now and
+            // then one that says otherwise.
+            let run = 40 + u32::from(seed) * 4;
+            let telling = if (step / run) % 2 == 0 { 3 } else { 2 };
+            let puddles = match step % 41 {
+                40 => 5 - telling,    // the other answer, breaking a run
+                s if s % 7 == 6 => 1, // dry
+                _ => telling,
+            };
+            horizon_datagram(&mut script, at ^ seed, puddles, true);
+        }
+        let c = fanout_check::run(&script);
+        total.datagrams += c.datagrams;
+        total.deliveries += c.deliveries;
+        total.horizon_changes += c.horizon_changes;
+    }
+    println!("auto scripts: {total:?}");
+    assert!(total.horizon_changes > 0, "no run completed: {total:?}");
 }
 
 /// Found by the scripts above: a frame waiting for its `max_rate` slot when a
@@ -100,11 +156,11 @@ fn issue9_a_frame_waiting_for_its_rate_slot_still_goes_after_max_rate_changes() 
         config(&(listen_toml("fh6") + &destination_toml("dash", to, "same", "max_rate = 10")));
     let after =
         config(&(listen_toml("fh6") + &destination_toml("dash", to, "same", "max_rate = 20")));
-    let mut core = Fanout::new(&before);
+    let mut core = Fanout::new(&before.routes());
     let mut got: Vec<Vec<u8>> = Vec::new();
-    let mut sink = |_: DestinationId, bytes: &[u8], stats: &mut DestinationStats| {
-        stats.sent += 1;
+    let mut sink = |_: DestinationId, bytes: &[u8]| {
         got.push(bytes.to_vec());
+        Outcome::Sent
     };
     let from: SocketAddr = "127.0.0.1:50000".parse().expect("an address");
     let t0 = Instant::now();
@@ -117,7 +173,7 @@ fn issue9_a_frame_waiting_for_its_rate_slot_still_goes_after_max_rate_changes() 
         "frame 2 waits for its slot"
     );
 
-    let changes = core.apply(&after);
+    let changes = core.apply(&after.routes());
     assert_eq!(changes.to_string(), "~ dash: max_rate 10 -> 20");
     let deadline = core
         .next_deadline()

@@ -1,9 +1,10 @@
-//! The whole fan-out core under arbitrary input: the first bytes are a config
+//! The whole fan-out core under arbitrary input: the first bytes are routes
 //! (input format, allow-list, up to eight destinations of every output kind with
-//! `only_race_on` and `max_rate`), the rest a script of datagrams at advancing
-//! times, timer ticks (`due`) and reloads (`apply` with another config), checked
-//! against a model of what the core must do; `snapshot` at the end must have the
-//! model's counters, which add up. The script and its checks live in
+//! `only_race_on` and `max_rate`) and how the shell answers, the rest a script
+//! of datagrams at advancing times, timer ticks (`due`), outcomes of queued
+//! frames, and reloads (`plan` then `commit` with other routes), checked after
+//! every step against an oracle written from the formats reference; the
+//! counters must be the oracle's and add up. The script and its checks live in
 //! tests/fanout_check (shared with the stable property test
 //! tests/fanout_props.rs, which runs them in CI).
 

@@ -24,16 +24,14 @@ pub use export::{export, ExportOptions, ExportSummary, Table};
 pub use model::{DestinationRates, DestinationRow, Model};
 pub use source::{CaptureSource, Datagram, MemorySource, Next, Pace, Source, TapSource, UdpSource};
 
-use crate::config::Input;
-use crate::wire::{Detector, Format, FORMAT_IDS};
+use crate::wire::{Acceptor, Expected, Format, Input};
 
-/// Tells the format of each datagram of a stream: the configured one (other
-/// lengths are not packets), or detected by length and, for 324 bytes, by the
-/// puddle heuristic with memory ([`Detector`]).
+/// Tells the format of each datagram of a stream by the relay's own rule
+/// ([`Acceptor`]): the configured format (other lengths are not packets), or
+/// detected by length and, for 324 bytes, by the puddle heuristic with memory.
 #[derive(Debug, Clone, Copy)]
 pub struct Reader {
-    input: Input,
-    detector: Detector,
+    acceptor: Acceptor,
 }
 
 impl Reader {
@@ -41,46 +39,36 @@ impl Reader {
     /// stream shows otherwise.
     pub fn new(input: Input) -> Reader {
         Reader {
-            input,
-            detector: Detector::default(),
+            acceptor: Acceptor::new(input),
         }
     }
 
     /// The format to read `payload` as, or `None` when it is no packet of the
     /// input format (or, for `auto`, of any format).
     pub fn format_of(&mut self, payload: &[u8]) -> Option<Format> {
-        match self.input {
-            Input::Fixed(f) => (payload.len() == f.len()).then_some(f),
-            Input::Auto => self.detector.detect(payload),
-        }
+        self.acceptor.read(payload).map(|r| r.format)
     }
 
     /// Whether `format`, as this reader last answered it, is certain: false only
     /// for a detected Horizon format that is still the default guess.
     pub fn is_certain(&self, format: Format) -> bool {
-        match self.input {
-            Input::Fixed(_) => true,
-            Input::Auto => !format.is_horizon() || self.detector.is_certain(),
-        }
+        !format.is_horizon() || self.acceptor.horizon().is_none_or(|r| r.certain)
     }
 
     /// The configured input.
     pub fn input(&self) -> Input {
-        self.input
+        self.acceptor.input()
     }
 
     /// Why a datagram of `len` bytes was not read, for a warning.
     pub fn why_ignored(&self, len: usize) -> String {
-        match self.input {
-            Input::Fixed(f) => format!(
-                "ignoring a {len}-byte datagram: {f} packets are {} bytes \
-                 (--format auto reads every Forza format)",
-                f.len()
-            ),
-            Input::Auto => format!(
-                "ignoring a {len}-byte datagram: no Forza format has that length \
-                 ({FORMAT_IDS}: 232, 311, 331 or 324 bytes)"
-            ),
-        }
+        let hint = match self.input() {
+            Input::Fixed(_) => " (--format auto reads every Forza format)",
+            Input::Auto => "",
+        };
+        format!(
+            "ignoring a {len}-byte datagram: it is not {}{hint}",
+            Expected(self.input())
+        )
     }
 }

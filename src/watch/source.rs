@@ -73,9 +73,7 @@ impl<S: Source + ?Sized> Source for Box<S> {
     }
 }
 
-/// The largest UDP payload: a longer-than-Forza datagram is received whole, so its
-/// true length can be reported.
-const MAX_DATAGRAM: usize = 65_536;
+use crate::recv::MAX_DATAGRAM;
 
 /// Datagrams arriving on a UDP socket (`--listen ADDR`).
 #[derive(Debug)]

@@ -1,11 +1,17 @@
-//! Telling formats apart (FORMATS.md "Telling formats apart").
+//! Telling formats apart (FORMATS.md "Telling formats apart"), and the one
+//! rule for which datagrams are packets of the input ([`Acceptor`]).
 //!
 //! Length decides everything but the 324-byte Horizon formats. Between fh4/fh5 and
 //! fh6 only the WheelInPuddle words can hint: fh6 types them S32 0/1, fh4/fh5 as an
 //! F32 depth. A configured format always wins over a guess.
+//!
+//! A datagram's bytes decide how that datagram is read, and, with `auto`, only
+//! [`AGREEING_PACKETS`] Horizon packets in a row that say the same thing change
+//! how later ones are read (issue 12): one stray or spoofed datagram cannot.
+
+use std::fmt;
 
 use super::{field, Format};
-
 /// What the puddle words say about a 324-byte packet.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum HorizonGuess {
@@ -64,13 +70,26 @@ pub fn detect(packet: &[u8]) -> Option<Format> {
     }
 }
 
-/// Detection for a stream: a 324-byte packet that can't be told apart is taken to
-/// be the Horizon format last seen for certain, or the default given at start
-/// ([`Detector::is_certain`] says which).
+/// Horizon packets in a row that must agree before a [`Detector`] changes its
+/// answer: half a second of 60 Hz telemetry.
+pub const AGREEING_PACKETS: u32 = 30;
+
+/// Detection for a stream: a 324-byte packet is read as the Horizon format the
+/// detector holds, the default given at start until the stream shows its
+/// format ([`Detector::is_certain`] says which).
+///
+/// The answer changes only when [`AGREEING_PACKETS`] packets whose puddle words
+/// tell (see [`detect_horizon`]) agree on another one, with no packet telling
+/// otherwise between them; a packet that tells nothing (a dry road) neither
+/// counts nor breaks the run. Confirming the default is a change too (from a
+/// guess to a certain answer), so it takes as many.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Detector {
     horizon: Format,
     certain: bool,
+    /// The answer the latest telling packets give, and how many in a row did.
+    candidate: Format,
+    agreeing: u32,
 }
 
 impl Detector {
@@ -79,17 +98,19 @@ impl Detector {
         Detector {
             horizon: default_horizon,
             certain: false,
+            candidate: default_horizon,
+            agreeing: 0,
         }
     }
 
-    /// False until a 324-byte packet has shown its Horizon format: until then the
-    /// answer for 324 bytes is the default, a guess that callers should not act on
-    /// where fh4/fh5 and fh6 differ (CarClass).
+    /// False until the stream has shown its Horizon format: until then the
+    /// answer for 324 bytes is the default, a guess that callers should not act
+    /// on where fh4/fh5 and fh6 differ (CarClass).
     pub fn is_certain(&self) -> bool {
         self.certain
     }
 
-    /// The Horizon format currently assumed for ambiguous packets.
+    /// The Horizon format currently assumed for 324-byte packets.
     pub fn horizon(&self) -> Format {
         self.horizon
     }
@@ -99,19 +120,40 @@ impl Detector {
     pub fn detect(&mut self, packet: &[u8]) -> Option<Format> {
         match packet.len() {
             324 => {
-                let guess = detect_horizon(packet);
-                self.certain |= guess != HorizonGuess::Unknown;
-                match guess {
-                    HorizonGuess::Fh6 => self.horizon = Format::Fh6,
+                let told = match detect_horizon(packet) {
+                    HorizonGuess::Fh6 => Some(Format::Fh6),
                     // fh4 and fh5 share every byte's meaning: a depth says "not
                     // fh6", and a detector told fh4 stays fh4.
-                    HorizonGuess::Fh5 if self.horizon == Format::Fh4 => {}
-                    HorizonGuess::Fh5 => self.horizon = Format::Fh5,
-                    HorizonGuess::Unknown => {}
+                    HorizonGuess::Fh5 if self.horizon == Format::Fh4 => Some(Format::Fh4),
+                    HorizonGuess::Fh5 => Some(Format::Fh5),
+                    HorizonGuess::Unknown => None,
+                };
+                if let Some(told) = told {
+                    self.tell(told);
                 }
                 Some(self.horizon)
             }
             _ => detect(packet),
+        }
+    }
+
+    /// One packet said it is `told`.
+    fn tell(&mut self, told: Format) {
+        if self.certain && told == self.horizon {
+            // The answer stands; a run towards another one is broken.
+            self.agreeing = 0;
+            return;
+        }
+        if told == self.candidate {
+            self.agreeing += 1;
+        } else {
+            self.candidate = told;
+            self.agreeing = 1;
+        }
+        if self.agreeing >= AGREEING_PACKETS {
+            self.horizon = told;
+            self.certain = true;
+            self.agreeing = 0;
         }
     }
 }
@@ -120,6 +162,130 @@ impl Default for Detector {
     /// Assumes fh6, the Horizon game that sends this stream today.
     fn default() -> Self {
         Detector::new(Format::Fh6)
+    }
+}
+
+/// What the listening socket is told to expect (`listen.format`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Input {
+    /// Tell the format by length, and fh5/fh6 by the puddle heuristic.
+    Auto,
+    /// Every datagram is this format; other lengths are malformed.
+    Fixed(Format),
+}
+
+impl fmt::Display for Input {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Input::Auto => f.write_str("auto"),
+            Input::Fixed(format) => format.fmt(f),
+        }
+    }
+}
+
+/// How a datagram reads: as a packet of `format`, for certain or on a guess.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Reading {
+    /// The format it is read as.
+    pub format: Format,
+    /// False only for `auto`'s Horizon default, not yet confirmed by the stream
+    /// (see [`Detector::is_certain`]).
+    pub certain: bool,
+}
+
+impl fmt::Display for Reading {
+    /// `fh6`, or `fh6?` for a guess.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}{}", self.format, if self.certain { "" } else { "?" })
+    }
+}
+
+/// The one rule for which datagrams of a stream are packets of the input, used
+/// by the relay's core and by every tool that reads a stream (`watch`,
+/// `export`): a configured format takes datagrams of its length; `auto` takes
+/// every Forza length, telling the Horizon formats apart with a [`Detector`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Acceptor {
+    input: Input,
+    detector: Detector,
+}
+
+impl Acceptor {
+    /// The rule for `input`; `auto` assumes fh6 for Horizon packets until the
+    /// stream shows otherwise.
+    pub fn new(input: Input) -> Acceptor {
+        Acceptor {
+            input,
+            detector: Detector::default(),
+        }
+    }
+
+    /// The input it expects.
+    pub fn input(&self) -> Input {
+        self.input
+    }
+
+    /// How `datagram` reads, or `None` when it is no packet of the input.
+    #[inline]
+    pub fn read(&mut self, datagram: &[u8]) -> Option<Reading> {
+        match self.input {
+            Input::Fixed(format) => (datagram.len() == format.len()).then_some(Reading {
+                format,
+                certain: true,
+            }),
+            Input::Auto => {
+                let format = self.detector.detect(datagram)?;
+                Some(Reading {
+                    format,
+                    certain: !format.is_horizon() || self.detector.is_certain(),
+                })
+            }
+        }
+    }
+
+    /// How a 324-byte packet reads now, with `auto`; `None` for a fixed input.
+    pub fn horizon(&self) -> Option<Reading> {
+        match self.input {
+            Input::Fixed(_) => None,
+            Input::Auto => Some(Reading {
+                format: self.detector.horizon(),
+                certain: self.detector.is_certain(),
+            }),
+        }
+    }
+}
+
+/// What an input takes, for a message about a datagram it did not:
+/// `in the fh6 format (324 bytes)`, or `in any Forza format (lengths: sled 232,
+/// fm7 311, fm2023 331, fh4/fh5/fh6 324)`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Expected(pub Input);
+
+impl fmt::Display for Expected {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0 {
+            Input::Fixed(format) => write!(f, "in the {format} format ({} bytes)", format.len()),
+            Input::Auto => {
+                f.write_str("in any Forza format (lengths: ")?;
+                // Each length once, with every format of that length.
+                let mut sep = "";
+                for (i, format) in Format::ALL.iter().enumerate() {
+                    let len = format.len();
+                    if Format::ALL[..i].iter().any(|x| x.len() == len) {
+                        continue;
+                    }
+                    f.write_str(sep)?;
+                    sep = ", ";
+                    let mut slash = "";
+                    for same in Format::ALL.iter().filter(|x| x.len() == len) {
+                        write!(f, "{slash}{same}")?;
+                        slash = "/";
+                    }
+                    write!(f, " {len}")?;
+                }
+                f.write_str(")")
+            }
+        }
     }
 }
 
@@ -172,33 +338,110 @@ mod tests {
         assert_eq!(detect(&horizon_with_puddles([7, 0, 0, 0])), None);
     }
 
+    /// Feeds `n` copies of `packet` to `d`, returning the last answer.
+    fn feed(d: &mut Detector, packet: &[u8], n: u32) -> Option<Format> {
+        (0..n).map(|_| d.detect(packet)).last().flatten()
+    }
+
+    const HALF: u32 = 0x3F00_0000; // 0.5f32
+
     #[test]
-    fn detector_remembers_the_last_certain_horizon_format() {
+    fn detector_changes_its_answer_only_after_a_run_of_agreeing_packets() {
         let mut d = Detector::default();
         let dry = horizon_with_puddles([0; 4]);
+        let wet_fh5 = horizon_with_puddles([HALF, 0, 0, 0]);
         assert_eq!(d.detect(&dry), Some(Format::Fh6));
         assert!(!d.is_certain(), "a dry packet is a guess");
         assert_eq!(
-            d.detect(&horizon_with_puddles([0.3f32.to_bits(), 0, 0, 0])),
-            Some(Format::Fh5)
+            feed(&mut d, &wet_fh5, AGREEING_PACKETS - 1),
+            Some(Format::Fh6),
+            "one short of the run"
         );
+        assert!(!d.is_certain());
+        // A dry packet tells nothing: the run goes on.
+        assert_eq!(d.detect(&dry), Some(Format::Fh6));
+        assert_eq!(d.detect(&wet_fh5), Some(Format::Fh5), "the run is complete");
         assert!(d.is_certain());
         assert_eq!(d.detect(&dry), Some(Format::Fh5));
-        assert!(d.is_certain(), "the last certain answer stands");
+        assert!(d.is_certain(), "the answer stands");
         assert_eq!(d.detect(&[0; 311]), Some(Format::Fm7));
         assert_eq!(d.detect(&[0; 5]), None);
         assert_eq!(d.horizon(), Format::Fh5);
     }
 
     #[test]
+    fn issue12_one_spoofed_datagram_does_not_flip_a_certain_fh6_stream() {
+        let mut d = Detector::default();
+        let wet_fh6 = horizon_with_puddles([1, 0, 0, 0]);
+        let spoofed = horizon_with_puddles([HALF, 0, 0, 0]);
+        assert_eq!(feed(&mut d, &wet_fh6, AGREEING_PACKETS), Some(Format::Fh6));
+        assert!(d.is_certain(), "30 flags confirm fh6");
+        assert_eq!(d.detect(&spoofed), Some(Format::Fh6));
+        assert_eq!(
+            feed(&mut d, &horizon_with_puddles([0; 4]), 100),
+            Some(Format::Fh6),
+            "and nothing after it changes that"
+        );
+        // A run broken by one packet that says otherwise starts again (dry
+        // packets tell nothing: they neither count nor break a run).
+        d.detect(&wet_fh6);
+        feed(&mut d, &spoofed, AGREEING_PACKETS - 1);
+        d.detect(&wet_fh6);
+        assert_eq!(
+            feed(&mut d, &spoofed, AGREEING_PACKETS - 1),
+            Some(Format::Fh6)
+        );
+        assert_eq!(d.detect(&spoofed), Some(Format::Fh5), "a whole run does");
+    }
+
+    #[test]
     fn a_detector_told_fh4_keeps_fh4_for_depth_typed_packets() {
         let mut d = Detector::new(Format::Fh4);
         let wet = horizon_with_puddles([0.3f32.to_bits(), 0, 0, 0]);
-        assert_eq!(d.detect(&wet), Some(Format::Fh4));
+        assert_eq!(feed(&mut d, &wet, AGREEING_PACKETS), Some(Format::Fh4));
+        assert!(d.is_certain());
         assert_eq!(
-            d.detect(&horizon_with_puddles([1, 0, 0, 0])),
+            feed(
+                &mut d,
+                &horizon_with_puddles([1, 0, 0, 0]),
+                AGREEING_PACKETS
+            ),
             Some(Format::Fh6)
         );
-        assert_eq!(d.detect(&wet), Some(Format::Fh5));
+        assert_eq!(feed(&mut d, &wet, AGREEING_PACKETS), Some(Format::Fh5));
+    }
+
+    #[test]
+    fn acceptor_takes_the_configured_length_or_any_forza_length() {
+        let mut fixed = Acceptor::new(Input::Fixed(Format::Fm7));
+        let fm7 = Reading {
+            format: Format::Fm7,
+            certain: true,
+        };
+        assert_eq!(fixed.read(&[0; 311]), Some(fm7));
+        assert_eq!(fixed.read(&[0; 324]), None);
+        assert_eq!(fixed.horizon(), None);
+        let mut auto = Acceptor::new(Input::Auto);
+        assert_eq!(auto.read(&[0; 311]), Some(fm7));
+        let guess = Reading {
+            format: Format::Fh6,
+            certain: false,
+        };
+        assert_eq!(auto.read(&[0; 324]), Some(guess));
+        assert_eq!(auto.horizon(), Some(guess));
+        assert_eq!(guess.to_string(), "fh6?");
+        assert_eq!(auto.read(&[0; 12]), None);
+    }
+
+    #[test]
+    fn expected_lists_the_lengths() {
+        assert_eq!(
+            Expected(Input::Fixed(Format::Fh6)).to_string(),
+            "in the fh6 format (324 bytes)"
+        );
+        assert_eq!(
+            Expected(Input::Auto).to_string(),
+            "in any Forza format (lengths: sled 232, fm7 311, fm2023 331, fh4/fh5/fh6 324)"
+        );
     }
 }

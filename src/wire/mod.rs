@@ -25,7 +25,10 @@ mod packet;
 use std::fmt;
 use std::str::FromStr;
 
-pub use detect::{detect, detect_horizon, Detector, HorizonGuess};
+pub use detect::{
+    detect, detect_horizon, Acceptor, Detector, Expected, HorizonGuess, Input, Reading,
+    AGREEING_PACKETS,
+};
 pub use field::{Field, Fields, Puddle, Scalar, Value, Wheels};
 pub use packet::Packet;
 
@@ -256,6 +259,13 @@ impl Format {
     pub const fn index(self) -> usize {
         self as usize
     }
+
+    /// The letter of CarClass `value` on this format's scale (FORMATS.md "Car
+    /// class"), where the scale is known.
+    pub fn class_letter(self, value: i32) -> Option<&'static str> {
+        let letters = self.layout().classes?;
+        letters.get(usize::try_from(value).ok()?).copied()
+    }
 }
 
 impl fmt::Display for Format {
@@ -270,8 +280,25 @@ impl serde::Serialize for Format {
     }
 }
 
-/// The valid format ids, comma separated, for messages.
-pub const FORMAT_IDS: &str = "sled, fm7, fm2023, fh4, fh5, fh6";
+/// The valid format ids, comma separated, for messages: `sled, fm7, fm2023,
+/// fh4, fh5, fh6`, from [`Format::ALL`].
+pub const FORMAT_IDS: FormatIds = FormatIds;
+
+/// Displays every format id, comma separated (see [`FORMAT_IDS`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FormatIds;
+
+impl fmt::Display for FormatIds {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, format) in Format::ALL.iter().enumerate() {
+            if i > 0 {
+                f.write_str(", ")?;
+            }
+            f.write_str(format.id())?;
+        }
+        Ok(())
+    }
+}
 
 /// A format id that is not one of [`FORMAT_IDS`].
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -379,6 +406,21 @@ mod tests {
         for f in Format::ALL {
             assert!(msg.contains(f.id()), "{msg} lacks {f}");
         }
+    }
+
+    #[test]
+    fn format_ids_list_every_format_in_order() {
+        assert_eq!(FORMAT_IDS.to_string(), "sled, fm7, fm2023, fh4, fh5, fh6");
+    }
+
+    #[test]
+    fn class_letters_follow_each_scale() {
+        assert_eq!(Format::Fh6.class_letter(6), Some("R"));
+        assert_eq!(Format::Fh5.class_letter(6), Some("X"));
+        assert_eq!(Format::Fm7.class_letter(4), Some("S"));
+        assert_eq!(Format::Fh6.class_letter(8), None);
+        assert_eq!(Format::Fh6.class_letter(-1), None);
+        assert_eq!(Format::Fm2023.class_letter(0), None, "no known scale");
     }
 
     #[test]

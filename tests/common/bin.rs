@@ -188,11 +188,6 @@ impl Bin {
         }
     }
 
-    /// The process id, for signals.
-    pub fn id(&self) -> u32 {
-        self.child.id()
-    }
-
     /// Waits for a stderr line with `before` followed by an address, and returns
     /// the address (`listen on 127.0.0.1:5400 …`, `listening on …`).
     #[track_caller]
@@ -214,6 +209,11 @@ impl Bin {
         // Logged after the signal handler is installed.
         self.wait_for_line("running; press Ctrl-C to stop");
         addr
+    }
+
+    /// Its process id.
+    pub fn id(&self) -> u32 {
+        self.child.id()
     }
 
     /// Sends a signal (`INT`, `TERM`) with the `kill` command, by process id.

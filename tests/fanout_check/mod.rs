@@ -1,42 +1,53 @@
 //! Hostile input for the whole fan-out core (issue 9): a script decoded from
-//! arbitrary bytes (a config, then datagrams at advancing times, timer ticks and
-//! reloads with other configs) run through [`Fanout`] beside a model of what it
-//! must do, with a sink that records what it is handed.
+//! arbitrary bytes (routes, then datagrams at advancing times, timer ticks,
+//! outcomes for frames the shell queued, and reloads with other routes) run
+//! through [`Fanout`] beside an oracle of what it must do, with a sink that
+//! records what it is handed and answers as a shell would: sent, queued (the
+//! socket would block), or a failed send.
+//!
+//! The oracle is written from the formats reference (FORMATS.md) and the
+//! relay's stated rules, not from the crate: its own layouts and field offsets,
+//! its own translation (block by block, field by field), its own detection
+//! (by length and by the puddle words, with the 30-packet rule of issue 12),
+//! its own race filter. It uses the crate only for the types it talks to the
+//! core with.
 //!
 //! Shared by the cargo-fuzz target `fanout` (fuzz/fuzz_targets/fanout.rs, which
 //! includes this file by path) and the stable property test
 //! tests/fanout_props.rs, so CI runs the same checks over random scripts.
 //!
 //! What [`run`] asserts, besides "never panics":
-//! - `handle` hands each destination at most the current datagram: `same` gets
-//!   it byte for byte; a translating destination gets exactly `to.len()` bytes
-//!   that read as a `to` packet and decode, equal to a fresh `translate` of the
-//!   datagram from its format (fixed, or as a `Detector` fed the same stream sees
-//!   it; a guessed Horizon input passes as it came to a Horizon destination);
-//!   nothing reaches any destination from a sender outside `listen.allow`;
+//! - `handle`'s verdict: disallowed exactly for senders outside `listen.allow`,
+//!   and otherwise the oracle's reading (format, certain or guessed); nothing
+//!   reaches any destination from a disallowed sender;
+//! - each destination is handed at most the current datagram: `same` gets it
+//!   byte for byte; a translating destination gets exactly the oracle's
+//!   translation (a guessed Horizon input passes as it came to a Horizon
+//!   destination);
 //! - a frame that is not delivered at once and fits [`FRAME_CAPACITY`] is the
 //!   destination's pending frame, and `due` hands over exactly that frame;
 //! - `next_deadline` is `Some` exactly when some frame is pending, and `due(now)`
 //!   delivers something exactly when that deadline has come;
 //! - a `max_rate` destination's k-th delivery since its limiter started comes no
 //!   sooner than k intervals after the first;
-//! - `apply` reports exactly the names added, changed and removed, and a removed
-//!   destination's final counters are the model's;
-//! - at the end (after `finish`), `snapshot` has the model's input counters and,
-//!   per destination, exactly the model's counters, which add up: sent + dropped
-//!   by reason = datagrams it saw.
+//! - `plan` names, per destination, the oracle's action and keeps every id, and
+//!   `commit` reports exactly the names added, changed and removed; a removed
+//!   destination's final counters are the oracle's, every frame it held
+//!   counted;
+//! - after every step, every destination's counters are the oracle's and add
+//!   up: received = sent + dropped by reason + held;
+//! - at the end (after `finish`), nothing is held any more.
 
 use std::collections::BTreeMap;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::time::{Duration, Instant};
 
-use forza_relay::config::{Config, Destination, Input, Output, StatsFormat};
-use forza_relay::fanout::{DestinationId, Fanout, Sink, FRAME_CAPACITY};
-use forza_relay::filter::RaceFilter;
+use forza_relay::fanout::{
+    Action, Changes, Destination, DestinationId, Fanout, Outcome, Output, Report, Routes, Sink,
+    Verdict, FRAME_CAPACITY,
+};
 use forza_relay::stats::{DestinationStats, DropReason, SendErrorKind};
-use forza_relay::telemetry::Telemetry;
-use forza_relay::translate::translate;
-use forza_relay::wire::{field, Detector, Format, Packet, MAX_LEN};
+use forza_relay::wire::{Format, Input, Reading};
 use ipnet::IpNet;
 
 /// Destination names a script picks from, so that a reload keeps some, adds
@@ -49,6 +60,308 @@ const RATES: [u32; 8] = [0, 0, 0, 1, 10, 60, 144, 1_000];
 const MAX_SCRIPT_DATAGRAM: usize = 2_048;
 /// Longest script step: a timer or datagram advances the clock by up to this.
 const STEP: Duration = Duration::from_micros(500);
+
+// ---- The formats, as FORMATS.md describes them. ----
+
+/// Lengths of the blocks ("The five layouts").
+const SLED_LEN: usize = 232;
+const HORIZON_LEN: usize = 12;
+const DASH_LEN: usize = 79;
+const EXTRAS_LEN: usize = 20;
+/// Sled block fields the oracle looks at.
+const IS_RACE_ON: usize = 0;
+const WHEEL_IN_PUDDLE: usize = 132;
+const CAR_CLASS: usize = 216;
+/// Dash fields named in failure messages (relative to the block).
+const DASH_SPEED: usize = 12;
+
+/// Where one format's blocks are.
+#[derive(Debug, Clone, Copy)]
+struct Shape {
+    len: usize,
+    horizon: Option<usize>,
+    dash: Option<usize>,
+    extras: Option<usize>,
+    tail: Option<usize>,
+    /// WheelInPuddle typed S32 0/1 (fh6) rather than an F32 depth.
+    puddle_flags: bool,
+    /// CarClass letters by value: FH4/FH5 and FH6 ("Car class").
+    classes: Option<&'static [&'static str]>,
+}
+
+const FH5_CLASSES: &[&str] = &["D", "C", "B", "A", "S1", "S2", "X"];
+const FH6_CLASSES: &[&str] = &["D", "C", "B", "A", "S1", "S2", "R", "X"];
+
+fn shape(f: Format) -> Shape {
+    let sled = Shape {
+        len: SLED_LEN,
+        horizon: None,
+        dash: None,
+        extras: None,
+        tail: None,
+        puddle_flags: false,
+        classes: None,
+    };
+    let horizon = Shape {
+        len: 324,
+        horizon: Some(232),
+        dash: Some(244),
+        tail: Some(323),
+        classes: Some(FH5_CLASSES),
+        ..sled
+    };
+    match f {
+        Format::Sled => sled,
+        Format::Fm7 => Shape {
+            len: 311,
+            dash: Some(232),
+            ..sled
+        },
+        Format::Fm2023 => Shape {
+            len: 331,
+            dash: Some(232),
+            extras: Some(311),
+            ..sled
+        },
+        Format::Fh4 | Format::Fh5 => horizon,
+        Format::Fh6 => Shape {
+            puddle_flags: true,
+            classes: Some(FH6_CLASSES),
+            ..horizon
+        },
+    }
+}
+
+/// Every format id the oracle knows, by length ("Telling formats apart").
+fn by_length(len: usize) -> Option<Format> {
+    match len {
+        232 => Some(Format::Sled),
+        311 => Some(Format::Fm7),
+        331 => Some(Format::Fm2023),
+        _ => None,
+    }
+}
+
+fn word(b: &[u8], at: usize) -> u32 {
+    u32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
+}
+
+/// What the four puddle words of a 324-byte packet say, read strictly: a word
+/// equal to 1 is fh6's flag; a word whose bits are a normal float in (0, 1]
+/// is fh4/fh5's depth (a subnormal one, which 1 is, is not); 0 says nothing;
+/// and the packet tells only when every other word agrees.
+fn told_by_puddles(packet: &[u8]) -> Option<Format> {
+    let (mut flags, mut depths) = (0, 0);
+    for i in 0..4 {
+        let w = word(packet, WHEEL_IN_PUDDLE + 4 * i);
+        let depth = f32::from_bits(w);
+        if w == 0 {
+            continue;
+        } else if w == 1 {
+            flags += 1;
+        } else if depth.is_normal() && depth > 0.0 && depth <= 1.0 {
+            depths += 1;
+        } else {
+            return None;
+        }
+    }
+    match (flags, depths) {
+        (0, 0) => None,
+        (_, 0) => Some(Format::Fh6),
+        (0, _) => Some(Format::Fh5),
+        _ => None,
+    }
+}
+
+/// Packets in a row that must agree before `auto` reads Horizon packets
+/// another way (issue 12: "say 30, half a second of real telemetry").
+const AGREEING: u32 = 30;
+
+/// `listen.format`, as the relay must read a stream: a fixed format by its
+/// length; `auto` by length, and Horizon packets as the stream has shown them
+/// (fh6 until then, a guess), changing only after [`AGREEING`] telling
+/// packets agree; a packet that tells nothing neither counts nor breaks a run.
+#[derive(Debug, Clone, Copy)]
+struct InputOracle {
+    input: Input,
+    horizon: Format,
+    certain: bool,
+    candidate: Format,
+    run: u32,
+}
+
+impl InputOracle {
+    fn new(input: Input) -> Self {
+        InputOracle {
+            input,
+            horizon: Format::Fh6,
+            certain: false,
+            candidate: Format::Fh6,
+            run: 0,
+        }
+    }
+
+    fn read(&mut self, data: &[u8]) -> Option<Reading> {
+        let certain = |format| Reading {
+            format,
+            certain: true,
+        };
+        match self.input {
+            Input::Fixed(f) => (data.len() == shape(f).len).then(|| certain(f)),
+            Input::Auto if data.len() == 324 => {
+                if let Some(told) = told_by_puddles(data) {
+                    if self.certain && told == self.horizon {
+                        self.run = 0;
+                    } else {
+                        if told == self.candidate {
+                            self.run += 1;
+                        } else {
+                            (self.candidate, self.run) = (told, 1);
+                        }
+                        if self.run == AGREEING {
+                            (self.horizon, self.certain, self.run) = (told, true, 0);
+                        }
+                    }
+                }
+                Some(Reading {
+                    format: self.horizon,
+                    certain: self.certain,
+                })
+            }
+            Input::Auto => by_length(data.len()).map(certain),
+        }
+    }
+
+    fn horizon(&self) -> Option<Reading> {
+        (self.input == Input::Auto).then_some(Reading {
+            format: self.horizon,
+            certain: self.certain,
+        })
+    }
+}
+
+/// CarClass `value` from `from`'s scale to `to`'s, by letter; a letter `to`
+/// lacks becomes the next lower class there (FH6's R is FH5's S2). Only
+/// between the Horizon scales; a value off the scale passes as it is.
+fn map_class(value: i32, from: Shape, to: Shape) -> i32 {
+    let (Some(from), Some(to)) = (from.classes, to.classes) else {
+        return value;
+    };
+    let Some(letter) = usize::try_from(value).ok().and_then(|i| from.get(i)) else {
+        return value;
+    };
+    let mut target = *letter;
+    loop {
+        if let Some(i) = to.iter().position(|l| *l == target) {
+            return i as i32;
+        }
+        let below = from
+            .iter()
+            .position(|l| *l == target)
+            .expect("a letter of from");
+        target = from[below - 1];
+    }
+}
+
+/// `data` (a whole `from` packet) as a `to` packet, by FORMATS.md's
+/// "Translation rules": every byte written; Sled copied with the puddle words
+/// retyped and CarClass mapped; Horizon block, Dash, FM2023 extras and the
+/// tail byte copied when both formats have them, else zero.
+fn translation(data: &[u8], from: Format, to: Format) -> Vec<u8> {
+    let (f, t) = (shape(from), shape(to));
+    let mut out = vec![0u8; t.len];
+    out[..SLED_LEN].copy_from_slice(&data[..SLED_LEN]);
+    if f.puddle_flags != t.puddle_flags {
+        for i in 0..4 {
+            let at = WHEEL_IN_PUDDLE + 4 * i;
+            let w = word(data, at);
+            let retyped = if f.puddle_flags {
+                // S32 0/1 → F32 0.0/1.0 (any value but 0 is in water).
+                if w != 0 { 1.0f32 } else { 0.0 }.to_bits()
+            } else {
+                // F32 depth → S32: depth > 0 → 1, else 0 (NaN too).
+                u32::from(f32::from_bits(w) > 0.0)
+            };
+            out[at..at + 4].copy_from_slice(&retyped.to_le_bytes());
+        }
+    }
+    if from.is_horizon() && to.is_horizon() {
+        let class = map_class(word(data, CAR_CLASS) as i32, f, t);
+        out[CAR_CLASS..CAR_CLASS + 4].copy_from_slice(&class.to_le_bytes());
+    }
+    for (a, b, len) in [
+        (f.horizon, t.horizon, HORIZON_LEN),
+        (f.dash, t.dash, DASH_LEN),
+        (f.extras, t.extras, EXTRAS_LEN),
+        (f.tail, t.tail, 1),
+    ] {
+        if let (Some(a), Some(b)) = (a, b) {
+            out[b..b + len].copy_from_slice(&data[a..a + len]);
+        }
+    }
+    out
+}
+
+/// The field of a `format` packet at byte `at`, for a failure message.
+fn field_at(format: Format, at: usize) -> String {
+    let s = shape(format);
+    let inside = |start: Option<usize>, len: usize| start.filter(|&b| at >= b && at < b + len);
+    if (WHEEL_IN_PUDDLE..WHEEL_IN_PUDDLE + 16).contains(&at) {
+        "WheelInPuddle".to_owned()
+    } else if (CAR_CLASS..CAR_CLASS + 4).contains(&at) {
+        "CarClass".to_owned()
+    } else if at < SLED_LEN {
+        format!("Sled byte {at}")
+    } else if inside(s.horizon, HORIZON_LEN).is_some() {
+        "Horizon block".to_owned()
+    } else if let Some(dash) = inside(s.dash, DASH_LEN) {
+        match at - dash {
+            r if (DASH_SPEED..DASH_SPEED + 4).contains(&r) => "Speed".to_owned(),
+            r => format!("Dash +{r}"),
+        }
+    } else if inside(s.extras, EXTRAS_LEN).is_some() {
+        "TireWear / TrackOrdinal".to_owned()
+    } else {
+        "the tail byte".to_owned()
+    }
+}
+
+/// What destination `output` must be handed for `data`, read as `reading`;
+/// `None`: untranslatable. The relay's rule: a guessed Horizon input is
+/// passed as it came to a Horizon destination (issue 3).
+fn expected_output(data: &[u8], reading: Option<Reading>, output: Output) -> Option<Vec<u8>> {
+    let to = match output {
+        Output::Same => return Some(data.to_vec()),
+        Output::Format(to) => to,
+    };
+    let reading = reading?;
+    if reading.format == to || (!reading.certain && to.is_horizon()) {
+        return Some(data.to_vec());
+    }
+    Some(translation(data, reading.format, to))
+}
+
+/// The race filter (`only_race_on`): racing frames, and the first not-racing
+/// frame after them; a datagram that is no packet passes.
+#[derive(Debug, Default)]
+struct RaceOracle {
+    racing: bool,
+}
+
+impl RaceOracle {
+    fn admit(&mut self, race_on: Option<bool>) -> bool {
+        match race_on {
+            None => true,
+            Some(true) => {
+                self.racing = true;
+                true
+            }
+            Some(false) => std::mem::replace(&mut self.racing, false),
+        }
+    }
+}
+
+// ---- The script. ----
 
 /// The script's bytes; past the end every read is 0, so any input is a script.
 struct Bytes<'a> {
@@ -105,10 +418,20 @@ fn allow(i: u8) -> Vec<IpNet> {
         .collect()
 }
 
-/// A config from the script: input format, allow-list, then for each of
+/// Whether the oracle lets `from` through `allow`: an IPv4 sender seen through
+/// a dual-stack socket is itself.
+fn allowed(allow: &[IpNet], from: SocketAddr) -> bool {
+    let ip = match from.ip() {
+        IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(IpAddr::V6(v6), IpAddr::V4),
+        v4 => v4,
+    };
+    allow.is_empty() || allow.iter().any(|n| n.contains(&ip))
+}
+
+/// Routes from the script: input format, allow-list, then for each of
 /// [`NAMES`] whether it is there and, if so, its output (`same` or any format),
 /// `only_race_on`, `max_rate` and one of two ports.
-fn config(b: &mut Bytes) -> Config {
+fn routes(b: &mut Bytes) -> Routes {
     let input = match b.u8() as usize % (Format::ALL.len() + 1) {
         0 => Input::Auto,
         i => Input::Fixed(Format::ALL[i - 1]),
@@ -136,16 +459,10 @@ fn config(b: &mut Bytes) -> Config {
             max_rate: RATES[usize::from(flags >> 1) % RATES.len()],
         });
     }
-    Config {
-        origin: "script".to_owned(),
-        listen: SocketAddr::new(Ipv4Addr::LOCALHOST.into(), 5_400),
-        listen_place: "script".to_owned(),
+    Routes {
         input,
         allow,
-        stats_interval: None,
-        stats_format: StatsFormat::Text,
         destinations,
-        record: None,
     }
 }
 
@@ -153,12 +470,13 @@ fn config(b: &mut Bytes) -> Config {
 /// any length up to [`MAX_SCRIPT_DATAGRAM`]; bytes from the script, with
 /// IsRaceOn and the puddle words often set to what detection looks at.
 fn datagram(b: &mut Bytes, buf: &mut Vec<u8>) {
+    const LENGTHS: [usize; 4] = [232, 311, 331, 324];
     let kind = b.u8();
-    let format = Format::ALL[usize::from(kind >> 3) % Format::ALL.len()];
+    let len = LENGTHS[usize::from(kind >> 3) % LENGTHS.len()];
     let len = match kind % 8 {
-        0..=4 => format.len(),
-        5 => format.len() - 1,
-        6 => format.len() + 1,
+        0..=4 => len,
+        5 => len - 1,
+        6 => len + 1,
         _ => usize::from(b.u16()) % (MAX_SCRIPT_DATAGRAM + 1),
     };
     let fill = b.u8();
@@ -166,11 +484,10 @@ fn datagram(b: &mut Bytes, buf: &mut Vec<u8>) {
     buf.extend_from_slice(b.take(len));
     buf.resize(len, fill);
     let shape = b.u8();
-    if let Some(race) = buf.get_mut(field::IS_RACE_ON.offset..field::IS_RACE_ON.offset + 4) {
+    if let Some(race) = buf.get_mut(IS_RACE_ON..IS_RACE_ON + 4) {
         race.copy_from_slice(&i32::from(shape & 1).to_le_bytes());
     }
-    let at = field::WHEEL_IN_PUDDLE.offset;
-    if let Some(puddles) = buf.get_mut(at..at + 16) {
+    if let Some(puddles) = buf.get_mut(WHEEL_IN_PUDDLE..WHEEL_IN_PUDDLE + 16) {
         let word: u32 = match (shape >> 1) % 4 {
             0 => return,
             1 => 0,
@@ -182,59 +499,59 @@ fn datagram(b: &mut Bytes, buf: &mut Vec<u8>) {
     }
 }
 
-/// One delivery the sink was handed.
+/// IsRaceOn of a packet of `reading`'s format: every format starts with the
+/// Sled block, so it is the first word.
+fn race_on(data: &[u8], reading: Option<Reading>) -> Option<bool> {
+    reading.map(|_| word(data, IS_RACE_ON) != 0)
+}
+
+/// One delivery the sink was handed, and what it answered.
 struct Delivery {
     id: DestinationId,
     bytes: Vec<u8>,
-    /// The sink counted it sent (else a failed send).
-    sent: bool,
+    outcome: Outcome,
 }
 
-/// Records every delivery and counts it: sent, or (every `fail_every`-th) a
-/// failed send, as a shell meeting a closed port would.
+/// Records every delivery and answers as a shell would: every `fail_every`-th
+/// send fails (a send error, the frame dropped), every `queue_every`-th would
+/// block (the frame queued); the rest are sent.
 struct Recorder {
     got: Vec<Delivery>,
     fail_every: u8,
-    /// Deliveries since the last failed one.
-    since_failure: u8,
+    queue_every: u8,
     count: u64,
 }
 
 impl Sink for Recorder {
-    fn deliver(&mut self, id: DestinationId, bytes: &[u8], stats: &mut DestinationStats) {
+    fn deliver(&mut self, id: DestinationId, bytes: &[u8], report: &mut Report<'_>) -> Outcome {
         self.count += 1;
-        let sent = if self.fail_every == 0 {
-            true
+        let nth = |every: u8| every > 0 && self.count % u64::from(every) == 0;
+        let outcome = if nth(self.fail_every) {
+            report.send_error(SendErrorKind::Other);
+            Outcome::Dropped(DropReason::SendError)
+        } else if nth(self.queue_every) {
+            Outcome::Queued
         } else {
-            self.since_failure += 1;
-            self.since_failure < self.fail_every
+            Outcome::Sent
         };
-        if !sent {
-            self.since_failure = 0;
-        }
-        if sent {
-            stats.sent += 1;
-        } else {
-            stats.send_errors.add(SendErrorKind::Other);
-            stats.drop(DropReason::SendError);
-        }
         self.got.push(Delivery {
             id,
             bytes: bytes.to_vec(),
-            sent,
+            outcome,
         });
+        outcome
     }
 }
 
 /// What one destination must have seen and counted.
 struct Model {
     config: Destination,
-    race: RaceFilter,
+    race: RaceOracle,
     /// The frame waiting for its rate slot, as it must be delivered.
     pending: Option<Vec<u8>>,
+    /// Frames the shell holds for it.
+    queued: u64,
     stats: DestinationStats,
-    /// Datagrams it saw (from allowed senders, while it existed).
-    seen: u64,
     /// The first delivery since its limiter started, and deliveries since.
     rate: Option<(Instant, u32)>,
 }
@@ -243,10 +560,10 @@ impl Model {
     fn new(config: Destination) -> Model {
         Model {
             config,
-            race: RaceFilter::default(),
+            race: RaceOracle::default(),
             pending: None,
+            queued: 0,
             stats: DestinationStats::default(),
-            seen: 0,
             rate: None,
         }
     }
@@ -258,14 +575,26 @@ impl Model {
         }
     }
 
+    /// The shell drops what it holds.
+    fn drop_queued(&mut self) {
+        self.stats.dropped[DropReason::Backlog as usize] += std::mem::take(&mut self.queued);
+    }
+
+    /// Counts one frame's outcome.
+    fn outcome(&mut self, outcome: Outcome) {
+        match outcome {
+            Outcome::Sent => self.stats.sent += 1,
+            Outcome::Queued => self.queued += 1,
+            Outcome::Dropped(reason) => self.stats.drop(reason),
+        }
+    }
+
     /// Counts a delivery at `now`, checking the `max_rate` spacing.
     fn delivered(&mut self, d: &Delivery, now: Instant) {
-        if d.sent {
-            self.stats.sent += 1;
-        } else {
+        if d.outcome == Outcome::Dropped(DropReason::SendError) {
             self.stats.send_errors.add(SendErrorKind::Other);
-            self.stats.drop(DropReason::SendError);
         }
+        self.outcome(d.outcome);
         if self.config.max_rate == 0 {
             return;
         }
@@ -284,13 +613,20 @@ impl Model {
             }
         }
     }
+
+    /// Its counters, `held` included.
+    fn counters(&self) -> DestinationStats {
+        DestinationStats {
+            held: self.queued + u64::from(self.pending.is_some()),
+            ..self.stats
+        }
+    }
 }
 
-/// The model of the core's input side.
+/// The oracle of the core's input side.
 struct InputModel {
-    input: Input,
+    reader: InputOracle,
     allow: Vec<IpNet>,
-    detector: Detector,
     received: u64,
     bytes: u64,
     malformed: u64,
@@ -306,39 +642,52 @@ pub struct Covered {
     pub deliveries: u64,
     /// Frames delivered by `due`.
     pub due_deliveries: u64,
+    /// Frames the shell queued, then sent or dropped.
+    pub flushed: u64,
     /// Reloads applied.
     pub applies: u64,
     /// Frames dropped, any reason, over every destination.
     pub dropped: u64,
+    /// Times `auto` changed how it reads Horizon packets.
+    pub horizon_changes: u64,
+}
+
+/// The whole oracle: input side and destinations.
+struct Oracle {
+    input: InputModel,
+    models: BTreeMap<String, Model>,
+    /// Each destination's id, as the core named it.
+    ids: Vec<(DestinationId, String)>,
 }
 
 /// Runs the script in `data`; panics (with what went wrong) on any broken
 /// invariant. See the module documentation.
 pub fn run(data: &[u8]) -> Covered {
     let mut b = Bytes { data, at: 0 };
-    let first = config(&mut b);
+    let first = routes(&mut b);
     let mut sink = Recorder {
         got: Vec::new(),
         fail_every: b.u8() % 8,
-        since_failure: 0,
+        queue_every: b.u8() % 6,
         count: 0,
     };
     let mut core = Fanout::new(&first);
-    let mut input = InputModel {
-        input: first.input,
-        allow: first.allow.clone(),
-        detector: Detector::default(),
-        received: 0,
-        bytes: 0,
-        malformed: 0,
-        disallowed: 0,
+    let mut oracle = Oracle {
+        input: InputModel {
+            reader: InputOracle::new(first.input),
+            allow: first.allow.clone(),
+            received: 0,
+            bytes: 0,
+            malformed: 0,
+            disallowed: 0,
+        },
+        models: first
+            .destinations
+            .iter()
+            .map(|d| (d.name.clone(), Model::new(d.clone())))
+            .collect(),
+        ids: ids_by_name(&core),
     };
-    let mut models: BTreeMap<String, Model> = first
-        .destinations
-        .iter()
-        .map(|d| (d.name.clone(), Model::new(d.clone())))
-        .collect();
-    let mut ids = ids_by_name(&core);
     let mut order = names_of(&first);
     let mut covered = Covered::default();
     let mut now = Instant::now();
@@ -348,15 +697,24 @@ pub fn run(data: &[u8]) -> Covered {
         steps += 1;
         let op = b.u8();
         now += STEP * u32::from(b.u8());
-        match op % 8 {
+        match op % 9 {
             0..=4 => {
                 datagram(&mut b, &mut buf);
-                let from = sender(op >> 3);
-                core.handle(&buf, from, now, &mut sink);
+                let from = sender(op >> 4);
+                let horizon = oracle.input.reader.horizon();
+                let verdict = core.handle(&buf, from, now, &mut sink);
                 covered.datagrams += 1;
-                check_handle(&buf, from, now, &mut input, &mut models, &ids, &mut sink);
+                oracle.check_handle(&buf, from, now, verdict, &mut sink);
+                if oracle.input.reader.horizon() != horizon {
+                    covered.horizon_changes += 1;
+                }
+                assert_eq!(
+                    core.horizon(),
+                    oracle.input.reader.horizon(),
+                    "how auto reads Horizon packets"
+                );
             }
-            5 | 6 => {
+            5 => {
                 let deadline = core.next_deadline();
                 core.due(now, &mut sink);
                 let due = deadline.is_some_and(|d| d <= now);
@@ -369,8 +727,11 @@ pub fn run(data: &[u8]) -> Covered {
                 );
                 covered.due_deliveries += sink.got.len() as u64;
                 for d in sink.got.drain(..) {
-                    let name = name_of(&ids, d.id);
-                    let m = models.get_mut(name).expect("a modelled destination");
+                    let name = name_of(&oracle.ids, d.id).to_owned();
+                    let m = oracle
+                        .models
+                        .get_mut(&name)
+                        .expect("a modelled destination");
                     let pending = m.pending.take();
                     assert_eq!(
                         Some(&d.bytes),
@@ -380,73 +741,85 @@ pub fn run(data: &[u8]) -> Covered {
                     m.delivered(&d, now);
                 }
             }
+            6 => {
+                // A socket became writable (or failed): the shell says what
+                // became of up to three of the frames it held for one
+                // destination. Always four bytes, so a script keeps its shape.
+                let which = usize::from(b.u8());
+                let n = u64::from(b.u8() % 4);
+                let fates = [b.u8(), b.u8(), b.u8()];
+                let Some((id, name)) = oracle.ids.get(which % oracle.ids.len().max(1)) else {
+                    continue;
+                };
+                let m = oracle.models.get_mut(name).expect("a modelled destination");
+                let mut report = core.report(*id).expect("a live destination");
+                for fate in fates.into_iter().take(n.min(m.queued) as usize) {
+                    let outcome = match fate % 3 {
+                        0 => Outcome::Dropped(DropReason::SendError),
+                        1 => Outcome::Dropped(DropReason::Backlog),
+                        _ => Outcome::Sent,
+                    };
+                    report.held(outcome);
+                    m.queued -= 1;
+                    m.outcome(outcome);
+                    covered.flushed += 1;
+                }
+            }
             _ => {
-                let next = config(&mut b);
-                let changes = core.apply(&next);
+                let next = routes(&mut b);
+                let plan = core.plan(&next);
+                oracle.check_plan(&next, &plan);
+                let changes = core.commit(plan);
                 covered.applies += 1;
-                check_apply(&next, &changes, &mut input, &mut models);
-                ids = ids_by_name(&core);
+                oracle.check_commit(&next, &changes);
+                oracle.ids = ids_by_name(&core);
                 order = names_of(&next);
             }
         }
-        check_deadline(&core, &models);
+        oracle.check_counters(&core);
+        check_deadline(&core, &oracle.models);
     }
     core.finish();
-    for m in models.values_mut() {
+    for m in oracle.models.values_mut() {
         m.forget_pending();
+        m.drop_queued();
     }
-    check_deadline(&core, &models);
-    let snap = core.snapshot(
-        SocketAddr::new(Ipv4Addr::LOCALHOST.into(), 5_400),
-        Duration::ZERO,
-    );
-    let i = snap.input;
-    assert_eq!(
-        (
-            i.received,
-            i.bytes,
-            i.malformed,
-            i.disallowed,
-            i.recv_errors
-        ),
-        (
-            input.received,
-            input.bytes,
-            input.malformed,
-            input.disallowed,
-            0
-        ),
-        "input counters (received, bytes, malformed, disallowed, recv_errors)"
-    );
-    let names: Vec<&str> = snap.destinations.iter().map(|d| d.name.as_str()).collect();
+    check_deadline(&core, &oracle.models);
+    let counters = oracle.check_counters(&core);
+    let names: Vec<&str> = counters
+        .destinations
+        .iter()
+        .map(|d| d.name.as_str())
+        .collect();
     assert_eq!(
         names, order,
         "the snapshot's destinations, in configuration order"
     );
-    for d in &snap.destinations {
-        let m = &models[&d.name];
-        assert_eq!(d.stats, m.stats, "{}: counters", d.name);
-        assert_counts_add_up(&d.name, &d.stats, m.seen);
+    for d in &counters.destinations {
+        assert_eq!(d.stats.held, 0, "{}: held after finish", d.name);
         covered.dropped += d.stats.dropped_total();
     }
     covered.deliveries = sink.count;
     covered
 }
 
-/// Fails unless sent + dropped by reason is every datagram the destination saw.
+/// Fails unless sent + dropped by reason + held is every datagram the
+/// destination received.
 #[track_caller]
-fn assert_counts_add_up(name: &str, s: &DestinationStats, seen: u64) {
+fn assert_counts_add_up(name: &str, s: &DestinationStats) {
     assert_eq!(
-        s.sent + s.dropped_total(),
-        seen,
-        "{name}: sent {} + dropped {:?} is not the {seen} datagrams it saw",
+        s.sent + s.dropped_total() + s.held,
+        s.received,
+        "{name}: sent {} + dropped {:?} + held {} is not the {} datagrams it received",
         s.sent,
-        s.dropped
+        s.dropped,
+        s.held,
+        s.received
     );
 }
 
-fn names_of(config: &Config) -> Vec<String> {
-    config.destinations.iter().map(|d| d.name.clone()).collect()
+fn names_of(routes: &Routes) -> Vec<String> {
+    routes.destinations.iter().map(|d| d.name.clone()).collect()
 }
 
 fn ids_by_name(core: &Fanout) -> Vec<(DestinationId, String)> {
@@ -462,203 +835,275 @@ fn name_of(ids: &[(DestinationId, String)], id: DestinationId) -> &str {
         .unwrap_or_else(|| panic!("a delivery to {id:?}, which is no destination"))
 }
 
-/// What destination `output` must be handed for `data`, read as `format`
-/// (`guessed`: a Horizon default not confirmed yet); `None`: untranslatable.
-fn expected_output(
-    data: &[u8],
-    format: Option<Format>,
-    guessed: bool,
-    output: Output,
-) -> Option<Vec<u8>> {
-    let to = match output {
-        Output::Same => return Some(data.to_vec()),
-        Output::Format(to) => to,
-    };
-    let from = match format {
-        Some(_) if guessed && to.is_horizon() => Some(to),
-        f => f,
-    }?;
-    if from == to {
-        return Some(data.to_vec());
-    }
-    let mut out = [0u8; MAX_LEN];
-    let len = translate(data, from, to, &mut out).ok()?;
-    Some(out[..len].to_vec())
-}
-
-fn check_handle(
-    data: &[u8],
-    from: SocketAddr,
-    now: Instant,
-    input: &mut InputModel,
-    models: &mut BTreeMap<String, Model>,
-    ids: &[(DestinationId, String)],
-    sink: &mut Recorder,
-) {
-    input.received += 1;
-    input.bytes += data.len() as u64;
-    let ip = from.ip().to_canonical();
-    if !input.allow.is_empty() && !input.allow.iter().any(|n| n.contains(&ip)) {
-        input.disallowed += 1;
-        assert!(
-            sink.got.is_empty(),
-            "a datagram from {from}, outside listen.allow, was delivered"
-        );
+/// Fails, naming the first differing field, unless `got` is `want`.
+#[track_caller]
+fn assert_same_packet(name: &str, output: Output, got: &[u8], want: &[u8], data: &[u8]) {
+    if got == want {
         return;
     }
-    let (format, guessed) = match input.input {
-        Input::Fixed(f) => ((data.len() == f.len()).then_some(f), false),
-        Input::Auto => {
-            let f = input.detector.detect(data);
-            (
-                f,
-                f.is_some_and(Format::is_horizon) && !input.detector.is_certain(),
-            )
-        }
+    let (to, what) = match output {
+        Output::Same => (None, "same: not byte for byte".to_owned()),
+        Output::Format(to) => (Some(to), format!("{to}: not the translation")),
     };
-    if format.is_none() {
-        input.malformed += 1;
-    }
-    let race_on = format.map(|f| {
-        Packet::new_checked(data, f)
-            .expect("a format of the datagram's length")
-            .race_on()
-    });
-    let mut got: Vec<Delivery> = sink.got.drain(..).collect();
-    for (id, name) in ids {
-        let m = models.get_mut(name).expect("a modelled destination");
-        m.seen += 1;
-        let mut mine = got.iter().filter(|d| d.id == *id);
-        let delivery = mine.next();
-        assert!(
-            mine.next().is_none(),
-            "{name}: two deliveries of one datagram"
-        );
-        if m.config.only_race_on && !m.race.admit(race_on) {
-            assert!(delivery.is_none(), "{name}: delivered a not-racing frame");
-            m.stats.drop(DropReason::NotRacing);
-            continue;
-        }
-        let Some(expected) = expected_output(data, format, guessed, m.config.output) else {
-            assert!(
-                delivery.is_none(),
-                "{name}: delivered an untranslatable datagram"
-            );
-            m.stats.drop(DropReason::Untranslatable);
-            continue;
-        };
-        m.forget_pending();
-        match delivery {
-            Some(d) => {
-                check_bytes(name, m.config.output, &d.bytes, data);
-                assert!(
-                    d.bytes == expected,
-                    "{name} ({}): delivered bytes are not the {} datagram's ({:?}, guessed {guessed})",
-                    m.config.output,
-                    data.len(),
-                    format
-                );
-                m.delivered(d, now);
-            }
-            None if expected.len() <= FRAME_CAPACITY => m.pending = Some(expected),
-            None => m.stats.drop(DropReason::RateLimited),
-        }
-    }
-    got.retain(|d| !ids.iter().any(|(id, _)| *id == d.id));
-    assert!(
-        got.is_empty(),
-        "deliveries to destinations that don't exist"
+    let at = got
+        .iter()
+        .zip(want)
+        .position(|(a, b)| a != b)
+        .unwrap_or(got.len().min(want.len()));
+    let field = to.map_or_else(|| format!("byte {at}"), |to| field_at(to, at));
+    panic!(
+        "{name}: {what} of the {}-byte datagram: {} bytes where {} were due; first \
+         difference at {field} (byte {at})",
+        data.len(),
+        got.len(),
+        want.len()
     );
 }
 
-/// A delivery's shape: `same` is the datagram; a format is its length and
-/// decodes.
-fn check_bytes(name: &str, output: Output, bytes: &[u8], data: &[u8]) {
-    match output {
-        Output::Same => assert_eq!(bytes, data, "{name}: same is not byte for byte"),
-        Output::Format(to) => {
-            let packet = Packet::new_checked(bytes, to)
-                .unwrap_or_else(|e| panic!("{name}: not a {to} packet: {e}"));
-            let t = Telemetry::decode(&packet);
-            assert_eq!(t.format, to, "{name}: decoded format");
+impl Oracle {
+    fn check_handle(
+        &mut self,
+        data: &[u8],
+        from: SocketAddr,
+        now: Instant,
+        verdict: Verdict,
+        sink: &mut Recorder,
+    ) {
+        let input = &mut self.input;
+        input.received += 1;
+        input.bytes += data.len() as u64;
+        if !allowed(&input.allow, from) {
+            input.disallowed += 1;
+            assert_eq!(verdict, Verdict::Disallowed, "a datagram from {from}");
+            assert!(
+                sink.got.is_empty(),
+                "a datagram from {from}, outside listen.allow, was delivered"
+            );
+            return;
         }
+        let reading = input.reader.read(data);
+        assert_eq!(
+            verdict,
+            Verdict::Admitted(reading),
+            "the verdict on a {}-byte datagram",
+            data.len()
+        );
+        if reading.is_none() {
+            input.malformed += 1;
+        }
+        let race_on = race_on(data, reading);
+        let mut got: Vec<Delivery> = sink.got.drain(..).collect();
+        for (id, name) in &self.ids {
+            let m = self.models.get_mut(name).expect("a modelled destination");
+            m.stats.received += 1;
+            let mut mine = got.iter().filter(|d| d.id == *id);
+            let delivery = mine.next();
+            assert!(
+                mine.next().is_none(),
+                "{name}: two deliveries of one datagram"
+            );
+            if m.config.only_race_on && !m.race.admit(race_on) {
+                assert!(delivery.is_none(), "{name}: delivered a not-racing frame");
+                m.stats.drop(DropReason::NotRacing);
+                continue;
+            }
+            let Some(expected) = expected_output(data, reading, m.config.output) else {
+                assert!(
+                    delivery.is_none(),
+                    "{name}: delivered an untranslatable datagram"
+                );
+                m.stats.drop(DropReason::Untranslatable);
+                continue;
+            };
+            m.forget_pending();
+            match delivery {
+                Some(d) => {
+                    assert_same_packet(name, m.config.output, &d.bytes, &expected, data);
+                    m.delivered(d, now);
+                }
+                None if expected.len() <= FRAME_CAPACITY => m.pending = Some(expected),
+                None => m.stats.drop(DropReason::RateLimited),
+            }
+        }
+        got.retain(|d| !self.ids.iter().any(|(id, _)| *id == d.id));
+        assert!(
+            got.is_empty(),
+            "deliveries to destinations that don't exist"
+        );
+    }
+
+    /// The plan for `next`: by name, an unchanged address keeps its socket
+    /// (dropping what the shell holds when the output changes), a new address
+    /// opens one, a new name gets an id nobody keeps, and names gone close.
+    fn check_plan(&self, next: &Routes, plan: &forza_relay::fanout::Plan) {
+        let mut kept_ids = Vec::new();
+        let mut new_ids = Vec::new();
+        for (d, step) in plan.steps() {
+            match self.models.get(&d.name) {
+                Some(m) => {
+                    let id = self
+                        .ids
+                        .iter()
+                        .find(|(_, n)| *n == d.name)
+                        .map(|(id, _)| *id)
+                        .expect("a live destination");
+                    assert_eq!(step.id, id, "{}: keeps its id", d.name);
+                    let want = if m.config.addr != d.addr {
+                        Action::Open(d.addr)
+                    } else {
+                        Action::Keep {
+                            discard_backlog: m.config.output != d.output,
+                            reset_limiter: m.config.max_rate != d.max_rate,
+                        }
+                    };
+                    assert_eq!(step.action, want, "{}: the plan", d.name);
+                    kept_ids.push(id);
+                }
+                None => {
+                    assert_eq!(step.action, Action::Open(d.addr), "{}: new", d.name);
+                    new_ids.push(step.id);
+                }
+            }
+        }
+        for id in &new_ids {
+            assert!(!kept_ids.contains(id), "a new destination got a kept id");
+        }
+        new_ids.sort_unstable();
+        new_ids.dedup();
+        assert_eq!(
+            new_ids.len() + kept_ids.len(),
+            next.destinations.len(),
+            "every destination has an id of its own"
+        );
+        let mut closed: Vec<&str> = plan
+            .closed()
+            .iter()
+            .map(|id| name_of(&self.ids, *id))
+            .collect();
+        closed.sort_unstable();
+        let gone: Vec<&str> = self
+            .models
+            .keys()
+            .filter(|n| !next.destinations.iter().any(|d| d.name == **n))
+            .map(String::as_str)
+            .collect();
+        assert_eq!(closed, gone, "plan: closed");
+    }
+
+    fn check_commit(&mut self, next: &Routes, changes: &Changes) {
+        if next.input != self.input.reader.input {
+            self.input.reader = InputOracle::new(next.input);
+        }
+        self.input.allow = next.allow.clone();
+        let mut removed = Vec::new();
+        let mut changed = Vec::new();
+        for (name, m) in self.models.iter_mut() {
+            let Some(d) = next.destinations.iter().find(|d| d.name == *name) else {
+                removed.push(name.clone());
+                continue;
+            };
+            if *d == m.config {
+                continue;
+            }
+            changed.push(name.clone());
+            if d.output != m.config.output || d.addr != m.config.addr {
+                m.forget_pending();
+                m.drop_queued();
+            }
+            if d.max_rate != m.config.max_rate {
+                m.rate = None;
+            }
+            if d.only_race_on != m.config.only_race_on {
+                m.race = RaceOracle::default();
+            }
+            m.config = d.clone();
+        }
+        let added: Vec<String> = next
+            .destinations
+            .iter()
+            .filter(|d| !self.models.contains_key(&d.name))
+            .map(|d| d.name.clone())
+            .collect();
+        let mut reported: Vec<String> = changes.added.iter().map(|(_, d)| d.name.clone()).collect();
+        reported.sort_unstable();
+        let mut want = added.clone();
+        want.sort_unstable();
+        assert_eq!(reported, want, "commit: added");
+        let mut reported: Vec<String> = changes
+            .changed
+            .iter()
+            .map(|c| c.after.name.clone())
+            .collect();
+        reported.sort_unstable();
+        assert_eq!(reported, changed, "commit: changed");
+        let mut reported: Vec<&str> = changes
+            .removed
+            .iter()
+            .map(|r| r.destination.name.as_str())
+            .collect();
+        reported.sort_unstable();
+        assert_eq!(reported, removed, "commit: removed");
+        for r in &changes.removed {
+            let mut m = self
+                .models
+                .remove(&r.destination.name)
+                .expect("a modelled destination");
+            m.forget_pending();
+            m.drop_queued();
+            assert_eq!(
+                r.stats,
+                m.counters(),
+                "{}: final counters",
+                r.destination.name
+            );
+            assert_counts_add_up(&r.destination.name, &r.stats);
+        }
+        for name in added {
+            let d = next
+                .destinations
+                .iter()
+                .find(|d| d.name == name)
+                .expect("listed above");
+            self.models.insert(name, Model::new(d.clone()));
+        }
+    }
+
+    /// The core's counters are the oracle's, and add up.
+    #[track_caller]
+    fn check_counters(&self, core: &Fanout) -> forza_relay::fanout::Counters {
+        let c = core.counters();
+        let i = &self.input;
+        assert_eq!(
+            (
+                c.input.received,
+                c.input.bytes,
+                c.input.malformed,
+                c.input.disallowed,
+                c.input.recv_errors
+            ),
+            (i.received, i.bytes, i.malformed, i.disallowed, 0),
+            "input counters (received, bytes, malformed, disallowed, recv_errors)"
+        );
+        for d in &c.destinations {
+            let m = &self.models[&d.name];
+            assert_eq!(d.stats, m.counters(), "{}: counters", d.name);
+            assert_counts_add_up(&d.name, &d.stats);
+            assert_eq!(
+                core.queued(name_to_id(&self.ids, &d.name)),
+                m.queued,
+                "{}: frames the shell holds",
+                d.name
+            );
+        }
+        c
     }
 }
 
-fn check_apply(
-    next: &Config,
-    changes: &forza_relay::fanout::Changes,
-    input: &mut InputModel,
-    models: &mut BTreeMap<String, Model>,
-) {
-    if next.input != input.input {
-        input.input = next.input;
-        input.detector = Detector::default();
-    }
-    input.allow = next.allow.clone();
-    let mut removed = Vec::new();
-    let mut changed = Vec::new();
-    for (name, m) in models.iter_mut() {
-        let Some(d) = next.destinations.iter().find(|d| d.name == *name) else {
-            removed.push(name.clone());
-            continue;
-        };
-        if *d == m.config {
-            continue;
-        }
-        changed.push(name.clone());
-        if d.output != m.config.output || d.addr != m.config.addr {
-            m.forget_pending();
-        }
-        if d.max_rate != m.config.max_rate {
-            m.rate = None;
-        }
-        if d.only_race_on != m.config.only_race_on {
-            m.race = RaceFilter::default();
-        }
-        m.config = d.clone();
-    }
-    let added: Vec<String> = next
-        .destinations
-        .iter()
-        .filter(|d| !models.contains_key(&d.name))
-        .map(|d| d.name.clone())
-        .collect();
-    let mut reported: Vec<String> = changes.added.iter().map(|(_, d)| d.name.clone()).collect();
-    reported.sort_unstable();
-    let mut want = added.clone();
-    want.sort_unstable();
-    assert_eq!(reported, want, "apply: added");
-    let mut reported: Vec<String> = changes
-        .changed
-        .iter()
-        .map(|c| c.after.name.clone())
-        .collect();
-    reported.sort_unstable();
-    assert_eq!(reported, changed, "apply: changed");
-    let mut reported: Vec<&str> = changes
-        .removed
-        .iter()
-        .map(|r| r.destination.name.as_str())
-        .collect();
-    reported.sort_unstable();
-    assert_eq!(reported, removed, "apply: removed");
-    for r in &changes.removed {
-        let mut m = models
-            .remove(&r.destination.name)
-            .expect("a modelled destination");
-        m.forget_pending();
-        assert_eq!(r.stats, m.stats, "{}: final counters", r.destination.name);
-        assert_counts_add_up(&r.destination.name, &r.stats, m.seen);
-    }
-    for name in added {
-        let d = next
-            .destinations
-            .iter()
-            .find(|d| d.name == name)
-            .expect("listed above");
-        models.insert(name, Model::new(d.clone()));
-    }
+fn name_to_id(ids: &[(DestinationId, String)], name: &str) -> DestinationId {
+    ids.iter()
+        .find(|(_, n)| n == name)
+        .map(|(id, _)| *id)
+        .expect("a live destination")
 }
 
 /// `next_deadline` is `Some` exactly when a frame is pending somewhere.
@@ -675,4 +1120,18 @@ fn check_deadline(core: &Fanout, models: &BTreeMap<String, Model>) {
         "next_deadline() is {:?} while frames wait for {waiting:?}",
         core.next_deadline()
     );
+}
+
+#[cfg(test)]
+mod oracle_tests {
+    use super::*;
+
+    #[test]
+    fn the_oracle_maps_classes_by_letter() {
+        let (fh5, fh6) = (shape(Format::Fh5), shape(Format::Fh6));
+        assert_eq!(map_class(6, fh6, fh5), 5, "R becomes S2");
+        assert_eq!(map_class(7, fh6, fh5), 6, "X");
+        assert_eq!(map_class(6, fh5, fh6), 7, "X");
+        assert_eq!(map_class(99, fh5, fh6), 99, "off the scale");
+    }
 }

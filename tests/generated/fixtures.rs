@@ -1,12 +1,10 @@
-//! Writes one packet per format to `tests/fixtures/{sled,fm7,fm2023,fh4,fh5,fh6}.bin`.
-//!
-//! ```sh
-//! cargo run --example make_fixtures
-//! ```
+//! The packets of `tests/fixtures/{sled,fm7,fm2023,fh4,fh5,fh6}.bin`, one per format.
+//! `tests/generated.rs` checks that the committed files are these bytes, and with
+//! `FORZA_RELAY_BLESS=1` writes them again.
 //!
 //! Each packet is built field by field from a [`Fields`] literal with distinct,
 //! named values (no two neighbouring fields share a value, so a field read at the
-//! wrong offset shows), then read back and compared before it is written. Per
+//! wrong offset shows), then read back and compared. Per
 //! format, the values that tell the fixtures apart are:
 //!
 //! | format | TimestampMS | CarClass | Gear | DrivetrainType | WheelInPuddle             | tail |
@@ -24,9 +22,6 @@
 //! The expected values are written out again, as literals, in the `fixtures` tests
 //! at the bottom of `src/telemetry.rs`: change a value here and those tests must be
 //! changed by hand, which is the point (the tests don't trust this generator).
-
-use std::fs;
-use std::path::Path;
 
 use forza_relay::wire::{Block, Fields, Format, Packet, Puddle, PuddleKind, Wheels};
 
@@ -133,7 +128,7 @@ fn tail_byte(format: Format) -> Option<u8> {
 }
 
 /// The `format` fixture's bytes.
-fn packet(format: Format) -> Vec<u8> {
+pub fn packet(format: Format) -> Vec<u8> {
     let expected = fields(format);
     let mut p = Packet::new_checked(vec![0u8; format.len()], format)
         .expect("the buffer is made format.len() long");
@@ -144,16 +139,4 @@ fn packet(format: Format) -> Vec<u8> {
     assert_eq!(Fields::read(&p), expected, "{format} reads back");
     assert_eq!(p.tail_byte(), tail_byte(format), "{format} tail reads back");
     p.into_inner()
-}
-
-fn main() -> std::io::Result<()> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
-    fs::create_dir_all(&dir)?;
-    for format in Format::ALL {
-        let path = dir.join(format!("{}.bin", format.id()));
-        let bytes = packet(format);
-        fs::write(&path, &bytes)?;
-        println!("{} ({} bytes)", path.display(), bytes.len());
-    }
-    Ok(())
 }
