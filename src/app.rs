@@ -20,15 +20,20 @@
 //! configuration file again when a reloader is attached, and is otherwise
 //! logged and ignored. No signal ends the program by itself, so every
 //! subcommand ends the same way: its output flushed, its summary printed, the
-//! terminal restored.
+//! terminal restored. Two exceptions keep a program from outliving its reason
+//! to run: a SIGHUP whose terminal is gone (its window was closed: Unix's
+//! counterpart of Windows' console closing) stops it, and a program still
+//! running [`STOP_GRACE`] after a stop signal (something stuck in a write, or
+//! in a terminal library) exits.
 
+use std::io::IsTerminal as _;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use log::{info, warn};
+use log::{error, info, warn};
 
 use crate::platform::{self, Signal};
 use crate::relay::{Control, Relay};
@@ -74,6 +79,10 @@ impl Failure {
     }
 }
 
+/// How long a program may take to end after a stop signal before it exits
+/// anyway.
+pub const STOP_GRACE: Duration = Duration::from_secs(10);
+
 /// What the hooks of a running app do on a signal.
 type Hook = Box<dyn Fn() + Send>;
 
@@ -87,6 +96,8 @@ struct Hooks {
 struct Shared {
     stop: Arc<AtomicBool>,
     hooks: Mutex<Hooks>,
+    /// Which of stdin, stdout and stderr were terminals at the start.
+    terminals: [bool; 3],
 }
 
 /// The program's one signal setup (see the module doc). Clones share it.
@@ -100,15 +111,36 @@ impl Signals {
     /// process, from now on. Call it once, in `main`; when it can't, that is
     /// logged and the signals do what they do by default.
     pub fn install() -> Signals {
-        let signals = Signals::default();
+        let signals = Signals {
+            shared: Arc::new(Shared {
+                terminals: terminals(),
+                ..Shared::default()
+            }),
+        };
         let delivered = signals.clone();
+        let watchdog = std::sync::Once::new();
         if let Err(e) = platform::on_signals(move |signal| match signal {
-            Signal::Stop => delivered.stop(),
+            Signal::Reload if delivered.terminal_gone() => {
+                info!("SIGHUP: the terminal is gone; stopping");
+                delivered.stop();
+                watchdog.call_once(exit_after_grace);
+            }
             Signal::Reload => delivered.reload(),
+            Signal::Stop => {
+                delivered.stop();
+                watchdog.call_once(exit_after_grace);
+            }
         }) {
             warn!("Ctrl-C and SIGTERM will stop the program without its summary: {e}");
         }
         signals
+    }
+
+    /// Whether the program started on a terminal that has since hung up.
+    fn terminal_gone(&self) -> bool {
+        let was = self.shared.terminals;
+        let now = terminals();
+        was.iter().any(|&w| w) && was.iter().zip(now).all(|(&w, n)| !w || !n)
     }
 
     fn hooks(&self) -> MutexGuard<'_, Hooks> {
@@ -156,6 +188,33 @@ impl Signals {
     /// Forgets the hooks of an app that has ended.
     fn clear(&self) {
         *self.hooks() = Hooks::default();
+    }
+}
+
+/// Whether stdin, stdout and stderr are terminals.
+fn terminals() -> [bool; 3] {
+    [
+        std::io::stdin().is_terminal(),
+        std::io::stdout().is_terminal(),
+        std::io::stderr().is_terminal(),
+    ]
+}
+
+/// Exits the program if it is still running [`STOP_GRACE`] from now.
+fn exit_after_grace() {
+    let spawned = std::thread::Builder::new()
+        .name("stop-grace".to_owned())
+        .spawn(|| {
+            std::thread::sleep(STOP_GRACE);
+            error!(
+                "still stopping {} s after the stop signal: exiting now",
+                STOP_GRACE.as_secs()
+            );
+            crate::logging::flush();
+            std::process::exit(1);
+        });
+    if let Err(e) = spawned {
+        warn!("a stop that gets stuck will not end the program: {e}");
     }
 }
 

@@ -200,6 +200,22 @@ def lflag():
         return termios.tcgetattr(fd)[3]
     except termios.error:
         return -1
+if mode == 'hangup':
+    # Wait for the alternate screen, then close the terminal's window.
+    entered = read(lambda: b'\x1b[?1049h' in out, 10)
+    os.close(fd)
+    end = time.time() + 20
+    while time.time() < end:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            break
+        time.sleep(0.02)
+    else:
+        os.kill(pid, signal.SIGKILL)
+        print('entered' if entered else 'never-entered', 'still-running', flush=True)
+        sys.exit(0)
+    print('entered' if entered else 'never-entered', 'exit %d' % os.waitstatus_to_exitcode(status), flush=True)
+    sys.exit(0)
 if mode == 'screen':
     # Wait for the alternate screen, then stop it as a service manager would.
     entered = read(lambda: b'\x1b[?1049h' in out, 10)
@@ -239,7 +255,9 @@ print('\nraw-while-shown %d canonical-after %d exit %d' % (
 "#;
 
 /// Starts `args` of the binary on a pseudo-terminal, through Python's `pty`
-/// module, in `mode`: "screen" waits for the alternate screen and then for
+/// module, in `mode`: "hangup" waits for the alternate screen, closes the
+/// terminal (as closing its window does) and says how the binary ended;
+/// "screen" waits for the alternate screen and then for
 /// `wait_for` on it, and sends SIGTERM; "xoff" stops the terminal's output
 /// (Ctrl-S), prints the binary's pid, and lets output flow again (Ctrl-Q) when
 /// a line arrives on its stdin, printing it as it comes. Both end with a line
@@ -318,6 +336,29 @@ fn issue17_watch_on_a_terminal_stopped_by_sigterm_restores_it() {
         "raw mode while shown, canonical mode after, exit 0: {:?}",
         &out[left..]
     );
+}
+
+#[test]
+fn issue17_watch_whose_terminal_is_closed_stops_instead_of_spinning() {
+    for args in [
+        vec!["watch", "--listen", "127.0.0.1:0"],
+        vec![
+            "run",
+            "--watch",
+            "--listen",
+            "127.0.0.1:0",
+            "--to",
+            "127.0.0.1:9",
+        ],
+    ] {
+        let Some(child) = on_a_terminal("hangup", "", &args) else {
+            return;
+        };
+        let out = terminal_output(child);
+        // Stopped by the hang-up's SIGHUP, not killed by it (-1) nor left
+        // running, and not ended by the stop grace (1).
+        assert_eq!(out.trim_end(), "entered exit 0", "{args:?}");
+    }
 }
 
 /// A configuration listening on `listen` (format fh6, a summary every second,

@@ -21,8 +21,9 @@ pub fn prepare_listener(_socket: &socket2::Socket) -> io::Result<()> {
 
 /// Calls `on` on a thread of its own for each SIGINT or SIGTERM ([`Signal::Stop`])
 /// and SIGHUP ([`Signal::Reload`]), from now until the program ends. None of
-/// them ends the program by itself any more: SIGHUP (also what a closing
-/// terminal sends) never does. Call it once.
+/// them ends the program by itself any more; what they do is the app's
+/// ([`crate::app::Signals`]), which also tells a SIGHUP from a closed terminal.
+/// Call it once.
 #[cfg(unix)]
 pub fn on_signals(on: impl Fn(Signal) + Send + Sync + 'static) -> io::Result<()> {
     use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};

@@ -126,8 +126,12 @@ pub fn watch_command(command: &WatchCommand, signals: &Signals) -> Result<(), Fa
         // "listening on ADDR" (the port bound, for scripts) or "playing FILE (...)".
         info!("{}", source.describe());
     }
-    watch(&mut *source, &options, &signals.stop_flag())
-        .map_err(|e| Failure::start(format!("watch stopped: {e}")))
+    let screen = io::stdout().is_terminal();
+    match watch(&mut *source, &options, &signals.stop_flag()) {
+        // The terminal's window was closed: nothing left to show.
+        Err(_) if screen && !io::stdout().is_terminal() => Ok(()),
+        result => result.map_err(|e| Failure::start(format!("watch stopped: {e}"))),
+    }
 }
 
 /// The table format for `--as`, or guessed from the output file's extension.

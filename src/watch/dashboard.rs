@@ -109,6 +109,11 @@ pub fn dashboard(
         if model.ended {
             std::thread::sleep(next_draw.saturating_duration_since(Instant::now()));
         }
+        // Before the keys: after a hang-up, crossterm's poll spins on the
+        // terminal's end of file and never returns.
+        if stop.load(Ordering::Relaxed) {
+            return Ok(());
+        }
         while event::poll(Duration::ZERO)? {
             if let Event::Key(key) = event::read()? {
                 let quit = key.kind == KeyEventKind::Press
@@ -119,9 +124,6 @@ pub fn dashboard(
                     return Ok(());
                 }
             }
-        }
-        if stop.load(Ordering::Relaxed) {
-            return Ok(());
         }
         let now = Instant::now();
         model.tick(now);

@@ -64,14 +64,12 @@ impl Observer for LiveView {
             return Ok(());
         };
         let source = TapSource::new(tap, described, relay_done.clone());
-        show(
-            source,
-            self.input,
-            &control,
-            relay_done,
-            io::stdout().is_terminal(),
-        )
-        .map_err(|e| Failure::start(format!("the live view failed: {e}")))
+        let screen = io::stdout().is_terminal();
+        match show(source, self.input, &control, relay_done, screen) {
+            // The terminal's window was closed: nothing left to show.
+            Err(_) if screen && !io::stdout().is_terminal() => Ok(()),
+            result => result.map_err(|e| Failure::start(format!("the live view failed: {e}"))),
+        }
     }
 
     fn finish(self: Box<Self>, _last: &Snapshot) -> Result<(), Failure> {
