@@ -217,39 +217,9 @@ fn start_recording(relay: &mut Relay, path: &std::path::Path) -> Result<Recorder
 /// Flushes the recording and says what is in it.
 fn finish_recording(recorder: Recorder) {
     match recorder.finish() {
-        Ok(r) => info!("{}", Recording(&r)),
+        Ok(r) if r.failure.is_some() => error!("{r}"),
+        Ok(r) => info!("{r}"),
         Err(e) => error!("the recording stopped early: {e}"),
-    }
-}
-
-/// What a recording holds, as its last line says it.
-struct Recording<'a>(&'a record::Recorded);
-
-impl std::fmt::Display for Recording<'_> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let r = self.0;
-        write!(
-            f,
-            "recorded {} datagrams into {}",
-            r.packets,
-            r.path.display()
-        )?;
-        if r.dropped > 0 {
-            write!(
-                f,
-                "; {} more arrived while the disk was behind and are not in it (they were \
-                 relayed)",
-                r.dropped
-            )?;
-        }
-        if r.too_long > 0 {
-            write!(
-                f,
-                "; {} longer than a capture record holds were left out",
-                r.too_long
-            )?;
-        }
-        Ok(())
     }
 }
 
@@ -327,11 +297,12 @@ fn record_command(args: &RecordArgs) -> ExitCode {
     drop(relay);
     match recorder.finish() {
         Ok(r) => {
-            info!(
-                "{} in {}",
-                Recording(&r),
-                forza_relay::stats::Elapsed(last.elapsed)
-            );
+            let elapsed = forza_relay::stats::Elapsed(last.elapsed);
+            if r.failure.is_some() {
+                error!("{r} in {elapsed}");
+                return ExitCode::from(1);
+            }
+            info!("{r} in {elapsed}");
             ExitCode::SUCCESS
         }
         Err(e) => {

@@ -212,7 +212,7 @@ fn recording_while_relaying_1000_packets_a_second_loses_nothing() {
     assert_eq!(last["input"]["received"], N);
     done.assert_stderr_has(&[
         "recording every datagram received into",
-        &format!("recorded {N} datagrams into"),
+        "recorded 2,000 datagrams into",
     ]);
 }
 
@@ -258,4 +258,75 @@ fn tshark_reads_a_recording_as_udp_with_the_right_ports() {
             "source port, destination port, UDP length"
         );
     }
+}
+
+/// The record header, IPv4 and UDP headers around each payload in a recording.
+const RECORD_OVERHEAD: u64 = 16 + 20 + 8;
+/// A pcap's file header.
+const PCAP_HEADER: u64 = 24;
+
+/// `forza-relay record` under `ulimit -f` (SIGXFSZ ignored): the file system says
+/// EFBIG past the limit, which is what a full disk looks like to the writer.
+#[test]
+fn issue12_a_full_disk_while_recording_is_logged_counted_and_ends_on_a_whole_record() {
+    const N: u32 = 300;
+    const LIMIT_BLOCKS: u64 = 64; // of 512 bytes: 32 KiB
+    let dir = TempPath::dir("full-disk");
+    let file = dir.path().join("full.pcap");
+    let mut command = Command::new("sh");
+    command
+        .arg("-c")
+        .arg(format!(
+            "trap '' XFSZ; ulimit -f {LIMIT_BLOCKS}; exec \"$0\" \"$@\""
+        ))
+        .arg(env!("CARGO_BIN_EXE_forza-relay"))
+        .args(["record", "--listen", "127.0.0.1:0", "--count"])
+        .arg(N.to_string())
+        .arg("-o")
+        .arg(&file);
+    let mut bin = Bin::spawn_command(command);
+    let line = bin.wait_for_line("recording what arrives on ");
+    let addr: SocketAddr = line
+        .split("arrives on ")
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next())
+        .and_then(|a| a.parse().ok())
+        .unwrap_or_else(|| panic!("no address in {line:?}"));
+    let packets: Vec<Vec<u8>> = (0..N).map(|i| Spec::new(Format::Fh6, i).build()).collect();
+    send_paced(addr, &packets, Duration::from_millis(1));
+    let done = bin.wait();
+
+    let record_len = RECORD_OVERHEAD + packets[0].len() as u64;
+    let fit = (LIMIT_BLOCKS * 512 - PCAP_HEADER) / record_len;
+    let size = std::fs::metadata(&file).expect("the recording").len();
+    assert_eq!(size, PCAP_HEADER + fit * record_len, "whole records only");
+    let recorded: Vec<_> = Reader::open(&file)
+        .expect("open the recording")
+        .map(|d| d.expect("a whole record"))
+        .collect();
+    assert_eq!(recorded.len() as u64, fit);
+    for (i, (d, sent)) in recorded.iter().zip(&packets).enumerate() {
+        assert_eq!(&d.payload, sent, "recorded datagram {i}");
+    }
+    let lost = u64::from(N) - fit;
+    let shown = file.display().to_string();
+    done.assert_stderr_has(&[
+        &format!("cannot write to {shown}"),
+        "File too large",
+        &format!("recorded {fit} datagrams into {shown}; {lost} not recorded"),
+    ]);
+    let failure = done.stderr.find("cannot write to").expect("found above");
+    let last = done.stderr.find("recorded ").expect("found above");
+    assert!(
+        failure < last,
+        "the failure is told when it happens:\n{}",
+        done.stderr
+    );
+    assert_eq!(
+        done.stderr.matches("cannot write to").count(),
+        1,
+        "told once:\n{}",
+        done.stderr
+    );
+    assert_eq!(done.code(), 1, "{}", done.stderr);
 }

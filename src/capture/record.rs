@@ -5,14 +5,22 @@
 //! [`Writer`], flushing at least once a second (a crash loses at most the last
 //! second) and at the end. When the disk can't keep up the tap's ring fills and
 //! the relay drops and counts ([`Tap::dropped`]); forwarding never waits.
+//!
+//! When a write fails (the disk is full), the recorder says so at once, once,
+//! keeps the file ending on its last whole record, and from then on counts every
+//! datagram it takes as not recorded ([`Tap::count_not_recorded`]), so the relay
+//! can show the loss while it goes on relaying.
 
+use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime};
 
-use super::{CaptureError, Writer};
+use log::error;
+
+use super::{thousands, CaptureError, Writer};
 use crate::tap::Tap;
 
 /// Longest time between two flushes of the file.
@@ -31,6 +39,44 @@ pub struct Recorded {
     pub dropped: u64,
     /// Datagrams too long for a capture record (over 65,507 bytes), skipped.
     pub too_long: u64,
+    /// Datagrams taken after writing failed (or lost with the write that failed).
+    pub not_recorded: u64,
+    /// Why writing failed, if it did.
+    pub failure: Option<String>,
+}
+
+impl fmt::Display for Recorded {
+    /// `recorded 3,600 datagrams into drive.pcap`, and what is not in it.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "recorded {} datagrams into {}",
+            thousands(self.packets),
+            self.path.display()
+        )?;
+        if self.not_recorded > 0 || self.failure.is_some() {
+            write!(f, "; {} not recorded", thousands(self.not_recorded))?;
+            if let Some(why) = &self.failure {
+                write!(f, " after writing failed ({why})")?;
+            }
+        }
+        if self.dropped > 0 {
+            write!(
+                f,
+                "; {} more arrived while the disk was behind and are not in it (they were \
+                 relayed)",
+                thousands(self.dropped)
+            )?;
+        }
+        if self.too_long > 0 {
+            write!(
+                f,
+                "; {} longer than a capture record holds were left out",
+                thousands(self.too_long)
+            )?;
+        }
+        Ok(())
+    }
 }
 
 /// A recording in progress.
@@ -43,7 +89,8 @@ pub struct Recorder {
 impl Recorder {
     /// Creates the file at `path` (an error now, before anything runs, if it
     /// can't be) and starts writing what `tap` receives. With `limit`, stops
-    /// after that many datagrams and calls `at_limit` (e.g. to stop the relay).
+    /// after taking that many datagrams from the tap (recorded or not) and calls
+    /// `at_limit` (e.g. to stop the relay).
     pub fn start(
         path: &Path,
         tap: Tap,
@@ -87,50 +134,104 @@ impl Recorder {
 
 /// The recorder thread.
 fn record(
-    mut writer: Writer,
+    writer: Writer,
     mut tap: Tap,
     stop: &AtomicBool,
     limit: Option<u64>,
     at_limit: impl FnOnce(),
 ) -> Result<Recorded, CaptureError> {
     let mut at_limit = Some(at_limit);
+    let mut file = Output {
+        writer,
+        handed: 0,
+        failure: None,
+    };
+    let mut taken = 0;
     let mut too_long = 0;
     let mut flushed = Instant::now();
     loop {
         // Read the flag before draining: what arrived before the stop is written.
         let stopping = stop.load(Ordering::SeqCst);
-        let mut wrote = false;
-        while limit.is_none_or(|n| writer.packets() < n) {
+        let mut took = false;
+        while limit.is_none_or(|n| taken < n) {
             let Some(d) = tap.pop() else { break };
-            match writer.write(d.time, d.from, d.to, d.payload) {
-                Ok(()) => wrote = true,
-                Err(CaptureError::TooLong { .. }) => too_long += 1,
-                Err(e) => return Err(e),
+            taken += 1;
+            took = true;
+            if file.failure.is_some() {
+                tap.count_not_recorded(1);
+                continue;
+            }
+            file.handed += 1;
+            let result = file.writer.write(d.time, d.from, d.to, d.payload);
+            match result {
+                Ok(()) => {}
+                Err(CaptureError::TooLong { .. }) => {
+                    file.handed -= 1;
+                    too_long += 1;
+                }
+                Err(e) => file.failed(e, &tap),
             }
         }
-        if limit.is_some_and(|n| writer.packets() >= n) {
+        if limit.is_some_and(|n| taken >= n) {
             if let Some(f) = at_limit.take() {
                 f();
             }
         }
         if flushed.elapsed() >= FLUSH_EVERY {
-            writer.flush()?;
+            file.flush(&tap);
             flushed = Instant::now();
         }
         if stopping {
             break;
         }
-        if !wrote {
+        if !took {
             std::thread::sleep(IDLE_SLEEP);
         }
     }
-    writer.flush()?;
+    file.flush(&tap);
     Ok(Recorded {
-        path: writer.path().to_owned(),
-        packets: writer.packets(),
+        path: file.writer.path().to_owned(),
+        packets: file.writer.packets(),
         dropped: tap.dropped(),
         too_long,
+        not_recorded: tap.not_recorded(),
+        failure: file.failure,
     })
+}
+
+/// The recorder's writer, and what became of the datagrams handed to it.
+struct Output {
+    writer: Writer,
+    /// Datagrams handed to the writer (those too long for a record excepted).
+    handed: u64,
+    /// Why writing failed, once it has.
+    failure: Option<String>,
+}
+
+impl Output {
+    fn flush(&mut self, tap: &Tap) {
+        if self.failure.is_none() {
+            if let Err(e) = self.writer.flush() {
+                self.failed(e, tap);
+            }
+        }
+    }
+
+    /// Says once that writing failed, and counts what the file lost with it.
+    fn failed(&mut self, e: CaptureError, tap: &Tap) {
+        let lost = self.handed.saturating_sub(self.writer.packets());
+        tap.count_not_recorded(lost);
+        error!(
+            "{e}; the recording keeps its first {} datagrams, and every datagram from now \
+             on is counted as not recorded (relaying goes on)",
+            thousands(self.writer.packets())
+        );
+        let why = match e {
+            CaptureError::Write { source, .. } => source.to_string(),
+            other => other.to_string(),
+        };
+        self.failure = Some(why);
+    }
 }
 
 /// `path` with `{time}` replaced by the start time (UTC) as
@@ -184,9 +285,15 @@ mod tests {
         }
         let recorded = recorder.finish().unwrap();
         assert_eq!(
-            (recorded.packets, recorded.dropped, recorded.too_long),
-            (500, 0, 0)
+            (
+                recorded.packets,
+                recorded.dropped,
+                recorded.too_long,
+                recorded.not_recorded
+            ),
+            (500, 0, 0, 0)
         );
+        assert_eq!(recorded.failure, None);
         let read: Vec<_> = Reader::open(&path).unwrap().map(Result::unwrap).collect();
         assert_eq!(read.len(), 500);
         for (i, d) in read.iter().enumerate() {
