@@ -153,13 +153,18 @@ pub struct RecordArgs {
     /// Address to listen on, IP:PORT or a bare PORT [default: 0.0.0.0:5400].
     #[arg(long, value_name = "ADDR")]
     pub listen: Option<String>,
-    /// The capture file to write (replaced if it exists).
+    /// The capture file to write; {time} in the name becomes the start time.
+    /// An existing file is never replaced (a name with {time} gets -1, -2, …)
+    /// unless --force is given.
     #[arg(short, long, value_name = "FILE.pcap")]
     pub output: PathBuf,
+    /// Replace the --output file if it exists.
+    #[arg(long)]
+    pub force: bool,
     /// Stop after this many seconds (default: until Ctrl-C).
     #[arg(long, value_name = "SECONDS", allow_negative_numbers = true)]
     pub duration: Option<f64>,
-    /// Stop after this many datagrams.
+    /// Stop after this many datagrams have arrived.
     #[arg(long, value_name = "N")]
     pub count: Option<u64>,
 }

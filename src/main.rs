@@ -202,15 +202,13 @@ fn run(config: &Config, file: Option<(PathBuf, Overrides)>, watch: bool) -> Exit
 /// Starts recording what `relay` receives into `path` (`{time}` in it becomes
 /// now), creating its folder if needed.
 fn start_recording(relay: &mut Relay, path: &std::path::Path) -> Result<Recorder, CaptureError> {
-    let path = record::path_for(path, std::time::SystemTime::now());
-    if let Some(folder) = path.parent().filter(|f| !f.as_os_str().is_empty()) {
-        // A folder that can't be made shows up as the file's error below.
-        let _ = std::fs::create_dir_all(folder);
-    }
     let (producer, tap) = tap::tap(tap::DEFAULT_CAPACITY);
-    let recorder = Recorder::start(&path, tap, None, || {})?;
+    let recorder = Recorder::start(path, record::Existing::Number, tap, None, || {})?;
     relay.attach(producer);
-    info!("recording every datagram received into {}", path.display());
+    info!(
+        "recording every datagram received into {}",
+        recorder.path().display()
+    );
     Ok(recorder)
 }
 
@@ -267,7 +265,10 @@ fn record_command(args: &RecordArgs) -> ExitCode {
     };
     let (producer, tap) = tap::tap(tap::DEFAULT_CAPACITY);
     let at_limit = relay.control();
-    let recorder = match Recorder::start(&args.output, tap, args.count, move || at_limit.stop()) {
+    let existing = record::Existing::for_output(&args.output, args.force);
+    let recorder = match Recorder::start(&args.output, existing, tap, args.count, move || {
+        at_limit.stop()
+    }) {
         Ok(r) => r,
         Err(e) => {
             error!("{e}");
@@ -291,7 +292,7 @@ fn record_command(args: &RecordArgs) -> ExitCode {
     info!(
         "recording what arrives on {} into {}; Ctrl-C stops",
         relay.local_addr(),
-        args.output.display()
+        recorder.path().display()
     );
     let last = relay.run();
     drop(relay);

@@ -29,6 +29,7 @@ use std::time::SystemTime;
 
 pub use link::Link;
 pub use read::{FileFormat, Reader, Skipped};
+pub use record::{create_new, Existing};
 pub use streams::{Selection, Stream, Streams};
 pub use write::Writer;
 
@@ -61,6 +62,17 @@ pub enum CaptureError {
         path: PathBuf,
         /// Why.
         source: io::Error,
+    },
+    /// A recording's file exists, and is not to be replaced.
+    Exists {
+        /// The file.
+        path: PathBuf,
+    },
+    /// A recording was to replace something that is not a regular file (a
+    /// FIFO, a device, a folder).
+    NotAFile {
+        /// The path.
+        path: PathBuf,
     },
     /// Reading failed part-way.
     Read {
@@ -164,6 +176,17 @@ impl fmt::Display for CaptureError {
             E::Create { path, source } => {
                 write!(f, "cannot create {}: {source}", path.display())
             }
+            E::Exists { path } => write!(
+                f,
+                "{} already exists, and a recording never replaces a file: give another \
+                 name, put {{time}} in it, or add --force to replace it",
+                path.display()
+            ),
+            E::NotAFile { path } => write!(
+                f,
+                "{} is not a regular file (a folder, a FIFO or a device): record into a file",
+                path.display()
+            ),
             E::Read {
                 path,
                 packets,
