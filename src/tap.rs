@@ -105,17 +105,32 @@ impl TapProducer {
     }
 }
 
-/// One datagram read from a tap.
+/// One UDP datagram: when it was received, who sent it, where to, and its bytes.
+///
+/// Lent (`Datagram<&[u8]>`) by whoever owns the bytes (a tap, a capture reader),
+/// owned (`Datagram`, with a `Vec`) where it is kept.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Datagram<'a> {
-    /// When the relay received it.
+pub struct Datagram<P = Vec<u8>> {
+    /// When it was received (or captured).
     pub time: SystemTime,
     /// Who sent it.
     pub from: SocketAddr,
-    /// The relay's listening address it arrived at.
+    /// Where it was sent: the relay's listening address, or a capture's destination.
     pub to: SocketAddr,
-    /// Its bytes.
-    pub payload: &'a [u8],
+    /// Its bytes (a Forza packet, for the streams this program cares about).
+    pub payload: P,
+}
+
+impl Datagram<&[u8]> {
+    /// A copy that owns its payload.
+    pub fn owned(&self) -> Datagram {
+        Datagram {
+            time: self.time,
+            from: self.from,
+            to: self.to,
+            payload: self.payload.to_vec(),
+        }
+    }
 }
 
 /// The reader's end of a tap.
@@ -149,7 +164,7 @@ impl Tap {
     }
 
     /// The next whole datagram, if one is in.
-    pub fn pop(&mut self) -> Option<Datagram<'_>> {
+    pub fn pop(&mut self) -> Option<Datagram<&[u8]>> {
         let (header, len) = self.next_record()?;
         self.cons.skip(HEADER_LEN);
         self.payload.resize(len, 0);

@@ -929,6 +929,270 @@ fn a_capture_without_udp_or_without_the_port_says_what_it_holds() {
 }
 
 // ---------------------------------------------------------------------------
+// Damaged captures, built byte by byte (issue 12 item 8): one bad record, block
+// or option costs only itself, counted; everything else is read.
+
+/// The Forza payloads of the damaged captures: fh6, TimestampMS = `i`.
+fn forza_payload(i: u32) -> Vec<u8> {
+    Spec::new(Format::Fh6, i).build()
+}
+
+/// An IPv4/UDP packet of [`forza_payload`] `i`, 10.0.0.2:50000 → 10.0.0.1:5400.
+fn forza_frame(i: u32) -> Vec<u8> {
+    ip_udp(
+        addr("10.0.0.2:50000"),
+        addr("10.0.0.1:5400"),
+        &forza_payload(i),
+    )
+}
+
+/// A little-endian pcap of link type RAW: `nanos` picks the nanosecond magic.
+/// Records are (seconds, fraction, bytes), the fraction written as given.
+fn pcap_bytes(nanos: bool, records: &[(u32, u32, Vec<u8>)]) -> Vec<u8> {
+    let magic: u32 = if nanos { 0xA1B2_3C4D } else { 0xA1B2_C3D4 };
+    let mut b = Vec::new();
+    b.extend_from_slice(&magic.to_le_bytes());
+    b.extend_from_slice(&2u16.to_le_bytes());
+    b.extend_from_slice(&4u16.to_le_bytes());
+    b.extend_from_slice(&[0; 8]); // time zone, accuracy
+    b.extend_from_slice(&262_144u32.to_le_bytes());
+    b.extend_from_slice(&101u32.to_le_bytes());
+    for (seconds, fraction, data) in records {
+        b.extend_from_slice(&seconds.to_le_bytes());
+        b.extend_from_slice(&fraction.to_le_bytes());
+        b.extend_from_slice(&(data.len() as u32).to_le_bytes());
+        b.extend_from_slice(&(data.len() as u32).to_le_bytes());
+        b.extend_from_slice(data);
+    }
+    b
+}
+
+/// One little-endian pcapng block: type, length, `body` padded to 4, length.
+fn ng_block(kind: u32, body: &[u8]) -> Vec<u8> {
+    let padded = body.len().next_multiple_of(4);
+    let total = (12 + padded) as u32;
+    let mut b = Vec::new();
+    b.extend_from_slice(&kind.to_le_bytes());
+    b.extend_from_slice(&total.to_le_bytes());
+    b.extend_from_slice(body);
+    b.resize(8 + padded, 0);
+    b.extend_from_slice(&total.to_le_bytes());
+    b
+}
+
+/// One pcapng option: code, length, `value` padded to 4.
+fn ng_option(code: u16, value: &[u8]) -> Vec<u8> {
+    let mut b = Vec::new();
+    b.extend_from_slice(&code.to_le_bytes());
+    b.extend_from_slice(&(value.len() as u16).to_le_bytes());
+    b.extend_from_slice(value);
+    b.resize(4 + value.len().next_multiple_of(4), 0);
+    b
+}
+
+/// A Section Header Block with `options`.
+fn ng_section(options: &[u8]) -> Vec<u8> {
+    let mut body = Vec::new();
+    body.extend_from_slice(&0x1A2B_3C4Du32.to_le_bytes());
+    body.extend_from_slice(&1u16.to_le_bytes());
+    body.extend_from_slice(&0u16.to_le_bytes());
+    body.extend_from_slice(&(-1i64).to_le_bytes()); // section length: not given
+    body.extend_from_slice(options);
+    ng_block(0x0A0D_0D0A, &body)
+}
+
+/// An Interface Description Block of link type RAW with `options`.
+fn ng_interface(options: &[u8]) -> Vec<u8> {
+    let mut body = Vec::new();
+    body.extend_from_slice(&101u16.to_le_bytes());
+    body.extend_from_slice(&0u16.to_le_bytes());
+    body.extend_from_slice(&0u32.to_le_bytes()); // snap length: none
+    body.extend_from_slice(options);
+    ng_block(1, &body)
+}
+
+/// An Enhanced Packet Block on `interface` at `ticks` holding `data`, whose
+/// captured length is written as `captured` (normally `data.len()`).
+fn ng_packet(interface: u32, ticks: u64, data: &[u8], captured: u32, options: &[u8]) -> Vec<u8> {
+    let mut body = Vec::new();
+    body.extend_from_slice(&interface.to_le_bytes());
+    body.extend_from_slice(&((ticks >> 32) as u32).to_le_bytes());
+    body.extend_from_slice(&(ticks as u32).to_le_bytes());
+    body.extend_from_slice(&captured.to_le_bytes());
+    body.extend_from_slice(&(data.len() as u32).to_le_bytes());
+    body.extend_from_slice(data);
+    body.resize(20 + data.len().next_multiple_of(4), 0);
+    body.extend_from_slice(options);
+    ng_block(6, &body)
+}
+
+/// Reads `bytes` as a capture: the Forza TimestampMS of every datagram, and the
+/// scan. Fails the test on any error.
+#[track_caller]
+fn read_damaged(name: &str, bytes: &[u8]) -> (Vec<u32>, Vec<Datagram>, Streams) {
+    let (_dir, path) = temp_file(name);
+    std::fs::write(&path, bytes).expect("write the capture");
+    let got = read_all(&path);
+    let stamps = got
+        .iter()
+        .map(|d| view(&d.payload, Format::Fh6).timestamp_ms())
+        .collect();
+    let streams = Streams::scan(&path).unwrap_or_else(|e| panic!("{name}: {e}"));
+    (stamps, got, streams)
+}
+
+/// 9 MiB: over pcap-file's 8 MB read buffer, which reported such a record as a cut.
+const HUGE: usize = 9 << 20;
+
+#[test]
+fn issue12_a_record_or_block_over_8_mb_is_read_past_and_everything_after_it_is_read() {
+    let huge = vec![0x45u8; HUGE];
+    let mut records: Vec<(u32, u32, Vec<u8>)> =
+        (0..3).map(|i| (1_000 + i, 0, forza_frame(i))).collect();
+    records.push((1_003, 0, huge.clone()));
+    records.extend((3..6).map(|i| (1_004 + i, 0, forza_frame(i))));
+    let (stamps, _, streams) = read_damaged("huge.pcap", &pcap_bytes(false, &records));
+    assert_eq!(stamps, [0, 1, 2, 3, 4, 5], "every record after the big one");
+    assert!(streams.truncated.is_none(), "not a cut");
+    assert_eq!(streams.frames, 7);
+    assert_eq!(streams.skipped.oversized, 1, "the big record, counted");
+    assert_eq!(streams.skipped.total(), 1);
+
+    let mut ng = ng_section(&[]);
+    ng.extend(ng_interface(&[]));
+    ng.extend(ng_packet(
+        0,
+        1,
+        &forza_frame(0),
+        forza_frame(0).len() as u32,
+        &[],
+    ));
+    ng.extend(ng_packet(0, 2, &huge, HUGE as u32, &[]));
+    // A custom block (0x40000BAD) as big, which no reader needs.
+    ng.extend(ng_block(0x4000_0BAD, &huge));
+    ng.extend(ng_packet(
+        0,
+        3,
+        &forza_frame(1),
+        forza_frame(1).len() as u32,
+        &[],
+    ));
+    let (stamps, _, streams) = read_damaged("huge.pcapng", &ng);
+    assert_eq!(stamps, [0, 1]);
+    assert!(streams.truncated.is_none());
+    assert_eq!(
+        (
+            streams.frames,
+            streams.skipped.oversized,
+            streams.damage.any()
+        ),
+        (3, 1, false)
+    );
+}
+
+#[test]
+fn issue12_a_timestamp_fraction_of_a_second_or_more_costs_only_that_time() {
+    for nanos in [false, true] {
+        let second: u32 = if nanos { 1_000_000_000 } else { 1_000_000 };
+        let records = vec![
+            (1_000, 0, forza_frame(0)),
+            (1_000, second / 2, forza_frame(1)),
+            (1_000, second, forza_frame(2)), // a whole second: impossible
+            (1_001, u32::MAX, forza_frame(3)),
+            (1_001, 0, forza_frame(4)),
+        ];
+        let what = if nanos { "nanoseconds" } else { "microseconds" };
+        let (stamps, got, streams) = read_damaged("fraction.pcap", &pcap_bytes(nanos, &records));
+        assert_eq!(stamps, [0, 1, 2, 3, 4], "{what}: every packet");
+        let half = UNIX_EPOCH + Duration::from_millis(1_000_500);
+        let times: Vec<SystemTime> = got.iter().map(|d| d.time).collect();
+        assert_eq!(
+            times,
+            [
+                UNIX_EPOCH + Duration::from_secs(1_000),
+                half,
+                half,
+                half,
+                UNIX_EPOCH + Duration::from_secs(1_001)
+            ],
+            "{what}: a bad time is the previous packet's"
+        );
+        assert_eq!(streams.damage.timestamps, 2, "{what}");
+        assert!(streams.truncated.is_none(), "{what}");
+    }
+}
+
+#[test]
+fn issue12_bad_options_and_blocks_in_a_pcapng_are_skipped_counted_and_read_past() {
+    let not_utf8 = ng_option(1, &[0xFF, 0xFE, b'x']);
+    let mut ng = ng_section(&not_utf8);
+    // if_tsresol must be one byte: this one is two, so the default (µs) holds.
+    ng.extend(ng_interface(
+        &[ng_option(9, &[9, 9]), not_utf8.clone()].concat(),
+    ));
+    // A name resolution block whose record runs past its end.
+    let mut nrb = Vec::new();
+    nrb.extend_from_slice(&1u16.to_le_bytes()); // IPv4 record
+    nrb.extend_from_slice(&200u16.to_le_bytes()); // 200 bytes: far more than there are
+    nrb.extend_from_slice(&[10, 0, 0, 1, 0xFF, 0xFE]);
+    ng.extend(ng_block(4, &nrb));
+    let frame = |i| forza_frame(i);
+    let len = |i| forza_frame(i).len() as u32;
+    ng.extend(ng_packet(0, 1_000_000, &frame(0), len(0), &not_utf8));
+    // Captured length beyond its block.
+    ng.extend(ng_packet(0, 1_000_001, &frame(1), 4_000, &[]));
+    // On interface 7, which the file never described.
+    ng.extend(ng_packet(7, 1_000_002, &frame(2), len(2), &[]));
+    // An interface block too short for its fields: numbered 1, and unusable.
+    ng.extend(ng_block(1, &[1, 0]));
+    ng.extend(ng_packet(1, 1_000_003, &frame(3), len(3), &[]));
+    ng.extend(ng_packet(0, 2_000_000, &frame(4), len(4), &[]));
+    let (stamps, got, streams) = read_damaged("damaged.pcapng", &ng);
+    assert_eq!(stamps, [0, 4], "the two good packets");
+    assert_eq!(
+        got.iter().map(|d| d.time).collect::<Vec<_>>(),
+        [
+            UNIX_EPOCH + Duration::from_secs(1),
+            UNIX_EPOCH + Duration::from_secs(2)
+        ],
+        "microseconds"
+    );
+    assert!(streams.truncated.is_none());
+    assert_eq!(streams.frames, 5);
+    assert_eq!(streams.skipped.bad_records, 2, "too long, and interface 7");
+    assert_eq!(streams.skipped.other_link, 1, "on the broken interface");
+    assert_eq!(streams.damage.options, 1, "the two-byte if_tsresol");
+    assert_eq!(streams.damage.blocks, 1, "the short interface block");
+}
+
+#[test]
+fn a_pcapng_block_whose_length_cannot_be_right_ends_the_reading_after_what_came_before() {
+    let mut ng = ng_section(&[]);
+    ng.extend(ng_interface(&[]));
+    ng.extend(ng_packet(
+        0,
+        1,
+        &forza_frame(0),
+        forza_frame(0).len() as u32,
+        &[],
+    ));
+    let mut bad = ng_packet(0, 2, &forza_frame(1), forza_frame(1).len() as u32, &[]);
+    bad[4] = 13; // a length not a multiple of 4
+    ng.extend(bad);
+    let (_dir, path) = temp_file("bad-length.pcapng");
+    std::fs::write(&path, &ng).expect("write");
+    let mut reader = Reader::open(&path).expect("open");
+    assert!(reader.next().expect("one").is_ok());
+    let e = reader.next().expect("the damage").expect_err("damaged");
+    assert!(matches!(e, CaptureError::Corrupt { packets: 1, .. }), "{e}");
+    assert!(e.to_string().contains("multiple of 4"), "{e}");
+    assert!(reader.next().is_none());
+    let streams = Streams::scan(&path).expect("what came before");
+    assert_eq!(streams.streams[0].packets, 1);
+    assert!(streams.truncated.is_some());
+}
+
+// ---------------------------------------------------------------------------
 // Replay
 
 /// A capture of `n` fh6 packets `gap` apart to 127.0.0.1:5400, with a foreign

@@ -5,13 +5,14 @@
 //!   Wireshark, tshark and tcpdump show UDP.
 //! - [`Reader`] reads pcap and pcapng files made by us or by other tools (link
 //!   types Ethernet, raw IP, Linux cooked v1/v2, BSD/Windows loopback), one UDP
-//!   datagram at a time, skipping and counting every other frame.
+//!   datagram at a time, skipping and counting every other frame, and reading
+//!   past (and counting) records of any size and fields that make no sense.
 //! - [`Streams`] lists a capture's UDP streams by destination and picks the one
 //!   to replay ([`Selection`]); [`replay`] sends it with its original spacing.
 //!
-//! Files are the crate `pcap-file`'s; this module adds the IP/UDP and link
-//! headers. Nothing here panics on a file's contents: every problem is a
-//! [`CaptureError`] naming the file.
+//! The file formats are read and written here (pcap-file only names link
+//! types). Nothing here panics on a file's contents: every problem is counted or
+//! is a [`CaptureError`] naming the file.
 
 mod ip;
 mod link;
@@ -25,26 +26,13 @@ use std::fmt;
 use std::io;
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::time::SystemTime;
 
+pub use crate::tap::Datagram;
 pub use link::Link;
-pub use read::{FileFormat, Reader, Skipped};
+pub use read::{Damage, FileFormat, Reader, Skipped, MAX_RECORD};
 pub use record::{create_new, Existing};
 pub use streams::{Selection, Stream, Streams};
 pub use write::Writer;
-
-/// One UDP datagram read from a capture.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Datagram {
-    /// When it was captured.
-    pub time: SystemTime,
-    /// The sender's address and port.
-    pub from: SocketAddr,
-    /// The destination address and port.
-    pub to: SocketAddr,
-    /// The UDP payload (a Forza packet, for the streams this program cares about).
-    pub payload: Vec<u8>,
-}
 
 /// What went wrong with a capture file, naming the file.
 #[derive(Debug)]

@@ -182,10 +182,12 @@ pub fn replay(
     'passes: for pass in 0.. {
         report.passes = pass + 1;
         let mut sent_in_pass = 0;
-        for d in Reader::open(path)? {
+        let mut reader = Reader::open(path)?;
+        while let Some(d) = reader.next_datagram() {
             let d = match d {
                 Ok(d) => d,
-                Err(CaptureError::Truncated { .. }) => break,
+                // The scan reported where the reading ends early.
+                Err(CaptureError::Truncated { .. } | CaptureError::Corrupt { .. }) => break,
                 Err(e) => return Err(e),
             };
             if !selection.matches(&d) {
@@ -197,7 +199,7 @@ pub fn replay(
                 report.stopped = true;
                 break 'passes;
             }
-            match send(&socket, &d.payload, options.to) {
+            match send(&socket, d.payload, options.to) {
                 Ok(()) => {
                     report.sent += 1;
                     sent_in_pass += 1;

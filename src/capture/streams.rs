@@ -8,7 +8,7 @@ use std::time::{Duration, SystemTime};
 
 use crate::wire::{detect, Format};
 
-use super::read::{Reader, Skipped};
+use super::read::{Damage, Reader, Skipped};
 use super::{thousands, CaptureError, Datagram};
 
 /// Senders listed per stream; more are counted.
@@ -39,7 +39,7 @@ pub struct Stream {
 }
 
 impl Stream {
-    fn new(d: &Datagram) -> Stream {
+    fn new(d: &Datagram<&[u8]>) -> Stream {
         Stream {
             to: d.to,
             sources: Vec::new(),
@@ -53,7 +53,7 @@ impl Stream {
     }
 
     /// Counts `d`; `new_sender` when its sender has not sent to this stream before.
-    fn add(&mut self, d: &Datagram, new_sender: bool) {
+    fn add(&mut self, d: &Datagram<&[u8]>, new_sender: bool) {
         self.packets += 1;
         *self.lengths.entry(d.payload.len()).or_default() += 1;
         self.first = self.first.min(d.time);
@@ -65,7 +65,7 @@ impl Stream {
                 self.more_sources += 1;
             }
         }
-        if let Some(f) = detect(&d.payload).filter(|f| f.is_horizon()) {
+        if let Some(f) = detect(d.payload).filter(|f| f.is_horizon()) {
             self.horizon = Some(f);
         }
     }
@@ -138,7 +138,7 @@ struct Tally {
 }
 
 impl Tally {
-    fn add(&mut self, d: &Datagram) {
+    fn add(&mut self, d: &Datagram<&[u8]>) {
         let i = *self.index.entry(d.to).or_insert_with(|| {
             self.streams.push(Stream::new(d));
             self.streams.len() - 1
@@ -165,8 +165,11 @@ pub struct Streams {
     pub frames: u64,
     /// Frames that held no usable UDP datagram.
     pub skipped: Skipped,
-    /// Set when the file ends inside a record: everything before it was read
-    /// (a capture cut off by a crash or a full disk). Other errors fail the scan.
+    /// What was wrong in the file but read past.
+    pub damage: Damage,
+    /// Set when the reading ended early: the file ends inside a record (a
+    /// capture cut off by a crash or a full disk), or a pcapng block's length
+    /// can't be right. Everything before was read. Other errors fail the scan.
     pub truncated: Option<CaptureError>,
 }
 
@@ -176,22 +179,29 @@ impl Streams {
         let mut reader = Reader::open(path)?;
         let mut tally = Tally::default();
         let mut truncated = None;
-        for d in reader.by_ref() {
-            let d = match d {
-                Ok(d) => d,
-                Err(e @ CaptureError::Truncated { .. }) => {
+        while let Some(d) = reader.next_datagram() {
+            match d {
+                Ok(d) => tally.add(&d),
+                Err(e @ (CaptureError::Truncated { .. } | CaptureError::Corrupt { .. })) => {
                     truncated = Some(e);
-                    break;
                 }
                 Err(e) => return Err(e),
-            };
-            tally.add(&d);
+            }
+        }
+        if tally.streams.is_empty() {
+            if let Some(link) = reader.other_link() {
+                return Err(CaptureError::UnsupportedLink {
+                    path: path.to_owned(),
+                    link,
+                });
+            }
         }
         Ok(Streams {
             path: path.to_owned(),
             streams: tally.into_streams(),
             frames: reader.frames(),
             skipped: reader.skipped(),
+            damage: reader.damage(),
             truncated,
         })
     }
@@ -261,7 +271,7 @@ pub struct Selection {
 
 impl Selection {
     /// Whether `d` is one of them.
-    pub fn matches(&self, d: &Datagram) -> bool {
+    pub fn matches<P>(&self, d: &Datagram<P>) -> bool {
         d.to.port() == self.port
     }
 
@@ -293,7 +303,12 @@ mod tests {
     fn tally(datagrams: &[Datagram]) -> Vec<Stream> {
         let mut t = Tally::default();
         for d in datagrams {
-            t.add(d);
+            t.add(&Datagram {
+                time: d.time,
+                from: d.from,
+                to: d.to,
+                payload: &d.payload[..],
+            });
         }
         t.into_streams()
     }
@@ -369,6 +384,7 @@ mod tests {
             streams: tally(ds),
             frames: ds.len() as u64,
             skipped: Skipped::default(),
+            damage: Damage::default(),
             truncated: None,
         }
     }
