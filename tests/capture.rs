@@ -1193,6 +1193,97 @@ fn a_pcapng_block_whose_length_cannot_be_right_ends_the_reading_after_what_came_
 }
 
 // ---------------------------------------------------------------------------
+// Many streams (issue 12 item 7)
+
+/// Distinct destinations in the many-streams capture, one datagram each, besides
+/// its two real streams.
+const SINGLE_STREAMS: u32 = 200_000;
+/// Destination ports among them.
+const SINGLE_PORTS: u32 = 50_000;
+/// The first of them: above the two real streams' ports.
+const FIRST_SINGLE_PORT: u32 = 10_000;
+
+/// A capture of 100 fh6 packets to 127.0.0.1:5400 and 50 fm7 packets to
+/// 127.0.0.1:5300, then [`SINGLE_STREAMS`] datagrams each to a destination of
+/// its own, written with the crate's writer.
+fn many_streams_capture(path: &Path) {
+    let mut w = Writer::create(path).expect("create");
+    let from = addr("127.0.0.1:50000");
+    for i in 0..100u32 {
+        let t = at(Duration::from_millis(u64::from(i) * 10));
+        w.write(t, from, addr("127.0.0.1:5400"), &forza_payload(i))
+            .expect("write");
+        if i % 2 == 0 {
+            let fm7 = Spec::new(Format::Fm7, i).build();
+            w.write(t, from, addr("127.0.0.1:5300"), &fm7)
+                .expect("write");
+        }
+    }
+    let t = at(Duration::from_secs(1));
+    for i in 0..SINGLE_STREAMS {
+        let ip = std::net::Ipv4Addr::from(0x0A00_0000 | i);
+        let to = SocketAddr::from((ip, (FIRST_SINGLE_PORT + i % SINGLE_PORTS) as u16));
+        w.write(t, from, to, b"x").expect("write");
+    }
+    w.flush().expect("flush");
+}
+
+#[test]
+fn issue12_a_capture_of_many_streams_lists_the_top_20_and_counts_the_rest() {
+    let (_dir, path) = temp_file("many-streams.pcap");
+    many_streams_capture(&path);
+    let file = path.display().to_string();
+    let done = Bin::run(&["replay", &file, "--to", "127.0.0.1:9"], None);
+    assert_eq!(done.code(), 2, "several ports");
+    let listed: Vec<&str> = done
+        .stderr
+        .lines()
+        .filter(|l| l.trim_start().starts_with("--port"))
+        .collect();
+    assert_eq!(
+        listed.len(),
+        20,
+        "{}",
+        &done.stderr[..done.stderr.len().min(4_000)]
+    );
+    assert!(
+        listed[0].contains("--port 5400") && listed[0].contains("100 packets of 324 bytes"),
+        "{}",
+        listed[0]
+    );
+    assert!(
+        listed[1].contains("--port 5300") && listed[1].contains("50 packets of 311 bytes (fm7)"),
+        "{}",
+        listed[1]
+    );
+    assert_eq!(u64::from(SINGLE_STREAMS) + 2 - 20, 199_982);
+    assert_eq!(SINGLE_PORTS + 2, 50_002);
+    done.assert_stderr_has(&["to 50,002 destination ports", "and 199,982 more streams"]);
+    assert!(
+        done.stderr.lines().count() < 30,
+        "{}",
+        done.stderr.lines().count()
+    );
+
+    let streams = Streams::scan(&path).expect("scan");
+    let sel = streams.select(Some(5400)).expect("the Forza port");
+    assert_eq!(sel.packets, 100);
+    assert_eq!(sel.duration(), Duration::from_millis(990));
+    let sel = streams.select(Some(10_000)).expect("a single's port");
+    assert_eq!(sel.packets, u64::from(SINGLE_STREAMS / SINGLE_PORTS));
+    let e = streams
+        .select(Some(7))
+        .expect_err("no such port")
+        .to_string();
+    assert_eq!(
+        e.lines().filter(|l| l.contains("--port")).count(),
+        20,
+        "{e}"
+    );
+    assert!(e.contains("and 199,982 more streams"), "{e}");
+}
+
+// ---------------------------------------------------------------------------
 // Replay
 
 /// A capture of `n` fh6 packets `gap` apart to 127.0.0.1:5400, with a foreign

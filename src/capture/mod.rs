@@ -31,7 +31,7 @@ pub use crate::tap::Datagram;
 pub use link::Link;
 pub use read::{Damage, FileFormat, Reader, Skipped, MAX_RECORD};
 pub use record::{create_new, Existing};
-pub use streams::{Selection, Stream, Streams};
+pub use streams::{Listing, Selection, Stream, Streams, MAX_STREAMS, SHOWN_STREAMS};
 pub use write::Writer;
 
 /// What went wrong with a capture file, naming the file.
@@ -135,8 +135,10 @@ pub enum CaptureError {
     SeveralPorts {
         /// The file.
         path: PathBuf,
-        /// Its streams, most packets first.
-        streams: Vec<Stream>,
+        /// How many destination ports.
+        ports: usize,
+        /// Its streams with the most packets, and how many more.
+        streams: Listing,
     },
     /// The port given has no datagram in the capture.
     NoSuchPort {
@@ -144,8 +146,8 @@ pub enum CaptureError {
         path: PathBuf,
         /// The port asked for.
         port: u16,
-        /// The streams there are.
-        streams: Vec<Stream>,
+        /// The streams there are: those with the most packets, and how many more.
+        streams: Listing,
     },
     /// The replay's socket could not be opened.
     Socket {
@@ -247,42 +249,30 @@ impl fmt::Display for CaptureError {
                 path.display(),
                 thousands(*frames)
             ),
-            E::SeveralPorts { path, streams } => {
-                let mut ports: Vec<u16> = streams.iter().map(|s| s.to.port()).collect();
-                ports.sort_unstable();
-                ports.dedup();
-                write!(
-                    f,
-                    "{} holds UDP datagrams to {} destination ports; pick one with --port PORT:",
-                    path.display(),
-                    ports.len()
-                )?;
-                list(f, streams)
-            }
+            E::SeveralPorts {
+                path,
+                ports,
+                streams,
+            } => write!(
+                f,
+                "{} holds UDP datagrams to {} destination ports; pick one with --port PORT:{streams}",
+                path.display(),
+                thousands(*ports as u64)
+            ),
             E::NoSuchPort {
                 path,
                 port,
                 streams,
-            } => {
-                write!(
-                    f,
-                    "{} holds no UDP datagrams to port {port}; its streams are:",
-                    path.display()
-                )?;
-                list(f, streams)
-            }
+            } => write!(
+                f,
+                "{} holds no UDP datagrams to port {port}; its streams are:{streams}",
+                path.display()
+            ),
             E::Socket { to, source } => {
                 write!(f, "cannot open a socket to send to {to}: {source}")
             }
         }
     }
-}
-
-fn list(f: &mut fmt::Formatter<'_>, streams: &[Stream]) -> fmt::Result {
-    for s in streams {
-        write!(f, "\n  --port {:<5}  {s}", s.to.port())?;
-    }
-    Ok(())
 }
 
 impl std::error::Error for CaptureError {
