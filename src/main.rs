@@ -421,8 +421,11 @@ fn replay(args: &ReplayArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    if let Some(note) = selection.long_gaps_note() {
+        warn!("{note}");
+    }
     let stop = stop_on_ctrl_c();
-    let total = selection.duration().as_secs_f64() / speed;
+    let total = selection.played.as_secs_f64() / speed;
     info!(
         "replaying {} packets to port {} ({:.1} s at speed {speed}) from {} to {to}{}",
         selection.packets,

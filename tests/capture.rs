@@ -1502,6 +1502,65 @@ fn binary_replay_sends_the_chosen_stream_and_prints_the_final_line() {
     assert_paced(&got, Duration::from_millis(5));
 }
 
+/// A year, as a damaged timestamp might jump.
+const A_YEAR: Duration = Duration::from_secs(365 * 24 * 3_600);
+
+#[test]
+fn issue12_a_gap_of_years_is_replayed_as_one_second_and_said_once() {
+    let _timing = timing_lock();
+    let (_dir, path) = temp_file("jump.pcap");
+    let mut w = Writer::create(&path).expect("create");
+    let (from, to_forza) = (addr("127.0.0.1:50000"), addr("127.0.0.1:5400"));
+    let mut offsets = Vec::new();
+    for i in 0..10u32 {
+        // Two jumps forward by a year, after packets 3 and 6.
+        let jumps = match i {
+            0..=3 => 0,
+            4..=6 => 1,
+            _ => 2,
+        };
+        offsets.push(A_YEAR * jumps + Duration::from_millis(u64::from(i) * 10));
+    }
+    for (i, offset) in offsets.iter().enumerate() {
+        w.write(at(*offset), from, to_forza, &forza_payload(i as u32))
+            .expect("write");
+    }
+    w.flush().expect("flush");
+    drop(w);
+
+    let (socket, to) = receiver();
+    let file = path.display().to_string();
+    let bin = Bin::spawn(&["replay", &file, "--to", &to.to_string()], None);
+    let got = receive(&socket, offsets.len());
+    let done = bin.wait();
+    assert_eq!(done.code(), 0, "{}", done.stderr);
+    assert_eq!(got.len(), offsets.len(), "every packet");
+    for (i, (_, bytes)) in got.iter().enumerate() {
+        assert_eq!(
+            view(bytes, Format::Fh6).timestamp_ms(),
+            i as u32,
+            "in order"
+        );
+    }
+    let gap = |i: usize| (got[i + 1].0 - got[i].0).as_secs_f64();
+    for i in [3, 6] {
+        // 1 s for the year, plus the 10 ms the packets are apart.
+        assert!(
+            (0.9..1.5).contains(&gap(i)),
+            "gap after {i}: {:.3} s",
+            gap(i)
+        );
+    }
+    let said = "2 gaps of more than 10 s between packets";
+    assert_eq!(
+        done.stderr.matches(said).count(),
+        1,
+        "said once:\n{}",
+        done.stderr
+    );
+    done.assert_stderr_has(&["each is replayed as 1 s", "(2.1 s at speed 1)"]);
+}
+
 #[test]
 fn binary_replay_of_a_tcpdump_capture_sends_the_forza_stream() {
     let (socket, to) = receiver();

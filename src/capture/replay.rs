@@ -2,7 +2,9 @@
 //!
 //! Every datagram is due at `start + offset / speed`, its offset taken from the
 //! capture's timestamps and `start` fixed once: lateness never accumulates, however
-//! long the replay runs. Waiting sleeps until shortly before the due time and spins
+//! long the replay runs. A gap over [`LONG_GAP`] (a clock jump, a damaged
+//! timestamp that would make a replay wait for years) is played as
+//! [`LONG_GAP_PLAYED`]. Waiting sleeps until shortly before the due time and spins
 //! the rest, since a sleep may overshoot by a scheduler tick.
 
 use std::io;
@@ -15,6 +17,10 @@ use super::{thousands, CaptureError, Reader, Selection};
 
 /// The slowest replay accepted: a thousand times slower than captured.
 pub const MIN_SPEED: f64 = 0.001;
+/// The longest gap between two datagrams replayed as captured.
+pub const LONG_GAP: Duration = Duration::from_secs(10);
+/// How long a longer gap is replayed.
+pub const LONG_GAP_PLAYED: Duration = Duration::from_secs(1);
 /// How long before a due time sleeping stops and spinning starts. Windows wakes a
 /// sleeper up to a millisecond late even with its high-resolution timer.
 #[cfg(windows)]
@@ -56,11 +62,23 @@ pub struct Options {
 }
 
 /// When each datagram is due: one start instant, and offsets scaled by the speed.
-#[derive(Debug, Clone, Copy, PartialEq)]
+///
+/// Within a pass the offsets are taken in file order: the first datagram is due
+/// at the pass's start, and a gap over [`LONG_GAP`] after the latest offset so
+/// far is shortened to [`LONG_GAP_PLAYED`] (as [`Selection::played`] counts
+/// it, so that a looping replay's passes follow on).
+#[derive(Debug, Clone, PartialEq)]
 pub struct Schedule {
     start: Instant,
     speed: f64,
     period: Duration,
+    /// The pass the fields below are for.
+    pass: u64,
+    /// The latest offset seen in the pass.
+    high: Option<Duration>,
+    /// Capture time not played in the pass: before its first datagram, and cut
+    /// from long gaps.
+    cut: Duration,
 }
 
 impl Schedule {
@@ -68,12 +86,15 @@ impl Schedule {
     pub fn new(start: Instant, speed: f64, selection: &Selection) -> Schedule {
         let gap = match selection.packets {
             0 | 1 => SINGLE_GAP,
-            n => selection.duration() / u32::try_from(n - 1).unwrap_or(u32::MAX),
+            n => selection.played / u32::try_from(n - 1).unwrap_or(u32::MAX),
         };
         Schedule {
             start,
             speed,
-            period: selection.duration() + gap.max(MIN_GAP),
+            period: selection.played + gap.max(MIN_GAP),
+            pass: 0,
+            high: None,
+            cut: Duration::ZERO,
         }
     }
 
@@ -83,9 +104,29 @@ impl Schedule {
     }
 
     /// When the datagram `offset` after the capture's first is due in pass `pass`
-    /// (0 for the first).
-    pub fn due(&self, pass: u64, offset: Duration) -> Instant {
-        let capture = pass as f64 * self.period.as_secs_f64() + offset.as_secs_f64();
+    /// (0 for the first). Call it for the datagrams of a pass in file order; asking
+    /// again for the same datagram gives the same answer.
+    pub fn due(&mut self, pass: u64, offset: Duration) -> Instant {
+        if pass != self.pass {
+            self.pass = pass;
+            self.high = None;
+        }
+        match self.high {
+            None => {
+                self.cut = offset;
+                self.high = Some(offset);
+            }
+            Some(high) if offset > high => {
+                let gap = offset - high;
+                if gap > LONG_GAP {
+                    self.cut += gap - LONG_GAP_PLAYED;
+                }
+                self.high = Some(offset);
+            }
+            Some(_) => {}
+        }
+        let played = offset.saturating_sub(self.cut);
+        let capture = pass as f64 * self.period.as_secs_f64() + played.as_secs_f64();
         let wall = Duration::try_from_secs_f64(capture / self.speed).unwrap_or(Duration::MAX);
         // Only past any clock's range (centuries): then it is due now.
         self.start.checked_add(wall).unwrap_or(self.start)
@@ -193,7 +234,7 @@ pub fn replay(
             if !selection.matches(&d) {
                 continue;
             }
-            let schedule = *schedule
+            let schedule = schedule
                 .get_or_insert_with(|| Schedule::new(Instant::now(), options.speed, selection));
             if !wait_until(schedule.due(pass, selection.offset(d.time)), stop) {
                 report.stopped = true;
@@ -225,7 +266,7 @@ pub fn replay(
             break;
         }
     }
-    if let Some(s) = schedule {
+    if let Some(s) = &schedule {
         report.elapsed = s.start.elapsed();
     }
     Ok(report)
@@ -284,13 +325,15 @@ mod tests {
             packets,
             first,
             last: first + Duration::from_millis(ms),
+            played: Duration::from_millis(ms),
+            long_gaps: 0,
         }
     }
 
     #[test]
     fn due_times_scale_with_speed_from_one_start() {
         let start = Instant::now();
-        let s = Schedule::new(start, 2.0, &selection(101, 1_000));
+        let mut s = Schedule::new(start, 2.0, &selection(101, 1_000));
         assert_eq!(
             s.period(),
             Duration::from_millis(1_010),
@@ -307,6 +350,32 @@ mod tests {
             (third.as_secs_f64() - 1.515).abs() < 1e-9,
             "pass 3 at {third:?}"
         );
+    }
+
+    #[test]
+    fn a_long_gap_is_played_as_one_second_and_each_pass_starts_afresh() {
+        let start = Instant::now();
+        let ms = Duration::from_millis;
+        let year = Duration::from_secs(365 * 86_400);
+        let mut sel = selection(4, 0);
+        sel.played = ms(2_020);
+        let mut s = Schedule::new(start, 1.0, &sel);
+        // The first in file order is due at once, whatever its offset.
+        assert_eq!(s.due(0, ms(5)), start);
+        assert_eq!(s.due(0, ms(15)), start + ms(10));
+        assert_eq!(s.due(0, ms(15)), start + ms(10), "asked again");
+        assert_eq!(s.due(0, year), start + ms(1_010), "a year played as 1 s");
+        assert_eq!(s.due(0, ms(1)), start, "back in time: at once");
+        assert_eq!(s.due(0, year + ms(10)), start + ms(1_020));
+        assert_eq!(s.due(0, 2 * year), start + ms(2_020), "and again");
+        let period = s.period();
+        assert_eq!(period, ms(2_020) + ms(2_020) / 3);
+        assert_eq!(
+            s.due(1, ms(5)),
+            start + period,
+            "the next pass from its start"
+        );
+        assert_eq!(s.due(1, year), start + period + ms(1_000));
     }
 
     #[test]

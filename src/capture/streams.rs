@@ -11,6 +11,7 @@ use std::time::{Duration, SystemTime};
 use crate::wire::{detect, Format};
 
 use super::read::{Damage, Reader, Skipped};
+use super::replay::{LONG_GAP, LONG_GAP_PLAYED};
 use super::{thousands, CaptureError, Datagram};
 
 /// Senders listed per stream; more are counted.
@@ -172,6 +173,51 @@ struct Port {
     packets: u64,
     first: SystemTime,
     last: SystemTime,
+    /// The first one's time, in file order: where a replay starts.
+    start: SystemTime,
+    /// The latest time so far, in file order.
+    high: SystemTime,
+    /// Time cut from gaps over [`LONG_GAP`], each played as [`LONG_GAP_PLAYED`].
+    cut: Duration,
+    /// Those gaps.
+    long_gaps: u64,
+}
+
+impl Port {
+    fn new(time: SystemTime) -> Port {
+        Port {
+            packets: 0,
+            first: time,
+            last: time,
+            start: time,
+            high: time,
+            cut: Duration::ZERO,
+            long_gaps: 0,
+        }
+    }
+
+    /// Counts a datagram of `time`, as a replay will pace it
+    /// ([`Schedule::due`](super::replay::Schedule::due)).
+    fn add(&mut self, time: SystemTime) {
+        self.packets += 1;
+        self.first = self.first.min(time);
+        self.last = self.last.max(time);
+        if let Ok(gap) = time.duration_since(self.high) {
+            if gap > LONG_GAP {
+                self.cut += gap - LONG_GAP_PLAYED;
+                self.long_gaps += 1;
+            }
+            self.high = time;
+        }
+    }
+
+    /// How long a replay takes, from the first datagram to the last.
+    fn played(&self) -> Duration {
+        self.high
+            .duration_since(self.start)
+            .unwrap_or_default()
+            .saturating_sub(self.cut)
+    }
 }
 
 /// Streams being counted, datagram by datagram, in bounded memory: at most
@@ -195,21 +241,10 @@ struct Tally {
 
 impl Tally {
     fn add(&mut self, d: &Datagram<&[u8]>) {
-        match self.ports.get_mut(&d.to.port()) {
-            Some(p) => {
-                p.packets += 1;
-                p.first = p.first.min(d.time);
-                p.last = p.last.max(d.time);
-            }
-            None => {
-                let port = Port {
-                    packets: 1,
-                    first: d.time,
-                    last: d.time,
-                };
-                self.ports.insert(d.to.port(), port);
-            }
-        }
+        self.ports
+            .entry(d.to.port())
+            .or_insert_with(|| Port::new(d.time))
+            .add(d.time);
         let i = match self.index.get(&d.to) {
             Some(&i) => i,
             None if self.streams.len() < MAX_STREAMS => {
@@ -397,6 +432,8 @@ impl Streams {
             packets: p.packets,
             first: p.first,
             last: p.last,
+            played: p.played(),
+            long_gaps: p.long_gaps,
         })
     }
 }
@@ -412,6 +449,12 @@ pub struct Selection {
     pub first: SystemTime,
     /// The latest timestamp among them.
     pub last: SystemTime,
+    /// How long a replay of them takes at speed 1: from the first in the file to
+    /// the latest, each gap over [`LONG_GAP`] played as [`LONG_GAP_PLAYED`].
+    pub played: Duration,
+    /// Gaps over [`LONG_GAP`] between one and the next (a clock jump, a damaged
+    /// timestamp).
+    pub long_gaps: u64,
 }
 
 impl Selection {
@@ -423,6 +466,23 @@ impl Selection {
     /// From the first timestamp to the last.
     pub fn duration(&self) -> Duration {
         self.last.duration_since(self.first).unwrap_or_default()
+    }
+
+    /// Says the gaps over [`LONG_GAP`] a replay shortens, if there are any.
+    pub fn long_gaps_note(&self) -> Option<String> {
+        let (n, noun, verb) = match self.long_gaps {
+            0 => return None,
+            1 => (1, "gap", "it is"),
+            n => (n, "gaps", "each is"),
+        };
+        Some(format!(
+            "the packets to port {} have {} {noun} of more than {} s between packets (a clock \
+             jump or a damaged timestamp); {verb} replayed as {} s",
+            self.port,
+            thousands(n),
+            LONG_GAP.as_secs(),
+            LONG_GAP_PLAYED.as_secs()
+        ))
     }
 
     /// Where `time` falls after the first timestamp (zero if before it).
@@ -583,6 +643,7 @@ mod tests {
         assert_eq!(s.more_streams, 6, "five of 8 bytes and the one to 5400");
         assert!(s.exact);
         let sel = s.select(Some(5400)).expect("counted by port");
+        assert_eq!(sel.long_gaps, 0);
         assert_eq!(
             (sel.packets, sel.duration()),
             (2, Duration::from_millis(16))
@@ -607,5 +668,35 @@ mod tests {
                 .ends_with("and 61 other lengths and 2 of lengths not counted one by one"),
             "{s}"
         );
+    }
+
+    #[test]
+    fn a_gap_over_ten_seconds_counts_as_one_and_is_noted() {
+        let day = 86_400_000;
+        let s = streams(&[
+            datagram("127.0.0.1:5", "127.0.0.1:5400", 324, 0),
+            datagram("127.0.0.1:5", "127.0.0.1:5400", 324, 10_000),
+            datagram("127.0.0.1:5", "127.0.0.1:5400", 324, day),
+            // Back in time: no gap, and the next gap is from the latest.
+            datagram("127.0.0.1:5", "127.0.0.1:5400", 324, 5),
+            datagram("127.0.0.1:5", "127.0.0.1:5400", 324, day + 16),
+            datagram("127.0.0.1:5", "127.0.0.1:5400", 324, 2 * day),
+        ]);
+        let sel = s.select(None).expect("one port");
+        assert_eq!(sel.long_gaps, 2, "10 s exactly is not over");
+        assert_eq!(
+            sel.played,
+            Duration::from_millis(10_000 + 1_000 + 16 + 1_000)
+        );
+        assert_eq!(sel.duration(), Duration::from_millis(2 * day));
+        assert_eq!(
+            sel.long_gaps_note().as_deref(),
+            Some(
+                "the packets to port 5400 have 2 gaps of more than 10 s between packets (a \
+                 clock jump or a damaged timestamp); each is replayed as 1 s"
+            )
+        );
+        let plain = streams(&[datagram("127.0.0.1:5", "127.0.0.1:5400", 324, 0)]);
+        assert_eq!(plain.select(None).unwrap().long_gaps_note(), None);
     }
 }
