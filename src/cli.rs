@@ -48,7 +48,7 @@ pub enum Command {
     /// replay, Wireshark or a bug report.
     Record(RecordArgs),
     /// Send the UDP packets of a capture (pcap or pcapng) again, with their
-    /// original spacing.
+    /// original spacing, or a raw dump of Forza datagrams at --rate.
     Replay(ReplayArgs),
 }
 
@@ -175,7 +175,8 @@ pub struct RecordArgs {
   forza-relay replay drive.pcap --to 127.0.0.1:5400
   forza-relay replay busy.pcapng --port 5300 --to 127.0.0.1:8000 --speed 2 --loop")]
 pub struct ReplayArgs {
-    /// The capture: a pcap or pcapng file (from forza-relay, tcpdump or Wireshark).
+    /// The capture: a pcap or pcapng file (from forza-relay, tcpdump or
+    /// Wireshark), or a raw dump of Forza datagrams back to back.
     #[arg(value_name = "FILE")]
     pub file: PathBuf,
     /// Where to send the packets: HOST:PORT.
@@ -191,6 +192,9 @@ pub struct ReplayArgs {
     /// holds packets to several ports.
     #[arg(long, value_name = "PORT")]
     pub port: Option<u16>,
+    /// Datagrams a second for a raw dump, which has no times [default: 60].
+    #[arg(long, value_name = "HZ")]
+    pub rate: Option<u32>,
 }
 
 /// Where the configuration comes from.

@@ -11,7 +11,7 @@ use clap::Parser as _;
 use log::{error, info, warn};
 
 use forza_relay::capture::record::{self, Recorder};
-use forza_relay::capture::{replay, CaptureError, Streams};
+use forza_relay::capture::{replay, CaptureError};
 use forza_relay::cli::{Cli, Command, DemoArgs, RecordArgs, ReplayArgs, Settings, SimulateArgs};
 use forza_relay::config::{
     system_look_up, Config, ConfigError, Overrides, StatsFormat, DEFAULT_FILE_NAME,
@@ -404,47 +404,41 @@ fn replay(args: &ReplayArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let streams = match Streams::scan(&args.file) {
-        Ok(streams) => streams,
+    let rate = match args.rate.map(replay::check_rate).transpose() {
+        Ok(rate) => rate,
+        Err(message) => {
+            eprintln!("error: --rate {message}");
+            return ExitCode::from(2);
+        }
+    };
+    let request = replay::Request {
+        file: &args.file,
+        to,
+        port: args.port,
+        speed,
+        rate,
+        repeat: args.repeat,
+    };
+    let plan = match replay::Plan::new(&request) {
+        Ok(plan) => plan,
         Err(e) => {
             eprintln!("error: {e}");
             return ExitCode::from(2);
         }
     };
-    if let Some(cut) = &streams.truncated {
-        warn!("{cut}; replaying the packets before the cut");
-    }
-    let selection = match streams.select(args.port) {
-        Ok(selection) => selection,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return ExitCode::from(2);
-        }
-    };
-    if let Some(note) = selection.long_gaps_note() {
-        warn!("{note}");
+    for warning in &plan.warnings {
+        warn!("{warning}");
     }
     let stop = stop_on_ctrl_c();
-    let total = selection.played.as_secs_f64() / speed;
-    info!(
-        "replaying {} packets to port {} ({:.1} s at speed {speed}) from {} to {to}{}",
-        selection.packets,
-        selection.port,
-        total,
-        args.file.display(),
-        if args.repeat { ", looping" } else { "" }
-    );
+    info!("{plan}");
+    let total = plan.length.as_secs_f64();
+    let selection = plan.selection;
     let bar = std::io::stderr().is_terminal().then(|| {
         let style = indicatif::ProgressStyle::with_template("{bar:30} {pos}/{len} packets  {msg}")
             .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar());
         indicatif::ProgressBar::new(selection.packets).with_style(style)
     });
-    let options = replay::Options {
-        to,
-        speed,
-        repeat: args.repeat,
-    };
-    let result = replay::replay(&args.file, &selection, &options, &stop, &mut |p| {
+    let result = plan.run(&stop, &mut |p| {
         if let Some(bar) = &bar {
             bar.set_position(p.sent_in_pass);
             let elapsed = p.elapsed.as_secs_f64();

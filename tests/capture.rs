@@ -810,8 +810,9 @@ fn a_file_that_is_not_a_capture_is_named_with_its_first_bytes() {
     let e = Reader::open(text.path()).expect_err("not a capture");
     let m = e.to_string();
     assert!(m.contains(&text.display()), "{m}");
-    assert!(m.contains("not a pcap or pcapng capture"), "{m}");
+    assert!(m.contains("is not a capture forza-relay reads"), "{m}");
     assert!(m.contains("5b 6c 69 73"), "{m}: '[lis' in hex");
+    assert!(m.contains("not a whole number of datagrams"), "{m}");
 
     let empty = TempPath::file("empty.pcap", "");
     let m = Reader::open(empty.path()).expect_err("empty").to_string();
@@ -1284,6 +1285,118 @@ fn issue12_a_capture_of_many_streams_lists_the_top_20_and_counts_the_rest() {
 }
 
 // ---------------------------------------------------------------------------
+// Raw dumps: Forza datagrams back to back, as many tools save them (issue 13
+// item 2)
+
+/// `n` packets of `format`, TimestampMS 1000, 1016, …, back to back.
+fn raw_dump(path: &Path, format: Format, n: u32) -> Vec<Vec<u8>> {
+    let packets: Vec<Vec<u8>> = (0..n)
+        .map(|i| Spec::new(format, 1_000 + 16 * i).build())
+        .collect();
+    std::fs::write(path, packets.concat()).expect("write the dump");
+    packets
+}
+
+#[test]
+fn issue13_a_raw_dump_is_replayed_complete_and_paced_at_the_rate_given() {
+    let _timing = timing_lock();
+    let dir = TempPath::dir("raw-replay");
+    for (format, n, rate) in [(Format::Fh6, 60, Some(120u32)), (Format::Fm7, 24, None)] {
+        let path = dir.path().join(format!("{}.bin", format.id()));
+        let sent = raw_dump(&path, format, n);
+        let (socket, to) = receiver();
+        let file = path.display().to_string();
+        let mut args = vec!["replay".to_owned(), file, "--to".to_owned(), to.to_string()];
+        if let Some(rate) = rate {
+            args.extend(["--rate".to_owned(), rate.to_string()]);
+        }
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let bin = Bin::spawn(&args, None);
+        let got = receive(&socket, sent.len());
+        let done = bin.wait();
+        assert_eq!(done.code(), 0, "{}", done.stderr);
+        assert_eq!(got.len(), sent.len(), "{format}: every datagram");
+        for (i, ((_, bytes), sent)) in got.iter().zip(&sent).enumerate() {
+            assert!(bytes == sent, "{format}: datagram {i} differs");
+        }
+        let rate = rate.unwrap_or(60);
+        let len = format.len();
+        done.assert_stderr_has(&[
+            &format!("a raw dump of {n} datagrams of {len} bytes"),
+            &format!("{rate} a second"),
+        ]);
+        assert_nothing_waiting(&socket);
+        assert_paced(&got, Duration::from_secs(1) / rate);
+    }
+}
+
+#[test]
+fn issue13_a_raw_dump_is_exported_with_a_row_per_datagram() {
+    let dir = TempPath::dir("raw-export");
+    let dump = dir.path().join("drive.bin");
+    raw_dump(&dump, Format::Fm2023, 45);
+    let out = dir.path().join("drive.csv");
+    let done = Bin::run(
+        &[
+            "export",
+            "--file",
+            &dump.display().to_string(),
+            "--output",
+            &out.display().to_string(),
+        ],
+        None,
+    );
+    assert_eq!(done.code(), 0, "{}", done.stderr);
+    let mut csv = csv::Reader::from_path(&out).expect("the CSV");
+    let column = csv
+        .headers()
+        .expect("a header")
+        .iter()
+        .position(|h| h == "TimestampMS")
+        .expect("a TimestampMS column");
+    let stamps: Vec<u32> = csv
+        .records()
+        .map(|r| r.expect("a row")[column].parse().expect("a number"))
+        .collect();
+    assert_eq!(
+        stamps,
+        (0..45).map(|i| 1_000 + 16 * i).collect::<Vec<u32>>()
+    );
+}
+
+#[test]
+fn issue13_a_file_that_is_neither_says_which_inputs_are_understood() {
+    let dir = TempPath::dir("raw-bad");
+    let odd = dir.path().join("odd.bin");
+    std::fs::write(&odd, vec![0u8; 1_000]).expect("write");
+    let done = Bin::run(
+        &["replay", &odd.display().to_string(), "--to", "127.0.0.1:9"],
+        None,
+    );
+    assert_eq!(done.code(), 2, "{}", done.stderr);
+    done.assert_stderr_has(&[
+        "pcap",
+        "pcapng",
+        "raw dumps of Forza datagrams back to back (232, 311, 324 or 331 bytes each)",
+        "its 1,000 bytes are not a whole number of datagrams of any of those lengths",
+    ]);
+    // The right size, but not Forza packets: IsRaceOn is 0 or 1 in every one.
+    let floats = dir.path().join("floats.bin");
+    std::fs::write(&floats, [1.5f32.to_le_bytes(); 81].concat()).expect("write");
+    let done = Bin::run(
+        &[
+            "replay",
+            &floats.display().to_string(),
+            "--to",
+            "127.0.0.1:9",
+        ],
+        None,
+    );
+    assert_eq!(done.code(), 2, "{}", done.stderr);
+    done.assert_stderr_has(&["datagram 1 of 324 bytes has IsRaceOn = 1069547520"]);
+}
+
+// ---------------------------------------------------------------------------
 // Replay
 
 /// A capture of `n` fh6 packets `gap` apart to 127.0.0.1:5400, with a foreign
@@ -1492,7 +1605,9 @@ fn binary_replay_sends_the_chosen_stream_and_prints_the_final_line() {
     let done = bin.wait();
     assert_eq!(done.code(), 0, "{}", done.stderr);
     done.assert_stderr_has(&[
-        "replaying 40 packets to port 5400 (0.2 s at speed 2)",
+        &format!(
+            "replaying {file} to {to}: the 40 packets sent to port 5400 at speed 2, over 0.2 s"
+        ),
         &format!("replay finished: sent 40 packets to {to} in 0."),
     ]);
     for (i, (_, bytes)) in got.iter().enumerate() {
@@ -1558,7 +1673,34 @@ fn issue12_a_gap_of_years_is_replayed_as_one_second_and_said_once() {
         "said once:\n{}",
         done.stderr
     );
-    done.assert_stderr_has(&["each is replayed as 1 s", "(2.1 s at speed 1)"]);
+    done.assert_stderr_has(&["each is replayed as 1 s", "sent to port 5400, over 2.1 s"]);
+}
+
+#[test]
+fn issue13_replay_says_once_when_nothing_listens_at_the_target() {
+    let (_dir, path) = temp_file("nobody.pcap");
+    paced_capture(&path, 20, Duration::from_millis(5));
+    // A port that was free a moment ago: nothing listens there now.
+    let to = UdpSocket::bind("127.0.0.1:0")
+        .and_then(|s| s.local_addr())
+        .expect("a free port");
+    let file = path.display().to_string();
+    let done = Bin::run(
+        &["replay", &file, "--to", &to.to_string(), "--port", "5400"],
+        None,
+    );
+    assert_eq!(done.code(), 0, "{}", done.stderr);
+    let said = format!("nothing is listening at {to} (is the tool running?); still sending");
+    assert_eq!(
+        done.stderr.matches(&said).count(),
+        1,
+        "said once:\n{}",
+        done.stderr
+    );
+    done.assert_stderr_has(&[
+        "replay finished: sent 20 packets",
+        "nothing was listening there",
+    ]);
 }
 
 #[test]
@@ -1613,7 +1755,7 @@ fn binary_replay_loops_until_ctrl_c_or_sigterm_and_prints_the_final_line() {
             ],
             None,
         );
-        bin.wait_for_line("looping");
+        bin.wait_for_line("again and again until Ctrl-C");
         let got = receive(&socket, 25);
         bin.signal(signal);
         let done = bin.wait();

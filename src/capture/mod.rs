@@ -29,7 +29,9 @@ use std::path::PathBuf;
 
 pub use crate::tap::Datagram;
 pub use link::Link;
-pub use read::{Damage, FileFormat, Reader, Skipped, MAX_RECORD};
+pub use read::{
+    Damage, FileFormat, NotRawDump, Reader, Skipped, MAX_RECORD, RAW_DUMP_ADDR, RAW_DUMP_RATE,
+};
 pub use record::{create_new, Existing};
 pub use streams::{Listing, Selection, Stream, Streams, MAX_STREAMS, SHOWN_STREAMS};
 pub use write::Writer;
@@ -83,12 +85,15 @@ pub enum CaptureError {
         /// The file.
         path: PathBuf,
     },
-    /// The file starts with neither a pcap nor a pcapng magic number.
+    /// The file starts with neither a pcap nor a pcapng magic number, and is
+    /// not a raw dump either.
     NotACapture {
         /// The file.
         path: PathBuf,
         /// Its first (up to four) bytes.
         start: Vec<u8>,
+        /// Why it is not a raw dump.
+        why: NotRawDump,
     },
     /// The file ends inside a record (or inside its header, with 0 packets).
     Truncated {
@@ -191,18 +196,18 @@ impl fmt::Display for CaptureError {
                 write!(f, "cannot write to {}: {source}", path.display())
             }
             E::Empty { path } => write!(f, "{} is empty, not a capture", path.display()),
-            E::NotACapture { path, start } => {
+            E::NotACapture { path, start, why } => {
                 write!(
                     f,
-                    "{} is not a pcap or pcapng capture (it starts with",
+                    "{} is not a capture forza-relay reads; it reads pcap (starting with d4 c3 \
+                     b2 a1 or a1 b2 c3 d4), pcapng (0a 0d 0d 0a) and raw dumps of Forza \
+                     datagrams back to back (232, 311, 324 or 331 bytes each). It starts with",
                     path.display()
                 )?;
                 for b in start {
                     write!(f, " {b:02x}")?;
                 }
-                f.write_str(
-                    "; a pcap starts with d4 c3 b2 a1 or a1 b2 c3 d4, a pcapng with 0a 0d 0d 0a)",
-                )
+                write!(f, ", and {why}")
             }
             E::Truncated { path, packets: 0 } => write!(
                 f,

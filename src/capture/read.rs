@@ -1,5 +1,7 @@
 //! Reading captures: pcap or pcapng (told by the magic number), any link type of
-//! [`Link`], one UDP datagram at a time so a capture of any size streams through.
+//! [`Link`], one UDP datagram at a time so a capture of any size streams through;
+//! and raw dumps, Forza datagrams of one length back to back as many tools save
+//! them, without times or addresses (told by their length and content).
 //!
 //! The file is read record by record with a buffer of the reader's own: a record
 //! of any size is read past (one over [`MAX_RECORD`] is skipped and counted), and
@@ -10,13 +12,15 @@
 //! before it.
 
 use std::fs::File;
-use std::io::{self, BufReader, Read};
+use std::io::{self, BufReader, Read, Seek};
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use super::ip::Skip;
 use super::link::Link;
 use super::{thousands, CaptureError, Datagram};
+use crate::wire::{field, Format};
 
 /// The first four bytes of a pcapng file (a Section Header Block).
 const PCAPNG_MAGIC: [u8; 4] = [0x0A, 0x0D, 0x0D, 0x0A];
@@ -48,6 +52,22 @@ const DEFAULT_TSRESOL: u8 = 6;
 /// (at most 65,535 bytes) and its link header. Longer ones are skipped and counted.
 pub const MAX_RECORD: usize = 262_144;
 
+/// Datagrams a second a raw dump is read at: it has no times, so datagram `i`
+/// is given the time `i / 60` s after the Unix epoch, one game frame apart.
+pub const RAW_DUMP_RATE: u32 = 60;
+/// The sender and destination a raw dump's datagrams are given: it has neither.
+pub const RAW_DUMP_ADDR: SocketAddr = SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0));
+/// The Forza lengths a raw dump may have, shortest first.
+const RAW_LENGTHS: [usize; 4] = [232, 311, 324, 331];
+const _: () = assert!(
+    RAW_LENGTHS[0] == Format::Sled.len()
+        && RAW_LENGTHS[1] == Format::Fm7.len()
+        && RAW_LENGTHS[2] == Format::Fh6.len()
+        && RAW_LENGTHS[3] == Format::Fm2023.len()
+);
+/// Datagrams of a raw dump looked at to tell its length.
+const RAW_SAMPLE: usize = 256;
+
 /// The file formats read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FileFormat {
@@ -55,6 +75,135 @@ pub enum FileFormat {
     Pcap,
     /// pcapng (Wireshark's default).
     PcapNg,
+    /// Forza datagrams of one length back to back, without times or addresses.
+    RawDump {
+        /// The datagrams' length: 232, 311, 324 or 331 bytes.
+        len: usize,
+        /// How many.
+        datagrams: u64,
+    },
+}
+
+impl std::fmt::Display for FileFormat {
+    /// `pcap`, `pcapng`, `a raw dump of 3,600 datagrams of 324 bytes (fh4/fh5/fh6)`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            FileFormat::Pcap => f.write_str("pcap"),
+            FileFormat::PcapNg => f.write_str("pcapng"),
+            FileFormat::RawDump { len, datagrams } => {
+                let games = match Format::ALL.iter().find(|g| g.len() == *len) {
+                    Some(_) if *len == Format::Fh6.len() => "fh4/fh5/fh6".to_owned(),
+                    Some(g) => g.id().to_owned(),
+                    None => "?".to_owned(),
+                };
+                write!(
+                    f,
+                    "a raw dump of {} datagrams of {len} bytes ({games})",
+                    thousands(*datagrams)
+                )
+            }
+        }
+    }
+}
+
+/// Why a file that is neither pcap nor pcapng is not a raw dump either.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NotRawDump {
+    /// Its size is no whole number of datagrams of a Forza length.
+    Size(u64),
+    /// As datagrams of `len` bytes, datagram `index` (from 1) has an IsRaceOn
+    /// other than 0 or 1.
+    RaceOn {
+        /// The length tried.
+        len: usize,
+        /// Which datagram, from 1.
+        index: usize,
+        /// Its IsRaceOn.
+        value: i32,
+    },
+    /// Datagrams of several lengths read alike.
+    Ambiguous(Vec<usize>),
+}
+
+impl std::fmt::Display for NotRawDump {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            NotRawDump::Size(size) => write!(
+                f,
+                "its {} bytes are not a whole number of datagrams of any of those lengths",
+                thousands(*size)
+            ),
+            NotRawDump::RaceOn { len, index, value } => write!(
+                f,
+                "read as a raw dump, datagram {index} of {len} bytes has IsRaceOn = {value}, \
+                 where a Forza packet has 0 or 1"
+            ),
+            NotRawDump::Ambiguous(lens) => {
+                f.write_str("it reads as datagrams of")?;
+                for (i, len) in lens.iter().enumerate() {
+                    let sep = match i {
+                        0 => " ",
+                        i if i + 1 == lens.len() => " or ",
+                        _ => ", ",
+                    };
+                    write!(f, "{sep}{len}")?;
+                }
+                f.write_str(" bytes alike, so its length can't be told")
+            }
+        }
+    }
+}
+
+/// The length of the datagrams of a raw dump of `size` bytes that starts with
+/// `sample` (its first bytes, [`RAW_SAMPLE`] datagrams or all of it): one that
+/// divides the size and gives every datagram looked at an IsRaceOn of 0 or 1;
+/// among several, the one whose TimestampMS most often rises by a frame or so.
+fn raw_dump_length(size: u64, sample: &[u8]) -> Result<usize, NotRawDump> {
+    let race_on_at = field::IS_RACE_ON.offset;
+    let timestamp_at = field::TIMESTAMP_MS.offset;
+    let word = |b: &[u8], at: usize| [b[at], b[at + 1], b[at + 2], b[at + 3]];
+    let mut fits = Vec::new();
+    let mut first_bad = None;
+    for len in RAW_LENGTHS {
+        if size == 0 || size % len as u64 != 0 {
+            continue;
+        }
+        let datagrams: Vec<&[u8]> = sample.chunks_exact(len).take(RAW_SAMPLE).collect();
+        let bad = datagrams.iter().enumerate().find_map(|(i, d)| {
+            let value = i32::from_le_bytes(word(d, race_on_at));
+            (value != 0 && value != 1).then_some(NotRawDump::RaceOn {
+                len,
+                index: i + 1,
+                value,
+            })
+        });
+        if let Some(bad) = bad {
+            first_bad.get_or_insert(bad);
+            continue;
+        }
+        // A frame apart is 16 or 33 ms; a second covers pauses in sending.
+        let steps = datagrams
+            .windows(2)
+            .filter(|w| {
+                let step = u32::from_le_bytes(word(w[1], timestamp_at))
+                    .wrapping_sub(u32::from_le_bytes(word(w[0], timestamp_at)));
+                (1..=1_000).contains(&step)
+            })
+            .count();
+        fits.push((len, steps));
+    }
+    let Some(best) = fits.iter().map(|(_, steps)| *steps).max() else {
+        return Err(first_bad.unwrap_or(NotRawDump::Size(size)));
+    };
+    let best: Vec<usize> = fits
+        .iter()
+        .filter(|(_, steps)| *steps == best)
+        .map(|(len, _)| *len)
+        .collect();
+    match best[..] {
+        [len] => Ok(len),
+        _ => Err(NotRawDump::Ambiguous(best)),
+    }
 }
 
 /// Frames read that held no UDP datagram to use, by reason.
@@ -223,13 +372,17 @@ enum Layout {
         /// The current section's interfaces, by number.
         interfaces: Vec<Interface>,
     },
+    RawDump {
+        len: usize,
+    },
 }
 
 /// One packet record of the file, its bytes in the reader's buffer.
 #[derive(Debug, Clone, Copy)]
 struct LinkRecord {
     time: SystemTime,
-    link: Link,
+    /// Its link layer; `None` for a raw dump's bare datagram.
+    link: Option<Link>,
     len: usize,
 }
 
@@ -337,12 +490,41 @@ impl Reader {
                 path: path.to_owned(),
             });
         } else {
-            return Err(CaptureError::NotACapture {
-                path: path.to_owned(),
-                start: magic[..got].to_vec(),
-            });
+            reader.raw_dump(&magic[..got])?;
         }
         Ok(reader)
+    }
+
+    /// Takes the file, which starts with `start`, as a raw dump if it is one.
+    fn raw_dump(&mut self, start: &[u8]) -> Result<(), CaptureError> {
+        let path = self.path.clone();
+        let open_error = |source| CaptureError::Open { path, source };
+        let size = self
+            .input
+            .get_ref()
+            .metadata()
+            .map_err(open_error.clone())?
+            .len();
+        self.input.rewind().map_err(open_error.clone())?;
+        let mut sample = vec![0u8; RAW_SAMPLE * RAW_LENGTHS[3]];
+        let got = self.fill(&mut sample)?;
+        sample.truncate(got);
+        self.input.rewind().map_err(open_error)?;
+        match raw_dump_length(size, &sample) {
+            Ok(len) => {
+                self.format = FileFormat::RawDump {
+                    len,
+                    datagrams: size / len as u64,
+                };
+                self.layout = Layout::RawDump { len };
+                Ok(())
+            }
+            Err(why) => Err(CaptureError::NotACapture {
+                path: self.path.clone(),
+                start: start.to_vec(),
+                why,
+            }),
+        }
     }
 
     /// The file read.
@@ -350,7 +532,7 @@ impl Reader {
         &self.path
     }
 
-    /// pcap or pcapng.
+    /// pcap, pcapng, or a raw dump and its datagrams' length.
     pub fn format(&self) -> FileFormat {
         self.format
     }
@@ -396,7 +578,10 @@ impl Reader {
             self.frames += 1;
             self.last_time = record.time;
             let frame = &self.buf[..record.len];
-            match record.link.udp(frame) {
+            let Some(link) = record.link else {
+                break (record.time, RAW_DUMP_ADDR, RAW_DUMP_ADDR, 0..record.len);
+            };
+            match link.udp(frame) {
                 Ok(udp) => {
                     // The payload lies inside the frame: where, so that it can be
                     // lent once this loop's borrows end.
@@ -429,11 +614,30 @@ impl Reader {
                     big_endian,
                 } => self.pcap_record(link, nanos, big_endian)?,
                 Layout::PcapNg { .. } => self.pcapng_block()?,
+                Layout::RawDump { len } => Some(self.raw_datagram(len)?),
             };
             if let Some(record) = record {
                 return Ok(record);
             }
         }
+    }
+
+    /// The next datagram of a raw dump, timed [`RAW_DUMP_RATE`] a second.
+    fn raw_datagram(&mut self, len: usize) -> Result<LinkRecord, Stop> {
+        self.buf.resize(len, 0);
+        let got = read_up_to(&mut self.input, &mut self.buf).map_err(|e| self.read_error(e))?;
+        match got {
+            0 => return Err(Stop::End),
+            n if n < len => return Err(self.cut().into()),
+            _ => {}
+        }
+        let nanos = u128::from(self.frames) * 1_000_000_000 / u128::from(RAW_DUMP_RATE);
+        let since = Duration::from_nanos(u64::try_from(nanos).unwrap_or(u64::MAX));
+        Ok(LinkRecord {
+            time: UNIX_EPOCH + since,
+            link: None,
+            len,
+        })
     }
 
     /// The next pcap record; `None` when it was skipped (and counted).
@@ -469,7 +673,11 @@ impl Reader {
             self.damage.timestamps += 1;
             self.last_time
         };
-        Ok(Some(LinkRecord { time, link, len }))
+        Ok(Some(LinkRecord {
+            time,
+            link: Some(link),
+            len,
+        }))
     }
 
     /// Reads a Section Header Block whose 4-byte type was just read: its byte
@@ -513,7 +721,7 @@ impl Reader {
         }
         let big_endian = match self.layout {
             Layout::PcapNg { big_endian, .. } => big_endian,
-            Layout::Pcap { .. } => false,
+            Layout::Pcap { .. } | Layout::RawDump { .. } => false,
         };
         let mut len = [0u8; 4];
         self.exactly(&mut len)?;
@@ -664,7 +872,7 @@ impl Reader {
         let time = self.interface_time(interface, ticks);
         Ok(Some(LinkRecord {
             time,
-            link,
+            link: Some(link),
             len: len as usize,
         }))
     }
@@ -691,7 +899,7 @@ impl Reader {
         *body -= len;
         Ok(Some(LinkRecord {
             time: self.last_time,
-            link,
+            link: Some(link),
             len: len as usize,
         }))
     }
@@ -727,7 +935,7 @@ impl Reader {
             Layout::PcapNg { interfaces, .. } => interfaces
                 .get(id as usize)
                 .map_or(self.last_time, |i| i.time(ticks)),
-            Layout::Pcap { .. } => self.last_time,
+            Layout::Pcap { .. } | Layout::RawDump { .. } => self.last_time,
         }
     }
 
@@ -743,16 +951,7 @@ impl Reader {
 
     /// Fills `buf` as far as the file goes; the number of bytes read.
     fn fill(&mut self, buf: &mut [u8]) -> Result<usize, CaptureError> {
-        let mut got = 0;
-        while got < buf.len() {
-            match self.input.read(&mut buf[got..]) {
-                Ok(0) => break,
-                Ok(n) => got += n,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(self.read_error(e)),
-            }
-        }
-        Ok(got)
+        read_up_to(&mut self.input, buf).map_err(|e| self.read_error(e))
     }
 
     /// Fills `buf`; the file ending first is a cut.
@@ -806,6 +1005,20 @@ impl Iterator for Reader {
     fn next(&mut self) -> Option<Self::Item> {
         self.next_datagram().map(|d| d.map(|d| d.owned()))
     }
+}
+
+/// Fills `buf` as far as `input` goes; the number of bytes read.
+fn read_up_to(input: &mut impl Read, buf: &mut [u8]) -> io::Result<usize> {
+    let mut got = 0;
+    while got < buf.len() {
+        match input.read(&mut buf[got..]) {
+            Ok(0) => break,
+            Ok(n) => got += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(got)
 }
 
 fn u32_of(b: &[u8], big_endian: bool) -> u32 {
@@ -879,6 +1092,55 @@ mod tests {
             since_epoch(interface(255, 0).time(u64::MAX)),
             Duration::ZERO,
             "2^-127 s per tick: nothing, and no overflow"
+        );
+    }
+
+    /// `n` datagrams of `len` bytes: IsRaceOn 1, TimestampMS rising by 16 ms.
+    fn dump(len: usize, n: u32) -> Vec<u8> {
+        let mut b = Vec::new();
+        for i in 0..n {
+            let mut d = vec![0u8; len];
+            d[..4].copy_from_slice(&1i32.to_le_bytes());
+            d[4..8].copy_from_slice(&(5_000 + 16 * i).to_le_bytes());
+            b.extend(d);
+        }
+        b
+    }
+
+    #[test]
+    fn a_raw_dump_s_length_is_told_by_its_size_and_contents() {
+        for len in RAW_LENGTHS {
+            let b = dump(len, 100);
+            assert_eq!(raw_dump_length(b.len() as u64, &b), Ok(len));
+        }
+        // 18,792 bytes: 81 of 232 or 58 of 324. Read as 232-byte datagrams, the
+        // 324-byte ones' IsRaceOn lands on other fields.
+        let b = dump(324, 58);
+        assert_eq!(raw_dump_length(b.len() as u64, &b), Ok(324));
+        // Zeros read alike at any length: IsRaceOn 0, TimestampMS 0.
+        let zeros = vec![0u8; 18_792];
+        assert_eq!(
+            raw_dump_length(18_792, &zeros),
+            Err(NotRawDump::Ambiguous(vec![232, 324]))
+        );
+        assert_eq!(
+            raw_dump_length(1_000, &zeros[..1_000]),
+            Err(NotRawDump::Size(1_000))
+        );
+        assert_eq!(raw_dump_length(0, &[]), Err(NotRawDump::Size(0)));
+        let mut b = dump(311, 3);
+        b[311..315].copy_from_slice(&7i32.to_le_bytes());
+        assert_eq!(
+            raw_dump_length(b.len() as u64, &b),
+            Err(NotRawDump::RaceOn {
+                len: 311,
+                index: 2,
+                value: 7
+            })
+        );
+        assert_eq!(
+            NotRawDump::Ambiguous(vec![232, 311, 324]).to_string(),
+            "it reads as datagrams of 232, 311 or 324 bytes alike, so its length can't be told"
         );
     }
 

@@ -10,7 +10,7 @@ use std::time::{Duration, SystemTime};
 
 use crate::wire::{detect, Format};
 
-use super::read::{Damage, Reader, Skipped};
+use super::read::{Damage, FileFormat, Reader, Skipped};
 use super::replay::{LONG_GAP, LONG_GAP_PLAYED};
 use super::{thousands, CaptureError, Datagram};
 
@@ -318,6 +318,9 @@ impl fmt::Display for Listing {
 pub struct Streams {
     /// The file read.
     pub path: PathBuf,
+    /// pcap, pcapng, or a raw dump (whose datagrams have no addresses: every one
+    /// is to [`RAW_DUMP_ADDR`](super::RAW_DUMP_ADDR), port 0).
+    pub format: FileFormat,
     /// The streams counted in detail (the first [`MAX_STREAMS`] destinations
     /// seen), most packets first.
     pub streams: Vec<Stream>,
@@ -364,6 +367,7 @@ impl Streams {
             }
         }
         let mut streams = Streams::of(path, tally, reader.frames(), reader.skipped());
+        streams.format = reader.format();
         streams.damage = reader.damage();
         streams.truncated = truncated;
         Ok(streams)
@@ -375,6 +379,7 @@ impl Streams {
         streams.sort_by_key(|s| std::cmp::Reverse(s.packets));
         Streams {
             path: path.to_owned(),
+            format: FileFormat::Pcap,
             streams,
             more_streams: tally.others,
             exact: !tally.seen_full,
@@ -400,8 +405,13 @@ impl Streams {
     /// one destination port the capture holds.
     ///
     /// Fails when nothing matches, and without a port when the capture holds
-    /// datagrams to several ports (the error lists the streams).
+    /// datagrams to several ports (the error lists the streams). A raw dump has
+    /// no ports: every datagram is selected, whatever the port.
     pub fn select(&self, port: Option<u16>) -> Result<Selection, CaptureError> {
+        let port = match self.format {
+            FileFormat::RawDump { .. } => None,
+            _ => port,
+        };
         if self.ports.is_empty() {
             return Err(CaptureError::NoUdp {
                 path: self.path.clone(),
