@@ -386,7 +386,9 @@ struct LinkRecord {
     len: usize,
 }
 
-/// Reads the UDP datagrams of a pcap or pcapng file, in file order.
+/// Reads the UDP datagrams of a pcap or pcapng file, or the datagrams of a raw
+/// dump, in file order: from a file ([`Reader::open`]) or any seekable input
+/// ([`Reader::new`]).
 ///
 /// [`Reader::next_datagram`] lends each datagram from the reader's buffer; as an
 /// iterator it yields owned ones, `Result<Datagram, CaptureError>`. Frames
@@ -395,10 +397,10 @@ struct LinkRecord {
 /// the file ends inside a record ([`CaptureError::Truncated`], with how many
 /// frames were read fine), a pcapng block's length can't be right
 /// ([`CaptureError::Corrupt`]), or the file can't be read.
-pub struct Reader {
+pub struct Reader<R = File> {
     path: PathBuf,
     format: FileFormat,
-    input: BufReader<File>,
+    input: BufReader<R>,
     layout: Layout,
     buf: Vec<u8>,
     frames: u64,
@@ -410,7 +412,7 @@ pub struct Reader {
     done: bool,
 }
 
-impl std::fmt::Debug for Reader {
+impl<R> std::fmt::Debug for Reader<R> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Reader")
             .field("path", &self.path)
@@ -443,10 +445,17 @@ impl Reader {
             path: path.to_owned(),
             source,
         })?;
+        Reader::new(file, path)
+    }
+}
+
+impl<R: Read + Seek> Reader<R> {
+    /// Reads the header of the capture `input`, called `path` in messages.
+    pub fn new(input: R, path: &Path) -> Result<Reader<R>, CaptureError> {
         let mut reader = Reader {
             path: path.to_owned(),
             format: FileFormat::Pcap,
-            input: BufReader::with_capacity(64 * 1024, file),
+            input: BufReader::with_capacity(64 * 1024, input),
             layout: Layout::PcapNg {
                 big_endian: false,
                 interfaces: Vec::new(),
@@ -501,10 +510,8 @@ impl Reader {
         let open_error = |source| CaptureError::Open { path, source };
         let size = self
             .input
-            .get_ref()
-            .metadata()
-            .map_err(open_error.clone())?
-            .len();
+            .seek(io::SeekFrom::End(0))
+            .map_err(open_error.clone())?;
         self.input.rewind().map_err(open_error.clone())?;
         let mut sample = vec![0u8; RAW_SAMPLE * RAW_LENGTHS[3]];
         let got = self.fill(&mut sample)?;
@@ -999,7 +1006,7 @@ impl Reader {
     }
 }
 
-impl Iterator for Reader {
+impl<R: Read + Seek> Iterator for Reader<R> {
     type Item = Result<Datagram, CaptureError>;
 
     fn next(&mut self) -> Option<Self::Item> {
@@ -1105,6 +1112,36 @@ mod tests {
             b.extend(d);
         }
         b
+    }
+
+    #[test]
+    fn a_raw_dump_is_read_a_frame_apart_without_addresses() {
+        let bytes = dump(331, 3);
+        let mut r = Reader::new(std::io::Cursor::new(&bytes), Path::new("dump.bin")).unwrap();
+        assert_eq!(
+            r.format(),
+            FileFormat::RawDump {
+                len: 331,
+                datagrams: 3
+            }
+        );
+        assert_eq!(
+            r.format().to_string(),
+            "a raw dump of 3 datagrams of 331 bytes (fm2023)"
+        );
+        let got: Vec<Datagram> = r.by_ref().map(Result::unwrap).collect();
+        assert_eq!(got.len(), 3);
+        for (i, d) in got.iter().enumerate() {
+            assert_eq!(d.payload, &bytes[i * 331..(i + 1) * 331]);
+            assert_eq!((d.from, d.to), (RAW_DUMP_ADDR, RAW_DUMP_ADDR));
+            let nanos = i as u64 * 1_000_000_000 / 60;
+            assert_eq!(
+                d.time,
+                UNIX_EPOCH + Duration::from_nanos(nanos),
+                "{i} / 60 s"
+            );
+        }
+        assert_eq!((r.frames(), r.skipped().total()), (3, 0));
     }
 
     #[test]

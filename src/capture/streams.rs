@@ -4,6 +4,7 @@ use std::collections::hash_map::DefaultHasher;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt;
 use std::hash::{Hash, Hasher};
+use std::io::{Read, Seek};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
@@ -346,7 +347,21 @@ pub struct Streams {
 impl Streams {
     /// Reads the capture at `path` to its end.
     pub fn scan(path: &Path) -> Result<Streams, CaptureError> {
-        let mut reader = Reader::open(path)?;
+        Streams::read(Reader::open(path)?)
+    }
+
+    /// Reads a capture held in memory (called "capture" in messages).
+    pub fn read_bytes(bytes: &[u8]) -> Result<Streams, CaptureError> {
+        Streams::read(Reader::new(
+            std::io::Cursor::new(bytes),
+            Path::new("capture"),
+        )?)
+    }
+
+    /// Reads `reader`'s capture to its end.
+    pub fn read<R: Read + Seek>(mut reader: Reader<R>) -> Result<Streams, CaptureError> {
+        let path = reader.path().to_owned();
+        let path = path.as_path();
         let mut tally = Tally::default();
         let mut truncated = None;
         while let Some(d) = reader.next_datagram() {
