@@ -1027,6 +1027,17 @@ fn ng_packet(interface: u32, ticks: u64, data: &[u8], captured: u32, options: &[
     ng_block(6, &body)
 }
 
+/// A pcapng's start: a section, and interface 0 of link type RAW.
+fn ng_start() -> Vec<u8> {
+    [ng_section(&[]), ng_interface(&[])].concat()
+}
+
+/// An Enhanced Packet Block on interface 0 at `ticks` holding [`forza_frame`] `i`.
+fn ng_forza(i: u32, ticks: u64) -> Vec<u8> {
+    let frame = forza_frame(i);
+    ng_packet(0, ticks, &frame, frame.len() as u32, &[])
+}
+
 /// Reads `bytes` as a capture: the Forza TimestampMS of every datagram, and the
 /// scan. Fails the test on any error.
 #[track_caller]
@@ -1059,25 +1070,12 @@ fn issue12_a_record_or_block_over_8_mb_is_read_past_and_everything_after_it_is_r
     assert_eq!(streams.skipped.oversized, 1, "the big record, counted");
     assert_eq!(streams.skipped.total(), 1);
 
-    let mut ng = ng_section(&[]);
-    ng.extend(ng_interface(&[]));
-    ng.extend(ng_packet(
-        0,
-        1,
-        &forza_frame(0),
-        forza_frame(0).len() as u32,
-        &[],
-    ));
+    let mut ng = ng_start();
+    ng.extend(ng_forza(0, 1));
     ng.extend(ng_packet(0, 2, &huge, HUGE as u32, &[]));
     // A custom block (0x40000BAD) as big, which no reader needs.
     ng.extend(ng_block(0x4000_0BAD, &huge));
-    ng.extend(ng_packet(
-        0,
-        3,
-        &forza_frame(1),
-        forza_frame(1).len() as u32,
-        &[],
-    ));
+    ng.extend(ng_forza(1, 3));
     let (stamps, _, streams) = read_damaged("huge.pcapng", &ng);
     assert_eq!(stamps, [0, 1]);
     assert!(streams.truncated.is_none());
@@ -1168,16 +1166,9 @@ fn issue12_bad_options_and_blocks_in_a_pcapng_are_skipped_counted_and_read_past(
 
 #[test]
 fn a_pcapng_block_whose_length_cannot_be_right_ends_the_reading_after_what_came_before() {
-    let mut ng = ng_section(&[]);
-    ng.extend(ng_interface(&[]));
-    ng.extend(ng_packet(
-        0,
-        1,
-        &forza_frame(0),
-        forza_frame(0).len() as u32,
-        &[],
-    ));
-    let mut bad = ng_packet(0, 2, &forza_frame(1), forza_frame(1).len() as u32, &[]);
+    let mut ng = ng_start();
+    ng.extend(ng_forza(0, 1));
+    let mut bad = ng_forza(1, 2);
     bad[4] = 13; // a length not a multiple of 4
     ng.extend(bad);
     let (_dir, path) = temp_file("bad-length.pcapng");
