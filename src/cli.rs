@@ -56,7 +56,7 @@ pub enum Command {
     /// replay, Wireshark or a bug report.
     Record(RecordArgs),
     /// Send the UDP packets of a capture (pcap or pcapng) again, with their
-    /// original spacing.
+    /// original spacing, or a raw dump of Forza datagrams at --rate.
     Replay(ReplayArgs),
 }
 
@@ -163,13 +163,18 @@ pub struct RecordArgs {
     /// Address to listen on, IP:PORT or a bare PORT [default: 0.0.0.0:5400].
     #[arg(long, value_name = "ADDR")]
     pub listen: Option<String>,
-    /// The capture file to write (replaced if it exists).
+    /// The capture file to write; {time} in the name becomes the start time.
+    /// An existing file is never replaced (a name with {time} gets -1, -2, …)
+    /// unless --force is given.
     #[arg(short, long, value_name = "FILE.pcap")]
     pub output: PathBuf,
+    /// Replace the --output file if it exists.
+    #[arg(long)]
+    pub force: bool,
     /// Stop after this many seconds (default: until Ctrl-C).
     #[arg(long, value_name = "SECONDS", allow_negative_numbers = true)]
     pub duration: Option<f64>,
-    /// Stop after this many datagrams.
+    /// Stop after this many datagrams have arrived.
     #[arg(long, value_name = "N")]
     pub count: Option<u64>,
 }
@@ -180,7 +185,8 @@ pub struct RecordArgs {
   forza-relay replay drive.pcap --to 127.0.0.1:5400
   forza-relay replay busy.pcapng --port 5300 --to 127.0.0.1:8000 --speed 2 --loop")]
 pub struct ReplayArgs {
-    /// The capture: a pcap or pcapng file (from forza-relay, tcpdump or Wireshark).
+    /// The capture: a pcap or pcapng file (from forza-relay, tcpdump or
+    /// Wireshark), or a raw dump of Forza datagrams back to back.
     #[arg(value_name = "FILE")]
     pub file: PathBuf,
     /// Where to send the packets: HOST:PORT.
@@ -196,6 +202,9 @@ pub struct ReplayArgs {
     /// holds packets to several ports.
     #[arg(long, value_name = "PORT")]
     pub port: Option<u16>,
+    /// Datagrams a second for a raw dump, which has no times [default: 60].
+    #[arg(long, value_name = "HZ")]
+    pub rate: Option<u32>,
 }
 
 /// Options of `run`.
@@ -353,6 +362,7 @@ impl RecordArgs {
             output: self.output.clone(),
             duration: self.duration,
             count: self.count,
+            force: self.force,
         }
     }
 }
@@ -366,6 +376,7 @@ impl ReplayArgs {
             speed: self.speed,
             repeat: self.repeat,
             port: self.port,
+            rate: self.rate,
         }
     }
 }

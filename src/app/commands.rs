@@ -5,14 +5,13 @@
 //! and stops on the [`Signals`] the program installed.
 
 use std::io::{self, IsTerminal as _, Write as _};
-use std::path::{Path, PathBuf};
-use std::time::SystemTime;
+use std::path::PathBuf;
 
 use log::{info, warn};
 
 use super::observers::{Printer, Recording, Reloading, StopAfter};
 use super::{App, Failure, Signals};
-use crate::capture::{record, replay, Streams};
+use crate::capture::{record, replay};
 use crate::config::{system_look_up, Config, ConfigError, Overrides, DEFAULT_FILE_NAME};
 use crate::numbers::Thousands;
 use crate::relay::Relay;
@@ -147,10 +146,7 @@ pub fn run(setup: &Setup, watch: bool, signals: &Signals) -> Result<(), Failure>
     shown.listen = relay.local_addr();
     info!("{}", shown.describe());
     let screen = watch && io::stdout().is_terminal();
-    let recording = config
-        .record
-        .as_ref()
-        .map(|path| record::path_for(path, SystemTime::now()));
+    let recording = config.record.clone();
     let mut app = App::new(relay, signals);
     if let Some(path) = file {
         app.observe(Reloading::new(
@@ -160,16 +156,13 @@ pub fn run(setup: &Setup, watch: bool, signals: &Signals) -> Result<(), Failure>
         ));
     }
     if let Some(path) = &recording {
-        app.observe(Recording::new(path.clone(), None));
+        app.observe(Recording::new(path.clone(), record::Existing::Number, None));
     }
     app.observe(Printer::new(config.stats_format, screen));
     if watch {
         app.observe(LiveView::new(config.input));
     }
     let running = app.start()?;
-    if let Some(path) = &recording {
-        info!("recording every datagram received into {}", path.display());
-    }
     info!("running; press Ctrl-C to stop");
     running.wait().map(|_| ())
 }
@@ -185,6 +178,8 @@ pub struct RecordOptions {
     pub duration: Option<f64>,
     /// `--count`.
     pub count: Option<u64>,
+    /// `--force`: replace the output file if it exists.
+    pub force: bool,
 }
 
 /// `record`: writes what arrives on the listen address into a capture file,
@@ -213,16 +208,12 @@ pub fn record(options: &RecordOptions, signals: &Signals) -> Result<(), Failure>
     let relay = Relay::bind(&config).map_err(|e| Failure::start(e.to_string()))?;
     let listen = relay.local_addr();
     let mut app = App::new(relay, signals);
-    app.observe(Recording::new(options.output.clone(), options.count));
+    let existing = record::Existing::for_output(&options.output, options.force);
+    app.observe(Recording::new(options.output.clone(), existing, options.count).announcing(listen));
     if let Some(duration) = duration {
         app.observe(StopAfter::new(duration));
     }
-    let running = app.start()?;
-    info!(
-        "recording what arrives on {listen} into {}; Ctrl-C stops",
-        options.output.display()
-    );
-    running.wait().map(|_| ())
+    app.start()?.wait().map(|_| ())
 }
 
 /// `simulate`: sends a simulated drive until its duration is over or a stop.
@@ -265,6 +256,8 @@ pub struct ReplayOptions {
     pub repeat: bool,
     /// `--port`: which stream of the capture.
     pub port: Option<u16>,
+    /// `--rate`: datagrams a second for a raw dump.
+    pub rate: Option<u32>,
 }
 
 /// `replay`: sends a capture's datagrams again, paced as recorded. A bad option
@@ -274,49 +267,42 @@ pub fn replay(options: &ReplayOptions, signals: &Signals) -> Result<(), Failure>
         .map_err(|message| Failure::usage(format!("--speed {message}")))?;
     let to = crate::config::resolve(&options.to, &system_look_up)
         .map_err(|message| Failure::usage(format!("--to {:?}: {message}", options.to)))?;
-    let streams = Streams::scan(&options.file).map_err(|e| Failure::usage(e.to_string()))?;
-    if let Some(cut) = &streams.truncated {
-        warn!("{cut}; replaying the packets before the cut");
+    let rate = options
+        .rate
+        .map(replay::check_rate)
+        .transpose()
+        .map_err(|message| Failure::usage(format!("--rate {message}")))?;
+    let request = replay::Request {
+        file: &options.file,
+        to,
+        port: options.port,
+        speed,
+        rate,
+        repeat: options.repeat,
+    };
+    let plan = replay::Plan::new(&request).map_err(|e| Failure::usage(e.to_string()))?;
+    for warning in &plan.warnings {
+        warn!("{warning}");
     }
-    let selection = streams
-        .select(options.port)
-        .map_err(|e| Failure::usage(e.to_string()))?;
-    let total = selection.duration().as_secs_f64() / speed;
-    info!(
-        "replaying {} from {} (port {}) to {to}: {total:.1} s at speed {speed}{}",
-        crate::numbers::Count(selection.packets, "packet"),
-        options.file.display(),
-        selection.port,
-        if options.repeat { ", looping" } else { "" }
-    );
+    info!("{plan}");
+    let total = plan.length.as_secs_f64();
     let bar = io::stderr().is_terminal().then(|| {
         let style = indicatif::ProgressStyle::with_template("{bar:30} {pos}/{len} packets  {msg}")
             .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar());
-        indicatif::ProgressBar::new(selection.packets).with_style(style)
+        indicatif::ProgressBar::new(plan.selection.packets).with_style(style)
     });
-    let replay_options = replay::Options {
-        to,
-        speed,
-        repeat: options.repeat,
-    };
     let stop = signals.stop_flag();
-    let result = replay::replay(
-        Path::new(&options.file),
-        &selection,
-        &replay_options,
-        &stop,
-        &mut |p| {
-            if let Some(bar) = &bar {
-                bar.set_position(p.sent_in_pass);
-                let elapsed = p.elapsed.as_secs_f64();
-                bar.set_message(if options.repeat {
-                    format!("pass {}, {elapsed:.1} s", p.pass)
-                } else {
-                    format!("{elapsed:.1} s / {total:.1} s")
-                });
-            }
-        },
-    );
+    let result = plan.run(&stop, &mut |p| {
+        if let Some(bar) = &bar {
+            bar.set_position(p.sent_in_pass);
+            let elapsed = p.elapsed.as_secs_f64();
+            bar.set_message(if options.repeat {
+                format!("pass {}, {elapsed:.1} s", p.pass)
+            } else {
+                format!("{elapsed:.1} s / {total:.1} s")
+            });
+        }
+    });
     if let Some(bar) = bar {
         bar.finish_and_clear();
     }

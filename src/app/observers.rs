@@ -3,6 +3,7 @@
 //! [`crate::watch::live::LiveView`].
 
 use std::io::{self, Write as _};
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::{mpsc, Arc};
 use std::thread::JoinHandle;
@@ -11,9 +12,8 @@ use std::time::Duration;
 use log::{info, warn};
 
 use super::{join_within, Attach, Failure, Observer};
-use crate::capture::record::{Recorded, Recorder};
+use crate::capture::record::{Existing, Recorder};
 use crate::config::{system_look_up, Config, Overrides, StatsFormat};
-use crate::numbers::Thousands;
 use crate::reload::Reloader;
 use crate::stats::{Elapsed, Snapshot, SnapshotKind, Summary};
 
@@ -104,32 +104,47 @@ impl Observer for Printer {
 /// Records every datagram the relay admits into a capture file.
 pub struct Recording {
     path: PathBuf,
+    existing: Existing,
     count: Option<u64>,
+    listen: Option<SocketAddr>,
     recorder: Option<Recorder>,
 }
 
 impl Recording {
-    /// Into `path` (replaced if it exists); with `count`, the relay is
-    /// stopped after that many datagrams.
-    pub fn new(path: PathBuf, count: Option<u64>) -> Recording {
+    /// Into `path` (`{time}` in it becomes the start; `existing` says what
+    /// happens when the name is taken); with `count`, the relay is stopped
+    /// after that many datagrams.
+    pub fn new(path: PathBuf, existing: Existing, count: Option<u64>) -> Recording {
         Recording {
             path,
+            existing,
             count,
+            listen: None,
             recorder: None,
         }
+    }
+
+    /// Says, when it starts, that it records what arrives on `listen`: the
+    /// one line of `forza-relay record`.
+    pub fn announcing(mut self, listen: SocketAddr) -> Recording {
+        self.listen = Some(listen);
+        self
     }
 }
 
 impl Observer for Recording {
     fn start(&mut self, relay: &mut Attach<'_>) -> Result<(), Failure> {
-        if let Some(folder) = self.path.parent().filter(|f| !f.as_os_str().is_empty()) {
-            // A folder that can't be made shows up as the file's error below.
-            let _ = std::fs::create_dir_all(folder);
-        }
         let tap = relay.tap();
         let at_count = relay.control();
-        let recorder = Recorder::start(&self.path, tap, self.count, move || at_count.stop())
-            .map_err(|e| Failure::start(e.to_string()))?;
+        let recorder = Recorder::start(&self.path, self.existing, tap, self.count, move || {
+            at_count.stop()
+        })
+        .map_err(|e| Failure::start(e.to_string()))?;
+        let path = recorder.path().display();
+        match self.listen {
+            Some(listen) => info!("recording what arrives on {listen} into {path}; Ctrl-C stops"),
+            None => info!("recording every datagram received into {path}"),
+        }
         self.recorder = Some(recorder);
         Ok(())
     }
@@ -138,39 +153,15 @@ impl Observer for Recording {
         let Some(recorder) = self.recorder else {
             return Ok(());
         };
+        let elapsed = Elapsed(last.elapsed);
         match recorder.finish() {
+            Ok(r) if r.failure.is_some() => Err(Failure::start(format!("{r} in {elapsed}"))),
             Ok(r) => {
-                info!("{} in {}", Recording::said(&r), Elapsed(last.elapsed));
+                info!("{r} in {elapsed}");
                 Ok(())
             }
             Err(e) => Err(Failure::start(format!("the recording stopped early: {e}"))),
         }
-    }
-}
-
-impl Recording {
-    /// What a recording holds, as its last line says it.
-    fn said(r: &Recorded) -> String {
-        let mut s = format!(
-            "recorded {} datagram{} into {}",
-            Thousands(r.packets),
-            if r.packets == 1 { "" } else { "s" },
-            r.path.display()
-        );
-        if r.dropped > 0 {
-            s += &format!(
-                "; {} more arrived while the disk was behind and are not in it (they were \
-                 relayed)",
-                Thousands(r.dropped)
-            );
-        }
-        if r.too_long > 0 {
-            s += &format!(
-                "; {} longer than a capture record holds were left out",
-                Thousands(r.too_long)
-            );
-        }
-        s
     }
 }
 
