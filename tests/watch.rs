@@ -268,6 +268,142 @@ fn watch_without_a_terminal_prints_a_line_per_second_until_ctrl_c() {
     assert!(line.ends_with(" Hz, fh6"), "{line}");
 }
 
+/// A `forza-relay` child whose stdout is read line by line while it runs (the
+/// plain lines `watch` prints when stdout is not a terminal).
+struct Piped {
+    child: std::process::Child,
+    lines: std::sync::mpsc::Receiver<(bool, String)>,
+    seen: Vec<String>,
+}
+
+impl Piped {
+    #[track_caller]
+    fn spawn(args: &[&str]) -> Piped {
+        use std::io::BufRead;
+        let mut child = Command::new(env!("CARGO_BIN_EXE_forza-relay"))
+            .args(args)
+            .env_remove("RUST_LOG")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start forza-relay");
+        let (tx, lines) = std::sync::mpsc::channel();
+        let out = child.stdout.take().expect("piped");
+        let err = child.stderr.take().expect("piped");
+        for (is_stdout, stream) in [
+            (true, Box::new(out) as Box<dyn std::io::Read + Send>),
+            (false, Box::new(err)),
+        ] {
+            let tx = tx.clone();
+            std::thread::spawn(move || {
+                for line in std::io::BufReader::new(stream).lines() {
+                    let Ok(line) = line else { break };
+                    if tx.send((is_stdout, line)).is_err() {
+                        break;
+                    }
+                }
+            });
+        }
+        Piped {
+            child,
+            lines,
+            seen: Vec::new(),
+        }
+    }
+
+    /// Calls `tick` every 20 ms until a line (stdout if `stdout`, else stderr)
+    /// satisfies `done`, which it returns; fails after 10 s.
+    #[track_caller]
+    fn until(
+        &mut self,
+        stdout: bool,
+        done: impl Fn(&str) -> bool,
+        mut tick: impl FnMut(),
+    ) -> String {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            tick();
+            while let Ok((is_stdout, line)) = self.lines.recv_timeout(Duration::from_millis(20)) {
+                self.seen.push(line.clone());
+                if is_stdout == stdout && done(&line) {
+                    return line;
+                }
+            }
+        }
+        panic!("no such line within 10 s; seen:\n{}", self.seen.join("\n"));
+    }
+
+    /// The address of the "listening on ADDR" line.
+    #[track_caller]
+    fn listening(&mut self) -> std::net::SocketAddr {
+        let line = self.until(false, |l| l.contains("listening on "), || {});
+        let (_, after) = line.split_once("listening on ").expect("found above");
+        after
+            .split_whitespace()
+            .next()
+            .and_then(|a| a.parse().ok())
+            .unwrap_or_else(|| panic!("no address in {line:?}"))
+    }
+
+    /// Sends SIGINT and returns the exit code (waiting at most 10 s).
+    #[track_caller]
+    fn interrupt(mut self) -> i32 {
+        let status = Command::new("kill")
+            .arg("-INT")
+            .arg(self.child.id().to_string())
+            .status()
+            .expect("run kill");
+        assert!(status.success());
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            if let Some(status) = self.child.try_wait().expect("try_wait") {
+                return status
+                    .code()
+                    .unwrap_or_else(|| panic!("killed by a signal: {status}"));
+            }
+            assert!(Instant::now() < deadline, "no exit 10 s after SIGINT");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+}
+
+impl Drop for Piped {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// Issue 12 item 2: one datagram with `CurrentEngineRpm = NaN` aborted the
+/// dashboard. Without a terminal, `watch` shows it as "–" (it printed `NaN rpm`)
+/// and goes on to show the next good packet.
+#[test]
+fn issue_12_watch_shows_a_nan_datagram_as_dashes_and_keeps_running() {
+    let mut bin = Piped::spawn(&["watch", "--listen", "127.0.0.1:0", "--format", "fh6"]);
+    let sender = Sender::new(bin.listening());
+    let mut bad = Spec::new(Format::Fh6, 1).build();
+    let mut p = Packet::new_checked(&mut bad[..], Format::Fh6).expect("fh6");
+    p.set_current_engine_rpm(f32::NAN);
+    p.set_speed(f32::INFINITY).expect("fh6 has Speed");
+    let line = bin.until(
+        true,
+        |l| !l.starts_with("no packets yet"),
+        || sender.send(&bad),
+    );
+    assert!(line.starts_with("speed –, gear 3, – rpm, "), "{line}");
+    let good = Spec::new(Format::Fh6, 2).build();
+    let speed = format!("speed {:.0} km/h, ", SPEED * 3.6);
+    let line = bin.until(true, |l| l.starts_with(&speed), || sender.send(&good));
+    assert!(
+        line.contains(&format!("{CURRENT_ENGINE_RPM:.0} rpm")),
+        "{line}"
+    );
+    assert_eq!(bin.interrupt(), 0);
+}
+
 /// Whether `tool` runs (see [`common::require_tool`]).
 fn have(tool: &str) -> bool {
     common::require_tool(tool, common::runs(tool), "the dissector is checked with it")

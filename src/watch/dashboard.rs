@@ -21,17 +21,14 @@ use ratatui::Frame;
 
 use super::columns::WHEELS;
 use super::console;
-use super::model::{DestinationRow, Model};
+use super::model::{grip_lost, Car, DestinationRow, Finite, LapTime, Model, NONE};
 use super::source::{Next, Source};
 use crate::config::Input;
-use crate::telemetry::Telemetry;
 
 /// Redraws per second at most.
 pub const FPS: u32 = 30;
 /// Above this fraction of the redline the RPM bar turns red.
 const REDLINE_WARN: f64 = 0.9;
-/// A tyre whose |slip| is above this has lost grip (FORMATS.md).
-const GRIP_LOST: f32 = 1.0;
 
 /// How to watch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -178,9 +175,14 @@ pub fn print_lines(
     Ok(())
 }
 
+/// `v` formatted by `f`, or [`NONE`] when there is no value to show.
+fn shown<T>(v: Option<T>, f: impl FnOnce(T) -> String) -> String {
+    v.map_or_else(|| NONE.to_owned(), f)
+}
+
 /// One line for a log or a pipe: speed, gear, rpm, lap, rate, format.
 pub fn plain_line(model: &Model) -> String {
-    let Some(t) = model.latest() else {
+    let Some(car) = model.car() else {
         let mut line = format!(
             "no packets yet ({}; {} ignored)",
             model.source,
@@ -189,14 +191,12 @@ pub fn plain_line(model: &Model) -> String {
         destinations_text(model, &mut line);
         return line;
     };
-    let f = &t.fields;
-    let dash = |v: Option<String>| v.unwrap_or_else(|| "-".to_owned());
     let mut line = format!(
-        "speed {}, gear {}, {:.0} rpm, lap {}, {:.0} Hz, {}",
-        dash(t.speed_kmh.map(|s| format!("{s:.0} km/h"))),
-        dash(t.gear_label.map(|g| g.to_string())),
-        f.current_engine_rpm,
-        dash(f.lap_number.map(|l| l.to_string())),
+        "speed {}, gear {}, {} rpm, lap {}, {:.0} Hz, {}",
+        shown(car.speed_kmh, |s| format!("{s:.0} km/h")),
+        shown(car.gear, |g| g.to_string()),
+        shown(car.rpm, |r| format!("{r:.0}")),
+        shown(car.lap, |l| l.to_string()),
         model.rate_hz(),
         format_label(model),
     );
@@ -228,17 +228,13 @@ fn format_label(model: &Model) -> String {
     match model.format() {
         Some((f, true)) => f.id().to_owned(),
         Some((f, false)) => format!("{f} (guess)"),
-        None => "-".to_owned(),
+        None => NONE.to_owned(),
     }
 }
 
-/// A lap time as `m:ss.mmm`; `-:--.---` for none (0, negative, not a number).
-pub fn lap_time(seconds: f32) -> String {
-    if !(seconds > 0.0 && seconds.is_finite()) {
-        return "-:--.---".to_owned();
-    }
-    let ms = (f64::from(seconds) * 1000.0).round() as u64;
-    format!("{}:{:02}.{:03}", ms / 60_000, ms / 1000 % 60, ms % 1000)
+/// A lap time as `m:ss.mmm`; [`NONE`] for none.
+pub fn lap_time(time: Option<LapTime>) -> String {
+    shown(time, |t| t.to_string())
 }
 
 const DIM: Style = Style::new().fg(Color::DarkGray);
@@ -247,7 +243,7 @@ const ALERT: Style = Style::new().fg(Color::White).bg(Color::Red);
 
 /// Draws the dashboard for `model` over the whole frame.
 pub fn render(frame: &mut Frame<'_>, model: &Model) {
-    let t = model.latest();
+    let car = model.car();
     let table_height = model
         .destinations
         .as_ref()
@@ -273,19 +269,19 @@ pub fn render(frame: &mut Frame<'_>, model: &Model) {
         Constraint::Length(4),
     ])
     .areas(left);
-    let [tyres, car, race] = Layout::vertical([
+    let [tyres, car_area, race] = Layout::vertical([
         Constraint::Length(7),
         Constraint::Length(3),
         Constraint::Length(6),
     ])
     .areas(right);
-    render_speed(frame, speed, t);
-    render_rpm(frame, rpm, t);
-    render_inputs(frame, inputs, t);
-    render_motion(frame, motion, t);
-    render_tyres(frame, tyres, t);
-    render_car(frame, car, t);
-    render_race(frame, race, t);
+    render_speed(frame, speed, car);
+    render_rpm(frame, rpm, car);
+    render_inputs(frame, inputs, car);
+    render_motion(frame, motion, car);
+    render_tyres(frame, tyres, car);
+    render_car(frame, car_area, car);
+    render_race(frame, race, car);
     if let Some(rows) = &model.destinations {
         render_destinations(frame, destinations, rows, model.not_shown);
     }
@@ -322,12 +318,12 @@ fn status_line(model: &Model) -> Line<'static> {
             "no packets for {} s: is the game paused, in a menu, or not focused?",
             silent.as_secs()
         )
-    } else if model.latest().is_none() {
+    } else if model.car().is_none() {
         "waiting for packets: in the game, turn Data Out on and send to this PC's address and port"
             .to_owned()
     } else if let Some(why) = &model.last_ignored {
         format!("{} ignored; last: {why}", model.ignored())
-    } else if model.latest().is_some_and(|t| t.fields.speed.is_none()) {
+    } else if model.car().is_some_and(|c| !c.has_dash()) {
         "sled packets carry no speed, gear, pedals, tyre temperatures or laps".to_owned()
     } else {
         let sender = model
@@ -348,15 +344,11 @@ fn boxed(title: &str) -> Block<'static> {
     Block::bordered().title(format!(" {title} "))
 }
 
-fn or_dash(v: Option<String>) -> String {
-    v.unwrap_or_else(|| "-".to_owned())
-}
-
-fn render_speed(frame: &mut Frame<'_>, area: Rect, t: Option<&Telemetry>) {
-    let kmh = or_dash(t.and_then(|t| t.speed_kmh).map(|s| format!("{s:.0}")));
-    let mph = or_dash(t.and_then(|t| t.speed_mph).map(|s| format!("{s:.0}")));
-    let gear = or_dash(t.and_then(|t| t.gear_label).map(|g| g.to_string()));
-    let race_on = or_dash(t.map(|t| t.fields.is_race_on.to_string()));
+fn render_speed(frame: &mut Frame<'_>, area: Rect, car: Option<&Car>) {
+    let kmh = shown(car.and_then(|c| c.speed_kmh), |s| format!("{s:.0}"));
+    let mph = shown(car.and_then(|c| c.speed_mph), |s| format!("{s:.0}"));
+    let gear = shown(car.and_then(|c| c.gear), |g| g.to_string());
+    let race_on = shown(car, |c| u8::from(c.racing).to_string());
     let lines = vec![
         Line::from(vec![
             Span::styled(format!("{kmh} km/h"), BOLD),
@@ -371,65 +363,73 @@ fn render_speed(frame: &mut Frame<'_>, area: Rect, t: Option<&Telemetry>) {
     frame.render_widget(Paragraph::new(lines).block(boxed("Speed")), area);
 }
 
-fn render_rpm(frame: &mut Frame<'_>, area: Rect, t: Option<&Telemetry>) {
-    let (ratio, label) = match t {
-        Some(t) => (
-            f64::from(t.rev_fraction),
-            format!(
-                "{:.0} / {:.0} rpm",
-                t.fields.current_engine_rpm, t.fields.engine_max_rpm
-            ),
+fn render_rpm(frame: &mut Frame<'_>, area: Rect, car: Option<&Car>) {
+    let ratio = car.and_then(|c| c.rev_fraction).map_or(0.0, Finite::get);
+    let label = match car {
+        Some(c) => format!(
+            "{} / {} rpm",
+            shown(c.rpm, |r| format!("{r:.0}")),
+            shown(c.redline_rpm, |r| format!("{r:.0}"))
         ),
-        None => (0.0, "- rpm".to_owned()),
+        None => format!("{NONE} rpm"),
     };
-    let color = if ratio > REDLINE_WARN {
+    let color = if f64::from(ratio) > REDLINE_WARN {
         Color::Red
     } else {
         Color::Green
     };
+    // The model holds the fraction in 0..=1: Gauge::ratio asserts that it is.
     let gauge = Gauge::default()
         .block(boxed("RPM"))
         .gauge_style(Style::new().fg(color).bg(Color::Black))
-        .ratio(ratio.clamp(0.0, 1.0))
+        .ratio(f64::from(ratio))
         .label(label);
     frame.render_widget(gauge, area);
 }
 
-fn render_inputs(frame: &mut Frame<'_>, area: Rect, t: Option<&Telemetry>) {
+fn render_inputs(frame: &mut Frame<'_>, area: Rect, car: Option<&Car>) {
     let block = boxed("Inputs");
     let inner = block.inner(area);
     frame.render_widget(block, area);
     let rows = Layout::vertical([Constraint::Length(1); 5]).split(inner);
     let pedals = [
-        ("Throttle", t.and_then(|t| t.throttle_pct), Color::Green),
-        ("Brake", t.and_then(|t| t.brake_pct), Color::Red),
-        ("Clutch", t.and_then(|t| t.clutch_pct), Color::Blue),
-        ("Handbrake", t.and_then(|t| t.handbrake_pct), Color::Magenta),
+        ("Throttle", car.and_then(|c| c.throttle_pct), Color::Green),
+        ("Brake", car.and_then(|c| c.brake_pct), Color::Red),
+        ("Clutch", car.and_then(|c| c.clutch_pct), Color::Blue),
+        (
+            "Handbrake",
+            car.and_then(|c| c.handbrake_pct),
+            Color::Magenta,
+        ),
     ];
     for (row, (name, pct, color)) in rows.iter().zip(pedals) {
         let [label, bar] =
             Layout::horizontal([Constraint::Length(10), Constraint::Min(1)]).areas(*row);
         frame.render_widget(Paragraph::new(name), label);
+        // The model holds a pedal in 0..=100 %.
         let gauge = Gauge::default()
             .gauge_style(Style::new().fg(color).bg(Color::Black))
-            .ratio(f64::from(pct.unwrap_or(0.0) / 100.0).clamp(0.0, 1.0))
-            .label(or_dash(pct.map(|p| format!("{p:.0}%"))));
+            .ratio(pct.map_or(0.0, |p| f64::from(p.get()) / 100.0))
+            .label(shown(pct, |p| format!("{p:.0}%")));
         frame.render_widget(gauge, bar);
     }
     let [label, bar] =
         Layout::horizontal([Constraint::Length(10), Constraint::Min(1)]).areas(rows[4]);
     frame.render_widget(Paragraph::new("Steer"), label);
-    let steer = t.and_then(|t| t.steer_axis);
+    let steer = car.and_then(|c| c.steer);
     frame.render_widget(Paragraph::new(steer_bar(steer, bar.width)), bar);
 }
 
 /// A track `width` wide with the centre marked and the wheel's position as a
 /// block, then the percentage: `──────┼──█───  +42%`.
-fn steer_bar(axis: Option<f32>, width: u16) -> String {
-    let text = or_dash(axis.map(|a| format!("{:+.0}%", a * 100.0)));
-    let track = usize::from(width).saturating_sub(text.len() + 1).max(3);
+fn steer_bar(axis: Option<Finite>, width: u16) -> String {
+    let text = shown(axis, |a| format!("{:+.0}%", a.get() * 100.0));
+    let track = usize::from(width)
+        .saturating_sub(text.chars().count() + 1)
+        .max(3);
     let centre = track / 2;
-    let at = axis.map(|a| ((a.clamp(-1.0, 1.0) + 1.0) / 2.0 * (track - 1) as f32).round() as usize);
+    // The model holds the axis in -1..=1.
+    let at = axis.map(|a| ((a.get() + 1.0) / 2.0 * (track - 1) as f32).round() as usize);
     let mut s: String = (0..track)
         .map(|i| match (Some(i) == at, i == centre) {
             (true, _) => '█',
@@ -442,56 +442,49 @@ fn steer_bar(axis: Option<f32>, width: u16) -> String {
     s
 }
 
-fn render_motion(frame: &mut Frame<'_>, area: Rect, t: Option<&Telemetry>) {
-    let lines = match t {
-        Some(t) => {
-            let side = if t.drift_angle_deg > 0.5 {
-                "sliding right"
-            } else if t.drift_angle_deg < -0.5 {
-                "sliding left"
-            } else {
-                "straight"
-            };
-            vec![
-                Line::raw(format!(
-                    "G lat {:+.2}   long {:+.2}   vert {:+.2}",
-                    t.g_lat, t.g_long, t.g_vert
-                )),
-                Line::raw(format!("Drift {:+.1}° ({side})", t.drift_angle_deg)),
-            ]
-        }
-        None => vec![Line::raw("G lat -   long -   vert -"), Line::raw("Drift -")],
-    };
+fn render_motion(frame: &mut Frame<'_>, area: Rect, car: Option<&Car>) {
+    let g = |v: Option<Finite>| shown(v, |v| format!("{v:+.2}"));
+    let lines = vec![
+        Line::raw(format!(
+            "G lat {}   long {}   vert {}",
+            g(car.and_then(|c| c.g_lat)),
+            g(car.and_then(|c| c.g_long)),
+            g(car.and_then(|c| c.g_vert)),
+        )),
+        Line::raw(format!(
+            "Drift {}",
+            shown(car.and_then(|c| c.drift_angle_deg), |d| {
+                let side = if d.get() > 0.5 {
+                    "sliding right"
+                } else if d.get() < -0.5 {
+                    "sliding left"
+                } else {
+                    "straight"
+                };
+                format!("{d:+.1}° ({side})")
+            })
+        )),
+    ];
     frame.render_widget(Paragraph::new(lines).block(boxed("Motion")), area);
 }
 
-fn render_tyres(frame: &mut Frame<'_>, area: Rect, t: Option<&Telemetry>) {
+fn render_tyres(frame: &mut Frame<'_>, area: Rect, car: Option<&Car>) {
     let header = Row::new(["", "°C", "slip", "angle", "comb", "susp"]).style(DIM);
+    let tyres = car.map(|c| c.tyres.into_array());
     let rows: Vec<Row> = (0..4)
         .map(|w| {
-            let Some(t) = t else {
-                return Row::new([WHEELS[w], "-", "-", "-", "-", "-"]);
-            };
-            let f = &t.fields;
-            let temp = or_dash(t.tire_temp_c.map(|c| format!("{:.0}", c.into_array()[w])));
-            let slip = |v: f32| {
-                let style = if v.abs() > GRIP_LOST {
-                    ALERT
-                } else {
-                    Style::new()
-                };
-                Cell::from(format!("{v:+.2}")).style(style)
+            let tyre = tyres.map(|t| t[w]).unwrap_or_default();
+            let slip = |v: Option<Finite>| {
+                let style = if grip_lost(v) { ALERT } else { Style::new() };
+                Cell::from(shown(v, |v| format!("{v:+.2}"))).style(style)
             };
             Row::new([
                 Cell::from(WHEELS[w]),
-                Cell::from(temp),
-                slip(f.tire_slip_ratio.into_array()[w]),
-                slip(f.tire_slip_angle.into_array()[w]),
-                slip(f.tire_combined_slip.into_array()[w]),
-                Cell::from(format!(
-                    "{:.2}",
-                    f.normalized_suspension_travel.into_array()[w]
-                )),
+                Cell::from(shown(tyre.temp_c, |t| format!("{t:.0}"))),
+                slip(tyre.slip_ratio),
+                slip(tyre.slip_angle),
+                slip(tyre.combined_slip),
+                Cell::from(shown(tyre.suspension, |s| format!("{s:.2}"))),
             ])
         })
         .collect();
@@ -503,50 +496,53 @@ fn render_tyres(frame: &mut Frame<'_>, area: Rect, t: Option<&Telemetry>) {
         Constraint::Length(6),
         Constraint::Length(5),
     ];
-    let lost = t.is_some_and(|t| {
-        let f = &t.fields;
-        [f.tire_slip_ratio, f.tire_slip_angle, f.tire_combined_slip]
-            .iter()
-            .any(|w| w.into_array().iter().any(|v| v.abs() > GRIP_LOST))
-    });
-    let title = if lost { "Tyres: GRIP LOST" } else { "Tyres" };
+    let title = if car.is_some_and(|c| c.grip_lost) {
+        "Tyres: GRIP LOST"
+    } else {
+        "Tyres"
+    };
     let table = Table::new(rows, widths).header(header).block(boxed(title));
     frame.render_widget(table, area);
 }
 
-fn render_car(frame: &mut Frame<'_>, area: Rect, t: Option<&Telemetry>) {
-    let line = match t {
-        Some(t) => {
-            let f = &t.fields;
-            let class = t
-                .car_class_letter
-                .map_or_else(|| format!("#{}", f.car_class), str::to_owned);
+fn render_car(frame: &mut Frame<'_>, area: Rect, car: Option<&Car>) {
+    let line = match car {
+        Some(c) => {
+            let class = c
+                .class_letter
+                .map_or_else(|| format!("#{}", c.class), str::to_owned);
             format!(
                 "Class {class}  PI {}  {}  {} cyl  car {}",
-                f.car_performance_index,
-                t.drivetrain.unwrap_or("-"),
-                f.num_cylinders,
-                f.car_ordinal
+                c.performance_index,
+                c.drivetrain.unwrap_or(NONE),
+                c.cylinders,
+                c.ordinal
             )
         }
-        None => "Class -  PI -  -  - cyl".to_owned(),
+        None => format!("Class {NONE}  PI {NONE}  {NONE}  {NONE} cyl"),
     };
     frame.render_widget(Paragraph::new(line).block(boxed("Car")), area);
 }
 
-fn render_race(frame: &mut Frame<'_>, area: Rect, t: Option<&Telemetry>) {
-    let f = t.map(|t| &t.fields);
-    let num = |v: Option<String>| or_dash(v);
-    let time = |v: Option<f32>| v.map_or_else(|| "-:--.---".to_owned(), lap_time);
+fn render_race(frame: &mut Frame<'_>, area: Rect, car: Option<&Car>) {
     let lines = vec![
         Line::raw(format!(
             "Lap {}   Position {}",
-            num(f.and_then(|f| f.lap_number).map(|v| v.to_string())),
-            num(f.and_then(|f| f.race_position).map(|v| v.to_string())),
+            shown(car.and_then(|c| c.lap), |v| v.to_string()),
+            shown(car.and_then(|c| c.race_position), |v| v.to_string()),
         )),
-        Line::raw(format!("Current {}", time(f.and_then(|f| f.current_lap)))),
-        Line::raw(format!("Last    {}", time(f.and_then(|f| f.last_lap)))),
-        Line::raw(format!("Best    {}", time(f.and_then(|f| f.best_lap)))),
+        Line::raw(format!(
+            "Current {}",
+            lap_time(car.and_then(|c| c.current_lap))
+        )),
+        Line::raw(format!(
+            "Last    {}",
+            lap_time(car.and_then(|c| c.last_lap))
+        )),
+        Line::raw(format!(
+            "Best    {}",
+            lap_time(car.and_then(|c| c.best_lap))
+        )),
     ];
     frame.render_widget(Paragraph::new(lines).block(boxed("Race")), area);
 }
@@ -742,9 +738,9 @@ mod tests {
             &[
                 "forza-relay watch",
                 "waiting for packets",
-                "- km/h",
-                "Gear -",
-                "-:--.---",
+                "– km/h",
+                "Gear –",
+                "Best    –",
             ],
         );
         assert!(!text.contains("Destinations"), "{text}");
@@ -847,14 +843,14 @@ mod tests {
             &text,
             &[
                 "5000 / 7000 rpm",
-                "- km/h",
+                "– km/h",
                 "sled packets carry no speed",
                 "format sled",
             ],
         );
         assert_eq!(
             plain_line(&model),
-            "speed -, gear -, 5000 rpm, lap -, 0 Hz, sled"
+            "speed –, gear –, 5000 rpm, lap –, 0 Hz, sled"
         );
     }
 
@@ -909,24 +905,165 @@ mod tests {
         );
     }
 
+    /// Issue 12 item 2: `CurrentEngineRpm = NaN` with `EngineMaxRpm > 0` (or both
+    /// +inf) made the RPM fraction NaN, and ratatui's `Gauge::ratio` asserted.
+    #[test]
+    fn issue_12_a_nan_or_infinite_rpm_renders_as_a_dash() {
+        for (rpm, max, label) in [
+            (f32::NAN, 8_250.0, "– / 8250 rpm"),
+            (f32::INFINITY, f32::INFINITY, "– / – rpm"),
+        ] {
+            let mut buf = fixture();
+            let mut p = Packet::new_checked(&mut buf[..], Format::Fh6).unwrap();
+            p.set_current_engine_rpm(rpm);
+            p.set_engine_max_rpm(max);
+            p.set_speed(f32::NAN).unwrap();
+            p.set_best_lap(f32::INFINITY).unwrap();
+            p.set_last_lap(3.0e38).unwrap();
+            p.set_acceleration_x(f32::NAN);
+            p.set_tire_temp(Wheels::from_array([f32::NAN; 4])).unwrap();
+            let mut model = Model::new(Input::Auto, "test");
+            model.on_datagram(Instant::now(), from(), &buf);
+            for (width, height) in [(80, 24), (20, 5), (200, 60)] {
+                screen(&model, width, height);
+            }
+            let (text, _) = screen(&model, 100, 30);
+            assert_shows(
+                &text,
+                &["– km/h", label, "Best    –", "Last    –", "G lat –"],
+            );
+            assert!(!text.contains("NaN") && !text.contains("inf"), "{text}");
+            let line = plain_line(&model);
+            assert!(line.starts_with("speed –, gear 4, – rpm, "), "{line}");
+        }
+    }
+
+    mod props {
+        use super::*;
+        use proptest::prelude::*;
+
+        /// Four bytes of a packet: any bytes, or a float a screen could choke on.
+        fn word() -> impl Strategy<Value = [u8; 4]> {
+            prop_oneof![
+                3 => any::<[u8; 4]>(),
+                1 => prop::sample::select(vec![
+                    f32::NAN,
+                    -f32::NAN,
+                    f32::INFINITY,
+                    f32::NEG_INFINITY,
+                    f32::MAX,
+                    f32::MIN,
+                    f32::MIN_POSITIVE,
+                    -0.0,
+                    1.0e7,
+                    3.0e38,
+                ])
+                .prop_map(f32::to_le_bytes),
+            ]
+        }
+
+        /// A datagram of every Forza length, and of others.
+        fn datagram() -> impl Strategy<Value = Vec<u8>> {
+            let len = prop_oneof![
+                4 => prop::sample::select(vec![232usize, 311, 324, 331]),
+                1 => 0usize..400,
+            ];
+            (len, prop::collection::vec(word(), 100)).prop_map(|(len, words)| {
+                let mut bytes: Vec<u8> = words.concat();
+                bytes.resize(len, 0);
+                bytes
+            })
+        }
+
+        fn input() -> impl Strategy<Value = Input> {
+            prop_oneof![
+                Just(Input::Auto),
+                prop::sample::select(Format::ALL.to_vec()).prop_map(Input::Fixed),
+            ]
+        }
+
+        fn row() -> impl Strategy<Value = DestinationRow> {
+            (
+                "[a-z0-9 \\x00-\\x1f\\x7f]{0,30}",
+                any::<f64>(),
+                any::<[u64; 4]>(),
+                "[a-z0-9 (),]{0,60}",
+            )
+                .prop_map(
+                    |(name, rate, [sent, filtered, rate_limited, errors], problems)| {
+                        DestinationRow {
+                            name,
+                            output: "fh5".to_owned(),
+                            packets_per_sec: rate,
+                            sent,
+                            filtered,
+                            rate_limited,
+                            errors,
+                            problems,
+                        }
+                    },
+                )
+        }
+
+        /// The screen rows that show the car (title, status and the car's boxes).
+        const CAR_ROWS: usize = 20;
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(128))]
+
+            /// Issue 12 item 2: arbitrary bytes of every Forza length go through
+            /// the model and render at any size, with and without a destinations
+            /// table, and no value on the screen is NaN or infinite.
+            #[test]
+            fn any_datagram_renders_at_any_size(
+                datagrams in prop::collection::vec(datagram(), 1..4),
+                input in input(),
+                rows in prop::option::of(prop::collection::vec(row(), 0..6)),
+            ) {
+                let t0 = Instant::now();
+                let mut model = Model::new(input, "listening on 127.0.0.1:5400");
+                for (i, d) in datagrams.iter().enumerate() {
+                    model.on_datagram(t0 + Duration::from_millis(i as u64 * 16), from(), d);
+                }
+                model.tick(t0 + Duration::from_secs(1));
+                if let Some(rows) = rows {
+                    model.set_destinations(rows);
+                }
+                for (width, height) in [(0, 0), (1, 1), (20, 5), (80, 24)] {
+                    screen(&model, width, height);
+                }
+                let (text, _) = screen(&model, 200, 60);
+                for line in text.lines().take(CAR_ROWS) {
+                    prop_assert!(!line.contains("NaN") && !line.contains("inf"), "{}", line);
+                }
+                let line = plain_line(&model);
+                let car = line.split(" | ").next().unwrap_or_default();
+                prop_assert!(!car.contains("NaN") && !car.contains("inf"), "{}", line);
+            }
+        }
+    }
+
     #[test]
     fn lap_times_read_m_ss_mmm() {
-        assert_eq!(lap_time(83.456), "1:23.456");
-        assert_eq!(lap_time(12.75), "0:12.750");
-        assert_eq!(lap_time(3_600.5), "60:00.500");
-        assert_eq!(lap_time(59.999_9), "1:00.000");
-        assert_eq!(lap_time(0.0), "-:--.---");
-        assert_eq!(lap_time(-1.0), "-:--.---");
-        assert_eq!(lap_time(f32::NAN), "-:--.---");
+        let t = |s: f32| lap_time(LapTime::new(s));
+        assert_eq!(t(83.456), "1:23.456");
+        assert_eq!(t(12.75), "0:12.750");
+        assert_eq!(t(3_600.5), "60:00.500");
+        assert_eq!(t(59.999_9), "1:00.000");
+        assert_eq!(t(359_999.0), "5999:59.000");
+        for none in [0.0, -1.0, f32::NAN, f32::INFINITY, 360_000.0, 3.0e38] {
+            assert_eq!(t(none), "–", "{none}");
+        }
     }
 
     #[test]
     fn steer_bar_marks_the_wheel_position() {
         // 16 wide: the track is what the text and one blank leave, its centre ┼.
-        assert_eq!(steer_bar(Some(0.0), 16), "──────█───── +0%");
-        assert_eq!(steer_bar(Some(-1.0), 16), "█────┼──── -100%");
-        assert_eq!(steer_bar(Some(1.0), 16), "─────┼───█ +100%");
-        assert_eq!(steer_bar(Some(-0.5), 16), "───█─┼───── -50%");
-        assert_eq!(steer_bar(None, 10), "────┼─── -");
+        let axis = |a: f32| Finite::within(a, -1.0..=1.0);
+        assert_eq!(steer_bar(axis(0.0), 16), "──────█───── +0%");
+        assert_eq!(steer_bar(axis(-1.0), 16), "█────┼──── -100%");
+        assert_eq!(steer_bar(axis(1.0), 16), "─────┼───█ +100%");
+        assert_eq!(steer_bar(axis(-0.5), 16), "───█─┼───── -50%");
+        assert_eq!(steer_bar(None, 10), "────┼─── –");
     }
 }

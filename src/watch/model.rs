@@ -1,23 +1,295 @@
-//! What the dashboard shows, as plain data: the latest packet decoded, the packet
-//! rate, what was ignored, and (when watching the relay) one row per destination.
+//! What the dashboard shows, as plain data: the car of the latest packet, the
+//! packet rate, what was ignored, and (when watching the relay) one row per
+//! destination.
 //!
 //! The model never reads a clock: every update takes `now`, so tests drive it with
 //! made-up instants and [`super::render`] stays a pure function of it.
+//!
+//! [`Car`] is the one view of a packet that screens and pages show. It is made at
+//! the model's boundary ([`Car::new`]) and holds every value as a [`Finite`] (or a
+//! [`LapTime`]) checked against its quantity's range: a NaN, an infinity or a
+//! value out of range from a datagram is `None`, shown as "–", so no screen can
+//! be handed a number it cannot draw (issue 12: a NaN RPM aborted the dashboard).
 
 use std::collections::VecDeque;
+use std::fmt;
 use std::net::SocketAddr;
+use std::ops::RangeInclusive;
 use std::time::{Duration, Instant};
+
+use serde::Serialize;
 
 use super::Reader;
 use crate::config::Input;
 use crate::stats::{DestinationSnapshot, DropReason, Problems, Snapshot};
-use crate::telemetry::Telemetry;
-use crate::wire::{Format, Packet};
+use crate::telemetry::{Gear, Telemetry};
+use crate::wire::{Format, Packet, Wheels};
 
 /// The rate is counted over windows this long.
 const RATE_WINDOW: Duration = Duration::from_secs(1);
 /// After this long without a packet the dashboard says the stream stopped.
 pub const SILENCE: Duration = Duration::from_secs(2);
+
+/// What a screen shows for a value that is absent, not a number, or out of range.
+pub const NONE: &str = "–";
+
+/// Values with no narrower natural range (speeds, G, temperatures, slips,
+/// positions): f32 holds about seven digits, and a float beyond a million in a
+/// datagram is noise no screen could fit.
+pub const SHOWN: RangeInclusive<f32> = -1.0e6..=1.0e6;
+/// [`SHOWN`] for quantities that cannot be negative (speed, revs).
+const UNSIGNED: RangeInclusive<f32> = 0.0..=1.0e6;
+/// A share of a whole (revs over the redline).
+const FRACTION: RangeInclusive<f32> = 0.0..=1.0;
+/// A pedal.
+const PERCENT: RangeInclusive<f32> = 0.0..=100.0;
+/// The steering axis, full left to full right.
+const AXIS: RangeInclusive<f32> = -1.0..=1.0;
+/// An angle in degrees.
+const ANGLE: RangeInclusive<f32> = -180.0..=180.0;
+/// A tyre whose |slip| is above this has lost grip (FORMATS.md: slip is
+/// normalised, above 1 the tyre slides).
+pub const GRIP_LOST: f32 = 1.0;
+
+/// A float that is a number (never NaN or ±infinity) inside the range its
+/// quantity was checked against: the only kind of float a [`Car`] holds.
+#[derive(Debug, Clone, Copy, PartialEq, PartialOrd, Serialize)]
+#[serde(transparent)]
+pub struct Finite(f32);
+
+impl Finite {
+    /// `value` if it is a number in `range` (a finite range); `None` for NaN,
+    /// ±infinity or a number outside it.
+    pub fn within(value: f32, range: RangeInclusive<f32>) -> Option<Finite> {
+        range.contains(&value).then_some(Finite(value))
+    }
+
+    /// The number.
+    pub fn get(self) -> f32 {
+        self.0
+    }
+}
+
+impl fmt::Display for Finite {
+    /// As an `f32`, with the formatter's precision and sign.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(&self.0, f)
+    }
+}
+
+/// A lap time, seconds: above 0 (the game sends 0 for "none yet") and below
+/// [`LapTime::MAX`].
+#[derive(Debug, Clone, Copy, PartialEq, PartialOrd, Serialize)]
+#[serde(transparent)]
+pub struct LapTime(f32);
+
+impl LapTime {
+    /// 100 hours: a longer "lap" is not one.
+    pub const MAX: f32 = 360_000.0;
+
+    /// `seconds` as a lap time, or `None` for 0, a negative, NaN or huge value.
+    pub fn new(seconds: f32) -> Option<LapTime> {
+        (seconds > 0.0 && seconds < LapTime::MAX).then_some(LapTime(seconds))
+    }
+
+    /// The time in seconds.
+    pub fn seconds(self) -> f32 {
+        self.0
+    }
+}
+
+impl fmt::Display for LapTime {
+    /// `m:ss.mmm`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // Below 3.6e8 ms: exact in u64, and far from its limit.
+        let ms = (f64::from(self.0) * 1000.0).round() as u64;
+        write!(f, "{}:{:02}.{:03}", ms / 60_000, ms / 1000 % 60, ms % 1000)
+    }
+}
+
+/// One tyre as a screen shows it.
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize)]
+pub struct Tyre {
+    /// Temperature, °C.
+    pub temp_c: Option<Finite>,
+    /// TireSlipRatio (normalised: above 1 in size, no grip).
+    pub slip_ratio: Option<Finite>,
+    /// TireSlipAngle (normalised).
+    pub slip_angle: Option<Finite>,
+    /// TireCombinedSlip (normalised).
+    pub combined_slip: Option<Finite>,
+    /// NormalizedSuspensionTravel, 0 (stretched) … 1 (compressed).
+    pub suspension: Option<Finite>,
+}
+
+/// Where the car is in the world, metres (PositionX/Y/Z): all three numbers, or
+/// no position.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Position {
+    /// PositionX.
+    pub x: Finite,
+    /// PositionY (up).
+    pub y: Finite,
+    /// PositionZ.
+    pub z: Finite,
+}
+
+/// The car of one packet as a screen or a page shows it: plain data, every
+/// float finite and in range or `None` (see [`Finite`]), so it serialises to JSON
+/// with `null` for what cannot be shown.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Car {
+    /// The format the packet was read as.
+    pub format: Format,
+    /// IsRaceOn.
+    pub racing: bool,
+    /// km/h.
+    pub speed_kmh: Option<Finite>,
+    /// mph.
+    pub speed_mph: Option<Finite>,
+    /// Mechanical horsepower.
+    pub power_hp: Option<Finite>,
+    /// `R`, `N`, 1..10 or the raw number.
+    pub gear: Option<Gear>,
+    /// CurrentEngineRpm.
+    pub rpm: Option<Finite>,
+    /// EngineMaxRpm, the redline.
+    pub redline_rpm: Option<Finite>,
+    /// Revs over the redline, 0..1, when both are known.
+    pub rev_fraction: Option<Finite>,
+    /// Throttle, 0..100 %.
+    pub throttle_pct: Option<Finite>,
+    /// Brake, 0..100 %.
+    pub brake_pct: Option<Finite>,
+    /// Clutch, 0..100 %.
+    pub clutch_pct: Option<Finite>,
+    /// Handbrake, 0..100 %.
+    pub handbrake_pct: Option<Finite>,
+    /// Steering, -1 (full left) … 1 (full right).
+    pub steer: Option<Finite>,
+    /// Lateral G (positive: pushed right).
+    pub g_lat: Option<Finite>,
+    /// Longitudinal G (positive: accelerating).
+    pub g_long: Option<Finite>,
+    /// Vertical G.
+    pub g_vert: Option<Finite>,
+    /// Angle between heading and travel, degrees, positive sliding right.
+    pub drift_angle_deg: Option<Finite>,
+    /// The four tyres.
+    pub tyres: Wheels<Tyre>,
+    /// Some tyre's slip is above [`GRIP_LOST`] in size.
+    pub grip_lost: bool,
+    /// CarClass as a letter, where the game's scale is known.
+    pub class_letter: Option<&'static str>,
+    /// CarClass as sent.
+    pub class: i32,
+    /// CarPerformanceIndex.
+    pub performance_index: i32,
+    /// `FWD`, `RWD` or `AWD`.
+    pub drivetrain: Option<&'static str>,
+    /// NumCylinders.
+    pub cylinders: i32,
+    /// CarOrdinal.
+    pub ordinal: i32,
+    /// LapNumber.
+    pub lap: Option<u32>,
+    /// RacePosition.
+    pub race_position: Option<u8>,
+    /// CurrentLap.
+    pub current_lap: Option<LapTime>,
+    /// LastLap.
+    pub last_lap: Option<LapTime>,
+    /// BestLap.
+    pub best_lap: Option<LapTime>,
+    /// PositionX/Y/Z.
+    pub position: Option<Position>,
+}
+
+/// Whether a tyre with this slip has lost grip.
+pub fn grip_lost(slip: Option<Finite>) -> bool {
+    slip.is_some_and(|s| s.get().abs() > GRIP_LOST)
+}
+
+impl Car {
+    /// The car of a decoded packet: each value [`Telemetry`] derives, and each raw
+    /// field a screen shows, checked against its range.
+    pub fn new(t: &Telemetry) -> Car {
+        let f = &t.fields;
+        let within =
+            |v: Option<f32>, range: RangeInclusive<f32>| v.and_then(|v| Finite::within(v, range));
+        let rpm = Finite::within(f.current_engine_rpm, UNSIGNED);
+        let redline_rpm = Finite::within(f.engine_max_rpm, UNSIGNED);
+        let temps = t.tire_temp_c.map(Wheels::into_array).unwrap_or_default();
+        let [ratio, angle, combined, suspension] = [
+            f.tire_slip_ratio,
+            f.tire_slip_angle,
+            f.tire_combined_slip,
+            f.normalized_suspension_travel,
+        ]
+        .map(Wheels::into_array);
+        let tyres = Wheels::from_array(std::array::from_fn(|w| Tyre {
+            temp_c: t.tire_temp_c.and_then(|_| Finite::within(temps[w], SHOWN)),
+            slip_ratio: Finite::within(ratio[w], SHOWN),
+            slip_angle: Finite::within(angle[w], SHOWN),
+            combined_slip: Finite::within(combined[w], SHOWN),
+            suspension: Finite::within(suspension[w], SHOWN),
+        }));
+        let grip = tyres.into_array().iter().any(|t| {
+            [t.slip_ratio, t.slip_angle, t.combined_slip]
+                .into_iter()
+                .any(grip_lost)
+        });
+        let position = || {
+            Some(Position {
+                x: within(f.position_x, SHOWN)?,
+                y: within(f.position_y, SHOWN)?,
+                z: within(f.position_z, SHOWN)?,
+            })
+        };
+        Car {
+            format: t.format,
+            racing: f.is_race_on != 0,
+            speed_kmh: within(t.speed_kmh, UNSIGNED),
+            speed_mph: within(t.speed_mph, UNSIGNED),
+            power_hp: within(t.power_hp, SHOWN),
+            gear: t.gear_label,
+            rpm,
+            redline_rpm,
+            rev_fraction: rpm
+                .and(redline_rpm)
+                .and_then(|_| Finite::within(t.rev_fraction, FRACTION)),
+            throttle_pct: within(t.throttle_pct, PERCENT),
+            brake_pct: within(t.brake_pct, PERCENT),
+            clutch_pct: within(t.clutch_pct, PERCENT),
+            handbrake_pct: within(t.handbrake_pct, PERCENT),
+            steer: within(t.steer_axis, AXIS),
+            g_lat: Finite::within(t.g_lat, SHOWN),
+            g_long: Finite::within(t.g_long, SHOWN),
+            g_vert: Finite::within(t.g_vert, SHOWN),
+            drift_angle_deg: Finite::within(t.drift_angle_deg, ANGLE),
+            tyres,
+            grip_lost: grip,
+            class_letter: t.car_class_letter,
+            class: f.car_class,
+            performance_index: f.car_performance_index,
+            drivetrain: t.drivetrain,
+            cylinders: f.num_cylinders,
+            ordinal: f.car_ordinal,
+            lap: f.lap_number.map(u32::from),
+            race_position: f.race_position,
+            current_lap: f.current_lap.and_then(LapTime::new),
+            last_lap: f.last_lap.and_then(LapTime::new),
+            best_lap: f.best_lap.and_then(LapTime::new),
+            position: position(),
+        }
+    }
+
+    /// Whether the packet's format has the Dash block (speed, gear, pedals, laps):
+    /// a sled packet has not.
+    pub fn has_dash(&self) -> bool {
+        self.format.layout().dash.is_some()
+    }
+}
 
 /// One destination of the relay, as the relay's counters snapshot reports it.
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -147,8 +419,8 @@ pub struct Model {
     /// Where the datagrams come from (`listening on 0.0.0.0:5400`).
     pub(crate) source: String,
     pub(crate) reader: Reader,
-    /// The latest packet, decoded.
-    pub(crate) latest: Option<Telemetry>,
+    /// The car of the latest packet.
+    pub(crate) car: Option<Car>,
     /// The latest packet's sender.
     pub(crate) sender: Option<SocketAddr>,
     /// Packets read.
@@ -178,7 +450,7 @@ impl Model {
         Model {
             source: source.into(),
             reader: Reader::new(input),
-            latest: None,
+            car: None,
             sender: None,
             packets: 0,
             ignored: 0,
@@ -203,7 +475,8 @@ impl Model {
             ));
             return;
         };
-        self.latest = Some(Telemetry::decode(&Packet::new_unchecked(payload, format)));
+        let telemetry = Telemetry::decode(&Packet::new_unchecked(payload, format));
+        self.car = Some(Car::new(&telemetry));
         self.sender = Some(from);
         self.packets += 1;
         self.rate.count(now);
@@ -243,17 +516,17 @@ impl Model {
         self.ended = true;
     }
 
-    /// The latest packet, decoded.
-    pub fn latest(&self) -> Option<&Telemetry> {
-        self.latest.as_ref()
+    /// The car of the latest packet.
+    pub fn car(&self) -> Option<&Car> {
+        self.car.as_ref()
     }
 
     /// The format the latest packet was read as, and whether that is certain (a
     /// Horizon packet read as fh6 before any puddle said so is not).
     pub fn format(&self) -> Option<(Format, bool)> {
-        self.latest
+        self.car
             .as_ref()
-            .map(|t| (t.format, self.reader.is_certain(t.format)))
+            .map(|c| (c.format, self.reader.is_certain(c.format)))
     }
 
     /// Packets per second over the last window.
@@ -382,7 +655,7 @@ mod tests {
         let mut m = Model::new(Input::Fixed(Format::Fh6), "test");
         m.on_datagram(Instant::now(), from(), &[0; 311]);
         assert_eq!(m.ignored(), 1);
-        assert!(m.latest().is_none());
+        assert!(m.car().is_none());
         let why = m.last_ignored.as_deref().unwrap();
         assert!(why.contains("311-byte") && why.contains("fh6"), "{why}");
     }
