@@ -404,6 +404,95 @@ fn issue_12_watch_shows_a_nan_datagram_as_dashes_and_keeps_running() {
     assert_eq!(bin.interrupt(), 0);
 }
 
+/// FH6's frame in a menu or pause: all zero but TimestampMS and IsRaceOn = 0
+/// (FORMATS.md).
+fn menu_frame(timestamp_ms: u32) -> Vec<u8> {
+    let mut buf = vec![0u8; Format::Fh6.len()];
+    Packet::new_checked(&mut buf[..], Format::Fh6)
+        .expect("fh6")
+        .set_timestamp_ms(timestamp_ms);
+    buf
+}
+
+/// Issue 13 item 7: a menu frame was shown as `0 km/h, gear R`.
+#[test]
+fn issue_13_watch_says_not_racing_for_a_menu_frame() {
+    let mut bin = Piped::spawn(&["watch", "--listen", "127.0.0.1:0", "--format", "fh6"]);
+    let sender = Sender::new(bin.listening());
+    let racing = Spec::new(Format::Fh6, 1).build();
+    let speed = format!("speed {:.0} km/h, ", SPEED * 3.6);
+    bin.until(true, |l| l.starts_with(&speed), || sender.send(&racing));
+    let line = bin.until(
+        true,
+        |l| !l.starts_with(&speed),
+        || sender.send(&menu_frame(2)),
+    );
+    assert!(
+        line.starts_with("not racing (menu or paused); last: "),
+        "{line}"
+    );
+    assert!(line.contains(&speed), "the last racing values: {line}");
+    assert!(!line.contains("gear R"), "{line}");
+    assert_eq!(bin.interrupt(), 0);
+}
+
+/// Issue 13 item 7: export wrote `gear_label R`, `tire_temp_c_fl -17.78` and
+/// `car_class_letter D` for a menu frame. The derived labels are empty; the raw
+/// fields are as sent.
+#[test]
+fn issue_13_export_leaves_derived_labels_empty_for_a_menu_frame() {
+    let dir = TempPath::dir("export-menu");
+    let pcap = dir.path().join("drive.pcap");
+    write_capture(
+        &pcap,
+        &[
+            (0, 5400, Spec::new(Format::Fh6, 100).build()),
+            (16, 5400, menu_frame(116)),
+        ],
+    );
+    let out = dir.path().join("menu.csv");
+    let (pcap_text, out_text) = (pcap.display().to_string(), out.display().to_string());
+    let done = Bin::run(
+        &[
+            "export", "--file", &pcap_text, "--format", "fh6", "--output", &out_text,
+        ],
+        None,
+    );
+    assert_eq!(done.code(), 0, "{}", done.stderr);
+    let table = Table::read(std::fs::File::open(&out).expect("the CSV file"));
+    assert_eq!(table.rows.len(), 2);
+    assert_eq!(table.get(0, "gear_label"), GEAR.to_string());
+    assert_eq!(table.get(0, "car_class_letter"), "S2");
+    assert_eq!(table.get(1, "TimestampMS"), "116");
+    for raw in [
+        "IsRaceOn",
+        "Gear",
+        "TireTempFL",
+        "CarClass",
+        "DrivetrainType",
+        "Speed",
+    ] {
+        assert_eq!(table.get(1, raw), "0", "{raw} as sent");
+    }
+    for derived in [
+        "gear_label",
+        "tire_temp_c_fl",
+        "tire_temp_c_rr",
+        "car_class_letter",
+        "drivetrain",
+        "speed_kmh",
+        "speed_mph",
+        "power_hp",
+        "throttle_pct",
+        "steer_axis",
+        "rev_fraction",
+        "g_lat",
+        "drift_angle_deg",
+    ] {
+        assert_eq!(table.get(1, derived), "", "{derived} of a menu frame");
+    }
+}
+
 /// Whether `tool` runs (see [`common::require_tool`]).
 fn have(tool: &str) -> bool {
     common::require_tool(tool, common::runs(tool), "the dissector is checked with it")

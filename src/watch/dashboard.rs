@@ -180,9 +180,13 @@ fn shown<T>(v: Option<T>, f: impl FnOnce(T) -> String) -> String {
     v.map_or_else(|| NONE.to_owned(), f)
 }
 
-/// One line for a log or a pipe: speed, gear, rpm, lap, rate, format.
+/// What the status says while the game sends IsRaceOn = 0 frames.
+pub const NOT_RACING: &str = "not racing (menu or paused)";
+
+/// One line for a log or a pipe: speed, gear, rpm, lap, rate, format; while
+/// not racing, the last racing values after [`NOT_RACING`].
 pub fn plain_line(model: &Model) -> String {
-    let Some(car) = model.car() else {
+    if model.packets() == 0 {
         let mut line = format!(
             "no packets yet ({}; {} ignored)",
             model.source,
@@ -190,16 +194,30 @@ pub fn plain_line(model: &Model) -> String {
         );
         destinations_text(model, &mut line);
         return line;
-    };
-    let mut line = format!(
-        "speed {}, gear {}, {} rpm, lap {}, {:.0} Hz, {}",
-        shown(car.speed_kmh, |s| format!("{s:.0} km/h")),
-        shown(car.gear, |g| g.to_string()),
-        shown(car.rpm, |r| format!("{r:.0}")),
-        shown(car.lap, |l| l.to_string()),
+    }
+    let mut line = String::new();
+    if model.not_racing() {
+        line.push_str(NOT_RACING);
+        line.push_str(if model.car().is_some() {
+            "; last: "
+        } else {
+            ", "
+        });
+    }
+    if let Some(car) = model.car() {
+        line.push_str(&format!(
+            "speed {}, gear {}, {} rpm, lap {}, ",
+            shown(car.speed_kmh, |s| format!("{s:.0} km/h")),
+            shown(car.gear, |g| g.to_string()),
+            shown(car.rpm, |r| format!("{r:.0}")),
+            shown(car.lap, |l| l.to_string()),
+        ));
+    }
+    line.push_str(&format!(
+        "{:.0} Hz, {}",
         model.rate_hz(),
-        format_label(model),
-    );
+        format_label(model)
+    ));
     if let Some(silent) = model.silent_for {
         line.push_str(&format!(", no packets for {} s", silent.as_secs()));
     }
@@ -241,9 +259,40 @@ const DIM: Style = Style::new().fg(Color::DarkGray);
 const BOLD: Style = Style::new().add_modifier(Modifier::BOLD);
 const ALERT: Style = Style::new().fg(Color::White).bg(Color::Red);
 
+/// The car to draw, and whether it is the last one before a menu or pause
+/// (then every value is dimmed).
+#[derive(Clone, Copy)]
+struct View<'a> {
+    car: Option<&'a Car>,
+    dim: bool,
+}
+
+impl View<'_> {
+    /// The base style of a box.
+    fn style(self) -> Style {
+        if self.dim {
+            DIM
+        } else {
+            Style::new()
+        }
+    }
+
+    /// `color`, or grey when dimmed.
+    fn color(self, color: Color) -> Color {
+        if self.dim {
+            Color::DarkGray
+        } else {
+            color
+        }
+    }
+}
+
 /// Draws the dashboard for `model` over the whole frame.
 pub fn render(frame: &mut Frame<'_>, model: &Model) {
-    let car = model.car();
+    let car = View {
+        car: model.car(),
+        dim: model.not_racing(),
+    };
     let table_height = model
         .destinations
         .as_ref()
@@ -318,9 +367,15 @@ fn status_line(model: &Model) -> Line<'static> {
             "no packets for {} s: is the game paused, in a menu, or not focused?",
             silent.as_secs()
         )
-    } else if model.car().is_none() {
+    } else if model.packets() == 0 {
         "waiting for packets: in the game, turn Data Out on and send to this PC's address and port"
             .to_owned()
+    } else if model.not_racing() {
+        if model.car().is_some() {
+            format!("{NOT_RACING}: the last racing values, dimmed")
+        } else {
+            NOT_RACING.to_owned()
+        }
     } else if let Some(why) = &model.last_ignored {
         format!("{} ignored; last: {why}", model.ignored())
     } else if model.car().is_some_and(|c| !c.has_dash()) {
@@ -332,7 +387,8 @@ fn status_line(model: &Model) -> Line<'static> {
             .unwrap_or_default();
         format!("{} packets{sender}", model.packets())
     };
-    let style = if model.silent_for.is_some() || model.last_ignored.is_some() {
+    let style = if model.silent_for.is_some() || model.not_racing() || model.last_ignored.is_some()
+    {
         Style::new().fg(Color::Yellow)
     } else {
         DIM
@@ -344,7 +400,8 @@ fn boxed(title: &str) -> Block<'static> {
     Block::bordered().title(format!(" {title} "))
 }
 
-fn render_speed(frame: &mut Frame<'_>, area: Rect, car: Option<&Car>) {
+fn render_speed(frame: &mut Frame<'_>, area: Rect, view: View<'_>) {
+    let car = view.car;
     let kmh = shown(car.and_then(|c| c.speed_kmh), |s| format!("{s:.0}"));
     let mph = shown(car.and_then(|c| c.speed_mph), |s| format!("{s:.0}"));
     let gear = shown(car.and_then(|c| c.gear), |g| g.to_string());
@@ -360,10 +417,12 @@ fn render_speed(frame: &mut Frame<'_>, area: Rect, car: Option<&Car>) {
             Span::raw(format!("   IsRaceOn {race_on}")),
         ]),
     ];
-    frame.render_widget(Paragraph::new(lines).block(boxed("Speed")), area);
+    let speed = Paragraph::new(lines).block(boxed("Speed"));
+    frame.render_widget(speed.style(view.style()), area);
 }
 
-fn render_rpm(frame: &mut Frame<'_>, area: Rect, car: Option<&Car>) {
+fn render_rpm(frame: &mut Frame<'_>, area: Rect, view: View<'_>) {
+    let car = view.car;
     let ratio = car.and_then(|c| c.rev_fraction).map_or(0.0, Finite::get);
     let label = match car {
         Some(c) => format!(
@@ -373,22 +432,24 @@ fn render_rpm(frame: &mut Frame<'_>, area: Rect, car: Option<&Car>) {
         ),
         None => format!("{NONE} rpm"),
     };
-    let color = if f64::from(ratio) > REDLINE_WARN {
+    let color = view.color(if f64::from(ratio) > REDLINE_WARN {
         Color::Red
     } else {
         Color::Green
-    };
+    });
     // The model holds the fraction in 0..=1: Gauge::ratio asserts that it is.
     let gauge = Gauge::default()
         .block(boxed("RPM"))
+        .style(view.style())
         .gauge_style(Style::new().fg(color).bg(Color::Black))
         .ratio(f64::from(ratio))
         .label(label);
     frame.render_widget(gauge, area);
 }
 
-fn render_inputs(frame: &mut Frame<'_>, area: Rect, car: Option<&Car>) {
-    let block = boxed("Inputs");
+fn render_inputs(frame: &mut Frame<'_>, area: Rect, view: View<'_>) {
+    let car = view.car;
+    let block = boxed("Inputs").style(view.style());
     let inner = block.inner(area);
     frame.render_widget(block, area);
     let rows = Layout::vertical([Constraint::Length(1); 5]).split(inner);
@@ -405,19 +466,20 @@ fn render_inputs(frame: &mut Frame<'_>, area: Rect, car: Option<&Car>) {
     for (row, (name, pct, color)) in rows.iter().zip(pedals) {
         let [label, bar] =
             Layout::horizontal([Constraint::Length(10), Constraint::Min(1)]).areas(*row);
-        frame.render_widget(Paragraph::new(name), label);
+        frame.render_widget(Paragraph::new(name).style(view.style()), label);
         // The model holds a pedal in 0..=100 %.
         let gauge = Gauge::default()
-            .gauge_style(Style::new().fg(color).bg(Color::Black))
+            .gauge_style(Style::new().fg(view.color(color)).bg(Color::Black))
             .ratio(pct.map_or(0.0, |p| f64::from(p.get()) / 100.0))
             .label(shown(pct, |p| format!("{p:.0}%")));
         frame.render_widget(gauge, bar);
     }
     let [label, bar] =
         Layout::horizontal([Constraint::Length(10), Constraint::Min(1)]).areas(rows[4]);
-    frame.render_widget(Paragraph::new("Steer"), label);
+    frame.render_widget(Paragraph::new("Steer").style(view.style()), label);
     let steer = car.and_then(|c| c.steer);
-    frame.render_widget(Paragraph::new(steer_bar(steer, bar.width)), bar);
+    let steer = Paragraph::new(steer_bar(steer, bar.width)).style(view.style());
+    frame.render_widget(steer, bar);
 }
 
 /// A track `width` wide with the centre marked and the wheel's position as a
@@ -442,7 +504,8 @@ fn steer_bar(axis: Option<Finite>, width: u16) -> String {
     s
 }
 
-fn render_motion(frame: &mut Frame<'_>, area: Rect, car: Option<&Car>) {
+fn render_motion(frame: &mut Frame<'_>, area: Rect, view: View<'_>) {
+    let car = view.car;
     let g = |v: Option<Finite>| shown(v, |v| format!("{v:+.2}"));
     let lines = vec![
         Line::raw(format!(
@@ -465,17 +528,23 @@ fn render_motion(frame: &mut Frame<'_>, area: Rect, car: Option<&Car>) {
             })
         )),
     ];
-    frame.render_widget(Paragraph::new(lines).block(boxed("Motion")), area);
+    let motion = Paragraph::new(lines).block(boxed("Motion"));
+    frame.render_widget(motion.style(view.style()), area);
 }
 
-fn render_tyres(frame: &mut Frame<'_>, area: Rect, car: Option<&Car>) {
+fn render_tyres(frame: &mut Frame<'_>, area: Rect, view: View<'_>) {
+    let car = view.car;
     let header = Row::new(["", "°C", "slip", "angle", "comb", "susp"]).style(DIM);
     let tyres = car.map(|c| c.tyres.into_array());
     let rows: Vec<Row> = (0..4)
         .map(|w| {
             let tyre = tyres.map(|t| t[w]).unwrap_or_default();
             let slip = |v: Option<Finite>| {
-                let style = if grip_lost(v) { ALERT } else { Style::new() };
+                let style = if grip_lost(v) && !view.dim {
+                    ALERT
+                } else {
+                    Style::new()
+                };
                 Cell::from(shown(v, |v| format!("{v:+.2}"))).style(style)
             };
             Row::new([
@@ -501,12 +570,15 @@ fn render_tyres(frame: &mut Frame<'_>, area: Rect, car: Option<&Car>) {
     } else {
         "Tyres"
     };
-    let table = Table::new(rows, widths).header(header).block(boxed(title));
+    let table = Table::new(rows, widths)
+        .header(header)
+        .block(boxed(title))
+        .style(view.style());
     frame.render_widget(table, area);
 }
 
-fn render_car(frame: &mut Frame<'_>, area: Rect, car: Option<&Car>) {
-    let line = match car {
+fn render_car(frame: &mut Frame<'_>, area: Rect, view: View<'_>) {
+    let line = match view.car {
         Some(c) => {
             let class = c
                 .class_letter
@@ -521,10 +593,12 @@ fn render_car(frame: &mut Frame<'_>, area: Rect, car: Option<&Car>) {
         }
         None => format!("Class {NONE}  PI {NONE}  {NONE}  {NONE} cyl"),
     };
-    frame.render_widget(Paragraph::new(line).block(boxed("Car")), area);
+    let car = Paragraph::new(line).block(boxed("Car"));
+    frame.render_widget(car.style(view.style()), area);
 }
 
-fn render_race(frame: &mut Frame<'_>, area: Rect, car: Option<&Car>) {
+fn render_race(frame: &mut Frame<'_>, area: Rect, view: View<'_>) {
+    let car = view.car;
     let lines = vec![
         Line::raw(format!(
             "Lap {}   Position {}",
@@ -544,7 +618,8 @@ fn render_race(frame: &mut Frame<'_>, area: Rect, car: Option<&Car>) {
             lap_time(car.and_then(|c| c.best_lap))
         )),
     ];
-    frame.render_widget(Paragraph::new(lines).block(boxed("Race")), area);
+    let race = Paragraph::new(lines).block(boxed("Race"));
+    frame.render_widget(race.style(view.style()), area);
 }
 
 fn render_destinations(frame: &mut Frame<'_>, area: Rect, rows: &[DestinationRow], not_shown: u64) {
@@ -834,6 +909,7 @@ mod tests {
     fn a_sled_packet_shows_what_it_has() {
         let mut buf = vec![0u8; 232];
         let mut p = Packet::new_checked(&mut buf[..], Format::Sled).unwrap();
+        p.set_is_race_on(1);
         p.set_current_engine_rpm(5_000.0);
         p.set_engine_max_rpm(7_000.0);
         let mut model = Model::new(Input::Auto, "test");
@@ -936,6 +1012,64 @@ mod tests {
             let line = plain_line(&model);
             assert!(line.starts_with("speed –, gear 4, – rpm, "), "{line}");
         }
+    }
+
+    /// FH6's frame in a menu or pause: all zero but TimestampMS.
+    fn menu_frame() -> Vec<u8> {
+        let mut buf = vec![0u8; 324];
+        let mut p = Packet::new_checked(&mut buf[..], Format::Fh6).unwrap();
+        p.set_timestamp_ms(77);
+        buf
+    }
+
+    /// Issue 13 item 7: menu and pause frames were shown as driving (`0 km/h`,
+    /// `Gear R`, tyres at −18 °C, `Class D PI 0`).
+    #[test]
+    fn issue_13_a_menu_frame_keeps_the_last_racing_values_dimmed() {
+        let t0 = Instant::now();
+        let mut model = Model::new(Input::Fixed(Format::Fh6), "test");
+        model.on_datagram(t0, from(), &menu_frame());
+        let (text, _) = screen(&model, 100, 30);
+        assert_shows(&text, &["not racing (menu or paused)", "– km/h", "Gear –"]);
+        assert!(
+            !text.contains("Gear R") && !text.contains("Class D"),
+            "{text}"
+        );
+        assert_eq!(plain_line(&model), "not racing (menu or paused), 0 Hz, fh6");
+
+        model.on_datagram(t0, from(), &fixture());
+        model.on_datagram(t0, from(), &menu_frame());
+        let (text, buffer) = screen(&model, 100, 30);
+        assert_shows(
+            &text,
+            &[
+                "not racing (menu or paused): the last racing values, dimmed",
+                "142 km/h",
+                "Gear 4",
+                "Class S2",
+                "6543 / 8250 rpm",
+            ],
+        );
+        assert!(!text.contains("Gear R") && !text.contains("-18"), "{text}");
+        for value in ["142 km/h", "Gear 4", "Class S2", "Lap 3", "FL  100"] {
+            assert_eq!(buffer[at(&text, value)].fg, Color::DarkGray, "{value}");
+        }
+        assert_ne!(
+            buffer[at(&text, "+1.50")].bg,
+            Color::Red,
+            "no alert when dimmed"
+        );
+        assert!(
+            plain_line(&model)
+                .starts_with("not racing (menu or paused); last: speed 142 km/h, gear 4, "),
+            "{}",
+            plain_line(&model)
+        );
+
+        model.on_datagram(t0, from(), &fixture());
+        let (text, buffer) = screen(&model, 100, 30);
+        assert!(!text.contains("not racing"), "{text}");
+        assert_ne!(buffer[at(&text, "142 km/h")].fg, Color::DarkGray);
     }
 
     mod props {

@@ -257,16 +257,16 @@ impl Car {
             redline_rpm,
             rev_fraction: rpm
                 .and(redline_rpm)
-                .and_then(|_| Finite::within(t.rev_fraction, FRACTION)),
+                .and_then(|_| within(t.rev_fraction, FRACTION)),
             throttle_pct: within(t.throttle_pct, PERCENT),
             brake_pct: within(t.brake_pct, PERCENT),
             clutch_pct: within(t.clutch_pct, PERCENT),
             handbrake_pct: within(t.handbrake_pct, PERCENT),
             steer: within(t.steer_axis, AXIS),
-            g_lat: Finite::within(t.g_lat, SHOWN),
-            g_long: Finite::within(t.g_long, SHOWN),
-            g_vert: Finite::within(t.g_vert, SHOWN),
-            drift_angle_deg: Finite::within(t.drift_angle_deg, ANGLE),
+            g_lat: within(t.g_lat, SHOWN),
+            g_long: within(t.g_long, SHOWN),
+            g_vert: within(t.g_vert, SHOWN),
+            drift_angle_deg: within(t.drift_angle_deg, ANGLE),
             tyres,
             grip_lost: grip,
             class_letter: t.car_class_letter,
@@ -419,8 +419,11 @@ pub struct Model {
     /// Where the datagrams come from (`listening on 0.0.0.0:5400`).
     pub(crate) source: String,
     pub(crate) reader: Reader,
-    /// The car of the latest packet.
+    /// The car of the latest racing packet (IsRaceOn = 1): a menu or pause frame
+    /// leaves it as it was.
     pub(crate) car: Option<Car>,
+    /// The latest packet's format, and whether it was racing.
+    latest: Option<(Format, bool)>,
     /// The latest packet's sender.
     pub(crate) sender: Option<SocketAddr>,
     /// Packets read.
@@ -451,6 +454,7 @@ impl Model {
             source: source.into(),
             reader: Reader::new(input),
             car: None,
+            latest: None,
             sender: None,
             packets: 0,
             ignored: 0,
@@ -475,8 +479,11 @@ impl Model {
             ));
             return;
         };
-        let telemetry = Telemetry::decode(&Packet::new_unchecked(payload, format));
-        self.car = Some(Car::new(&telemetry));
+        let car = Car::new(&Telemetry::decode(&Packet::new_unchecked(payload, format)));
+        self.latest = Some((format, car.racing));
+        if car.racing {
+            self.car = Some(car);
+        }
         self.sender = Some(from);
         self.packets += 1;
         self.rate.count(now);
@@ -516,17 +523,23 @@ impl Model {
         self.ended = true;
     }
 
-    /// The car of the latest packet.
+    /// The car of the latest racing packet; while [`Model::not_racing`], the last
+    /// one before the menu or pause.
     pub fn car(&self) -> Option<&Car> {
         self.car.as_ref()
+    }
+
+    /// True when the latest packet had IsRaceOn = 0: the game is in a menu or
+    /// paused (or the race is over).
+    pub fn not_racing(&self) -> bool {
+        self.latest.is_some_and(|(_, racing)| !racing)
     }
 
     /// The format the latest packet was read as, and whether that is certain (a
     /// Horizon packet read as fh6 before any puddle said so is not).
     pub fn format(&self) -> Option<(Format, bool)> {
-        self.car
-            .as_ref()
-            .map(|c| (c.format, self.reader.is_certain(c.format)))
+        self.latest
+            .map(|(format, _)| (format, self.reader.is_certain(format)))
     }
 
     /// Packets per second over the last window.
