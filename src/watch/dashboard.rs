@@ -287,50 +287,95 @@ impl View<'_> {
     }
 }
 
+/// Draws one of the car's boxes.
+type DrawBox = fn(&mut Frame<'_>, Rect, View<'_>);
+
+/// Rows the car's boxes take when the screen has room.
+const BODY_HEIGHT: u16 = 18;
+/// Rows kept for the car however many destinations there are: Speed and Inputs.
+const BODY_KEEP: u16 = 11;
+
+/// Stacks boxes of (height, rank) in `area` from the top, in order, leaving out
+/// the lowest-ranked ones until the rest fit; `None` for a box left out.
+fn fit<const N: usize>(area: Rect, boxes: [(u16, u8); N]) -> [Option<Rect>; N] {
+    let mut shown = [true; N];
+    let total = |shown: &[bool; N]| -> u16 {
+        boxes
+            .iter()
+            .zip(shown)
+            .filter(|(_, &s)| s)
+            .map(|((h, _), _)| *h)
+            .sum()
+    };
+    let mut ranks: Vec<(u8, usize)> = boxes.iter().enumerate().map(|(i, b)| (b.1, i)).collect();
+    ranks.sort_unstable();
+    for (_, i) in ranks {
+        if total(&shown) <= area.height {
+            break;
+        }
+        shown[i] = false;
+    }
+    let mut y = area.y;
+    std::array::from_fn(|i| {
+        let (height, _) = boxes[i];
+        (shown[i] && height <= area.bottom().saturating_sub(y)).then(|| {
+            let r = Rect::new(area.x, y, area.width, height);
+            y += height;
+            r
+        })
+    })
+}
+
 /// Draws the dashboard for `model` over the whole frame.
 pub fn render(frame: &mut Frame<'_>, model: &Model) {
     let car = View {
         car: model.car(),
         dim: model.not_racing(),
     };
-    let table_height = model
+    let area = frame.area();
+    let log_height = u16::from(model.log_line.is_some()).min(area.height);
+    // Title, status and log first; then the car's boxes get what they need of
+    // the rest, keeping at least Speed and Inputs when the table is long; the
+    // table gets the remainder.
+    let room = area.height.saturating_sub(2 + log_height);
+    let table_want = model
         .destinations
         .as_ref()
-        .map_or(0, |rows| rows.len() as u16 + 3);
-    let log_height = u16::from(model.log_line.is_some());
+        .map_or(0, |rows| (rows.len() as u16).saturating_add(3));
+    let body_height = BODY_HEIGHT
+        .min(room.saturating_sub(table_want))
+        .max(BODY_KEEP.min(room));
     let [title, status, body, destinations, log] = Layout::vertical([
         Constraint::Length(1),
         Constraint::Length(1),
-        Constraint::Length(18),
-        Constraint::Length(table_height),
+        Constraint::Length(body_height),
+        Constraint::Length(table_want.min(room - body_height)),
         Constraint::Length(log_height),
     ])
-    .areas(frame.area());
+    .areas(area);
     frame.render_widget(Paragraph::new(title_line(model)), title);
     frame.render_widget(Paragraph::new(status_line(model)), status);
 
     let [left, right] =
         Layout::horizontal([Constraint::Percentage(50), Constraint::Percentage(50)]).areas(body);
-    let [speed, rpm, inputs, motion] = Layout::vertical([
-        Constraint::Length(4),
-        Constraint::Length(3),
-        Constraint::Length(7),
-        Constraint::Length(4),
-    ])
-    .areas(left);
-    let [tyres, car_area, race] = Layout::vertical([
-        Constraint::Length(7),
-        Constraint::Length(3),
-        Constraint::Length(6),
-    ])
-    .areas(right);
-    render_speed(frame, speed, car);
-    render_rpm(frame, rpm, car);
-    render_inputs(frame, inputs, car);
-    render_motion(frame, motion, car);
-    render_tyres(frame, tyres, car);
-    render_car(frame, car_area, car);
-    render_race(frame, race, car);
+    // Boxes by rank: when the body is short, the lowest ranks go first (detail
+    // before the inputs, issue 13).
+    let [speed, rpm, inputs, motion] = fit(left, [(4, 3), (3, 2), (7, 4), (4, 1)]);
+    let [tyres, car_area, race] = fit(right, [(7, 3), (3, 1), (6, 2)]);
+    let boxes: [(Option<Rect>, DrawBox); 7] = [
+        (speed, render_speed),
+        (rpm, render_rpm),
+        (inputs, render_inputs),
+        (motion, render_motion),
+        (tyres, render_tyres),
+        (car_area, render_car),
+        (race, render_race),
+    ];
+    for (area, render) in boxes {
+        if let Some(area) = area {
+            render(frame, area, car);
+        }
+    }
     if let Some(rows) = &model.destinations {
         render_destinations(frame, destinations, rows, model.not_shown);
     }
@@ -622,47 +667,110 @@ fn render_race(frame: &mut Frame<'_>, area: Rect, view: View<'_>) {
     frame.render_widget(race.style(view.style()), area);
 }
 
+/// One column of the destinations table.
+struct Column {
+    header: &'static str,
+    width: u16,
+    cell: fn(&DestinationRow) -> Cell<'static>,
+}
+
+/// The counts between the name and the problems; the last ones are left out
+/// first when the screen is narrow (the errors are in the problems text too).
+const COUNTS: [Column; 6] = [
+    Column {
+        header: "sends",
+        width: 6,
+        cell: |d| Cell::from(d.output.clone()),
+    },
+    Column {
+        header: "pkt/s",
+        width: 6,
+        cell: |d| Cell::from(rate(d.packets_per_sec)),
+    },
+    Column {
+        header: "sent",
+        width: 9,
+        cell: |d| Cell::from(d.sent.to_string()),
+    },
+    Column {
+        header: "filtered",
+        width: 8,
+        cell: |d| Cell::from(d.filtered.to_string()),
+    },
+    Column {
+        header: "rate-limited",
+        width: 12,
+        cell: |d| Cell::from(d.rate_limited.to_string()),
+    },
+    Column {
+        header: "errors",
+        width: 7,
+        cell: |d| {
+            let style = if d.errors > 0 {
+                Style::new().fg(Color::Red)
+            } else {
+                Style::new()
+            };
+            Cell::from(d.errors.to_string()).style(style)
+        },
+    },
+];
+/// Counts always shown: sends, pkt/s, sent.
+const COUNTS_KEPT: usize = 3;
+/// The name column is never wider than this.
+const NAME_WIDTH: u16 = 24;
+
+/// Packets per second as a whole number ([`NONE`] if it is not a number).
+fn rate(per_sec: f64) -> String {
+    if per_sec.is_finite() {
+        format!("{per_sec:.0}")
+    } else {
+        NONE.to_owned()
+    }
+}
+
 fn render_destinations(frame: &mut Frame<'_>, area: Rect, rows: &[DestinationRow], not_shown: u64) {
-    let header = Row::new([
-        "destination",
-        "sends",
-        "pkt/s",
-        "sent",
-        "filtered",
-        "rate-limited",
-        "errors",
-        "problems",
-    ])
+    let width = |s: &str| u16::try_from(s.chars().count()).unwrap_or(u16::MAX);
+    let name_width = rows
+        .iter()
+        .map(|d| width(&d.name))
+        .fold(width("destination"), u16::max)
+        .min(NAME_WIDTH);
+    let problems_width = rows
+        .iter()
+        .map(|d| width(&d.problems))
+        .fold(width("problems"), u16::max);
+    // Inside the borders, with one space between columns.
+    let room = area.width.saturating_sub(2);
+    let needs = |counts: &[Column]| -> u16 {
+        let columns: u16 = counts.iter().map(|c| c.width + 1).sum();
+        name_width + 1 + columns + problems_width
+    };
+    let mut shown = COUNTS.len();
+    while shown > COUNTS_KEPT && needs(&COUNTS[..shown]) > room {
+        shown -= 1;
+    }
+    let counts = &COUNTS[..shown];
+    let header = Row::new(
+        std::iter::once("destination")
+            .chain(counts.iter().map(|c| c.header))
+            .chain(std::iter::once("problems")),
+    )
     .style(DIM);
     let body: Vec<Row> = rows
         .iter()
         .map(|d| {
-            Row::new([
-                Cell::from(d.name.clone()),
-                Cell::from(d.output.clone()),
-                Cell::from(format!("{:.0}", d.packets_per_sec)),
-                Cell::from(d.sent.to_string()),
-                Cell::from(d.filtered.to_string()),
-                Cell::from(d.rate_limited.to_string()),
-                Cell::from(d.errors.to_string()).style(if d.errors > 0 {
-                    Style::new().fg(Color::Red)
-                } else {
-                    Style::new()
-                }),
-                Cell::from(d.problems.clone()),
-            ])
+            Row::new(
+                std::iter::once(Cell::from(d.name.clone()))
+                    .chain(counts.iter().map(|c| (c.cell)(d)))
+                    .chain(std::iter::once(Cell::from(d.problems.clone()))),
+            )
         })
         .collect();
-    let widths = [
-        Constraint::Length(18),
-        Constraint::Length(6),
-        Constraint::Length(6),
-        Constraint::Length(9),
-        Constraint::Length(8),
-        Constraint::Length(12),
-        Constraint::Length(7),
-        Constraint::Min(10),
-    ];
+    let widths: Vec<Constraint> = std::iter::once(Constraint::Length(name_width))
+        .chain(counts.iter().map(|c| Constraint::Length(c.width)))
+        .chain(std::iter::once(Constraint::Min(8)))
+        .collect();
     let title = if not_shown > 0 {
         format!(
             "Destinations │ {not_shown} packets not shown: the screen fell behind (forwarding is unaffected)"
@@ -1012,6 +1120,58 @@ mod tests {
             let line = plain_line(&model);
             assert!(line.starts_with("speed –, gear 4, – rpm, "), "{line}");
         }
+    }
+
+    /// Issue 13 item 8: in an 80×24 terminal `run --watch` hid the Brake and
+    /// Handbrake rows and cut the problems column to `224 refuse`.
+    #[test]
+    fn issue_13_an_80x24_screen_with_four_destinations_shows_every_input() {
+        let t0 = Instant::now();
+        let mut model = Model::new(Input::Auto, "relaying from 0.0.0.0:5400");
+        for i in 0..60 {
+            model.on_datagram(t0 + Duration::from_millis(i * 16), from(), &fixture());
+        }
+        model.tick(t0 + Duration::from_secs(1));
+        let mut rows = Vec::new();
+        for (name, refused) in [
+            ("simhub", 0),
+            ("motion-rig", 224),
+            ("dash", 3),
+            ("logger", 0),
+        ] {
+            let mut d = destination(name, Output::Format(Format::Fh5), 900);
+            for _ in 0..refused {
+                d.stats.send_errors.add(SendErrorKind::Refused);
+            }
+            d.stats.dropped[DropReason::RateLimited as usize] = 1_234;
+            rows.push(DestinationRow::of(&d, 60.0));
+        }
+        model.set_destinations(rows);
+        model.set_log_line(Some(
+            "12:00:00 WARN  motion-rig (127.0.0.1:9002): nothing listening".to_owned(),
+        ));
+        let (text, _) = screen(&model, 80, 24);
+        assert_shows(
+            &text,
+            &[
+                "Throttle",
+                "Brake",
+                "Clutch",
+                "Handbrake",
+                "Steer",
+                "142 km/h",
+                "Gear 4",
+                "6543 / 8250 rpm",
+                "Best    1:23.456",
+                "simhub",
+                "motion-rig",
+                "dash",
+                "logger",
+                "224 refused (nothing listening)",
+                "3 refused (nothing listening)",
+                "log: 12:00:00 WARN",
+            ],
+        );
     }
 
     /// FH6's frame in a menu or pause: all zero but TimestampMS.
