@@ -137,6 +137,13 @@ fn demo_shows_the_drive_the_translation_and_the_summary() {
     let mut received = 0;
     for line in &lines {
         assert!(line.contains("CarClass R(6) -> S2(5)"), "{line}");
+        // The last column before the counts: the drive's first lap is lap 1, as
+        // `watch` shows it too (issue 13; tests/watch.rs).
+        let lap = line
+            .split('|')
+            .next()
+            .and_then(|car| car.split_whitespace().last());
+        assert_eq!(lap, Some("1"), "{line}");
         let counts: Vec<u64> = line
             .split('|')
             .nth(1)

@@ -14,6 +14,10 @@ use forza_relay::wire::{field, Format, Packet};
 use common::bin::Bin;
 use common::*;
 
+/// The lap a driver reads for the test packets' LapNumber, which the game counts
+/// from 0 (issue 13: one convention everywhere).
+const DRIVERS_LAP: u16 = LAP_NUMBER + 1;
+
 /// Waits for the "listening on ADDR" line and returns the address.
 #[track_caller]
 fn listening(bin: &mut Bin) -> std::net::SocketAddr {
@@ -256,9 +260,10 @@ fn watch_without_a_terminal_prints_a_line_per_second_until_ctrl_c() {
     let done = bin.wait();
     assert_eq!(done.code(), 0, "{}", done.stderr);
     let expected = format!(
-        "speed {:.0} km/h, gear {GEAR}, {:.0} rpm, lap {LAP_NUMBER},",
+        "speed {:.0} km/h, gear {GEAR}, {:.0} rpm, lap {},",
         SPEED * 3.6,
-        CURRENT_ENGINE_RPM
+        CURRENT_ENGINE_RPM,
+        DRIVERS_LAP
     );
     let line = done
         .stdout
@@ -491,6 +496,34 @@ fn issue_13_export_leaves_derived_labels_empty_for_a_menu_frame() {
     ] {
         assert_eq!(table.get(1, derived), "", "{derived} of a menu frame");
     }
+}
+
+/// Issue 13 item 9: the demo showed `lap 1` where `watch` showed `Lap 0` for the
+/// same drive. The simulated drive starts on its first lap: `lap 1` in `watch`
+/// as in the demo (tests/simulate.rs).
+#[test]
+fn issue_13_watch_counts_the_first_lap_of_a_drive_as_lap_1() {
+    let mut bin = Piped::spawn(&["watch", "--listen", "127.0.0.1:0", "--format", "fh6"]);
+    let to = bin.listening().to_string();
+    let mut simulate = Command::new(env!("CARGO_BIN_EXE_forza-relay"))
+        .args([
+            "simulate",
+            "--to",
+            &to,
+            "--format",
+            "fh6",
+            "--duration",
+            "3",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start simulate");
+    let line = bin.until(true, |l| l.starts_with("speed "), || {});
+    let _ = simulate.kill();
+    let _ = simulate.wait();
+    assert!(line.contains(", lap 1, "), "{line}");
+    assert_eq!(bin.interrupt(), 0);
 }
 
 /// Whether `tool` runs (see [`common::require_tool`]).
@@ -914,9 +947,10 @@ fn watch_a_capture_file_without_a_terminal_prints_lines_and_ends_with_it() {
     assert_eq!(done.code(), 0, "{}", done.stderr);
     done.assert_stderr_has(&["playing", &pcap_text, "port 5400, 60 packets"]);
     let expected = format!(
-        "speed {:.0} km/h, gear {GEAR}, {:.0} rpm, lap {LAP_NUMBER},",
+        "speed {:.0} km/h, gear {GEAR}, {:.0} rpm, lap {},",
         SPEED * 3.6,
-        CURRENT_ENGINE_RPM
+        CURRENT_ENGINE_RPM,
+        DRIVERS_LAP
     );
     let lines: Vec<&str> = done.stdout.lines().collect();
     assert!(!lines.is_empty(), "no lines:\n{}", done.stderr);
@@ -965,9 +999,10 @@ fn run_watch_without_a_terminal_prints_lines_and_the_final_summary() {
     done.assert_summary_line("dash", dash_addr, "fh5", sent);
 
     let expected = format!(
-        "speed {:.0} km/h, gear {GEAR}, {:.0} rpm, lap {LAP_NUMBER},",
+        "speed {:.0} km/h, gear {GEAR}, {:.0} rpm, lap {},",
         SPEED * 3.6,
-        CURRENT_ENGINE_RPM
+        CURRENT_ENGINE_RPM,
+        DRIVERS_LAP
     );
     let lines: Vec<&str> = done
         .stdout

@@ -21,7 +21,7 @@ use ratatui::Frame;
 
 use super::columns::WHEELS;
 use super::console;
-use super::model::{grip_lost, Car, DestinationRow, Finite, LapTime, Model, NONE};
+use super::model::{grip_lost, shown, Car, DestinationRow, Finite, LapTime, Model, NONE};
 use super::source::{Next, Source};
 use crate::config::Input;
 
@@ -173,11 +173,6 @@ pub fn print_lines(
         }
     }
     Ok(())
-}
-
-/// `v` formatted by `f`, or [`NONE`] when there is no value to show.
-fn shown<T>(v: Option<T>, f: impl FnOnce(T) -> String) -> String {
-    v.map_or_else(|| NONE.to_owned(), f)
 }
 
 /// What the status says while the game sends IsRaceOn = 0 frames.
@@ -876,7 +871,8 @@ mod tests {
                 "PI 901",
                 "AWD",
                 "8 cyl",
-                "Lap 3",
+                // LapNumber 3 counts from 0: the driver is on lap 4 (issue 13).
+                "Lap 4",
                 "Position 2",
                 "Current 0:12.750",
                 "Last    1:24.500",
@@ -1049,7 +1045,7 @@ mod tests {
         model.tick(t0 + Duration::from_secs(1));
         assert_eq!(
             plain_line(&model),
-            "speed 142 km/h, gear 4, 6543 rpm, lap 3, 30 Hz, fh6"
+            "speed 142 km/h, gear 4, 6543 rpm, lap 4, 30 Hz, fh6"
         );
         let mut dash = destination("dash", Output::Format(Format::Fh5), 30);
         dash.stats.dropped[DropReason::RateLimited as usize] = 26;
@@ -1061,7 +1057,7 @@ mod tests {
         model.set_destinations(rows);
         assert_eq!(
             plain_line(&model),
-            "speed 142 km/h, gear 4, 6543 rpm, lap 3, 30 Hz, fh6 \
+            "speed 142 km/h, gear 4, 6543 rpm, lap 4, 30 Hz, fh6 \
              | simhub 60/s | dash 30/s, 26 rate-limited, 1 error"
         );
     }
@@ -1084,7 +1080,7 @@ mod tests {
         let text = String::from_utf8(out).unwrap();
         assert_eq!(text.lines().count(), 1, "{text}");
         assert!(
-            text.starts_with("speed 142 km/h, gear 4, 6543 rpm, lap 3"),
+            text.starts_with("speed 142 km/h, gear 4, 6543 rpm, lap 4"),
             "{text}"
         );
     }
@@ -1211,7 +1207,7 @@ mod tests {
             ],
         );
         assert!(!text.contains("Gear R") && !text.contains("-18"), "{text}");
-        for value in ["142 km/h", "Gear 4", "Class S2", "Lap 3", "FL  100"] {
+        for value in ["142 km/h", "Gear 4", "Class S2", "Lap 4", "FL  100"] {
             assert_eq!(buffer[at(&text, value)].fg, Color::DarkGray, "{value}");
         }
         assert_ne!(

@@ -33,6 +33,11 @@ pub const SILENCE: Duration = Duration::from_secs(2);
 /// What a screen shows for a value that is absent, not a number, or out of range.
 pub const NONE: &str = "–";
 
+/// `v` formatted by `f`, or [`NONE`] when there is no value to show.
+pub fn shown<T>(v: Option<T>, f: impl FnOnce(T) -> String) -> String {
+    v.map_or_else(|| NONE.to_owned(), f)
+}
+
 /// Values with no narrower natural range (speeds, G, temperatures, slips,
 /// positions): f32 holds about seven digits, and a float beyond a million in a
 /// datagram is noise no screen could fit.
@@ -191,7 +196,8 @@ pub struct Car {
     pub cylinders: i32,
     /// CarOrdinal.
     pub ordinal: i32,
-    /// LapNumber.
+    /// The lap as a driver counts it: LapNumber + 1, since the game counts from
+    /// 0 (issue 13: the first lap is lap 1 everywhere).
     pub lap: Option<u32>,
     /// RacePosition.
     pub race_position: Option<u8>,
@@ -275,7 +281,7 @@ impl Car {
             drivetrain: t.drivetrain,
             cylinders: f.num_cylinders,
             ordinal: f.car_ordinal,
-            lap: f.lap_number.map(u32::from),
+            lap: f.lap_number.map(|l| u32::from(l) + 1),
             race_position: f.race_position,
             current_lap: f.current_lap.and_then(LapTime::new),
             last_lap: f.last_lap.and_then(LapTime::new),
