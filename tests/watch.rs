@@ -526,6 +526,62 @@ fn issue_13_watch_counts_the_first_lap_of_a_drive_as_lap_1() {
     assert_eq!(bin.interrupt(), 0);
 }
 
+/// Issue 13 item 6: `export --format fh6` of an FM2023 capture wrote only a
+/// header, logged "3 datagrams that are not packets ignored" and exited 0.
+#[test]
+fn issue_13_an_export_that_matched_nothing_fails_and_names_the_format_found() {
+    let dir = TempPath::dir("export-nothing");
+    let pcap = dir.path().join("fm2023.pcap");
+    let datagrams: Vec<(u64, u16, Vec<u8>)> = (0..1_200)
+        .map(|i| (i * 16, 5400, Spec::new(Format::Fm2023, i as u32).build()))
+        .collect();
+    write_capture(&pcap, &datagrams);
+    let out = dir.path().join("x.csv");
+    let (pcap_text, out_text) = (pcap.display().to_string(), out.display().to_string());
+    let done = Bin::run(
+        &[
+            "export", "--file", &pcap_text, "--format", "fh6", "--output", &out_text,
+        ],
+        None,
+    );
+    assert_eq!(done.code(), 1, "{}", done.stderr);
+    done.assert_stderr_has(
+        &["none of the 1,200 datagrams is an fh6 packet (324 bytes); \
+         they are 331 bytes: fm2023 — use --format fm2023 or auto"],
+    );
+    // The same capture read as it is exports every row.
+    let done = Bin::run(
+        &[
+            "export", "--file", &pcap_text, "--format", "auto", "--output", &out_text,
+        ],
+        None,
+    );
+    assert_eq!(done.code(), 0, "{}", done.stderr);
+    assert_eq!(
+        Table::read(std::fs::File::open(&out).expect("the CSV"))
+            .rows
+            .len(),
+        1_200
+    );
+}
+
+/// Issue 13 item 6: `watch` said how many datagrams it ignored, not why.
+#[test]
+fn issue_13_watch_says_why_it_ignores_datagrams() {
+    let mut bin = Piped::spawn(&["watch", "--listen", "127.0.0.1:0", "--format", "fh6"]);
+    let sender = Sender::new(bin.listening());
+    let fm7 = Spec::new(Format::Fm7, 1).build();
+    let line = bin.until(true, |l| l.contains(" ignored"), || sender.send(&fm7));
+    assert!(line.starts_with("no packets yet ("), "{line}");
+    for part in [
+        "ignored: not fh6 packets (324 bytes); ",
+        " 311 bytes: fm7 — use --format fm7 or auto (the last from 127.0.0.1:",
+    ] {
+        assert!(line.contains(part), "{part:?} not in {line:?}");
+    }
+    assert_eq!(bin.interrupt(), 0);
+}
+
 /// Whether `tool` runs (see [`common::require_tool`]).
 fn have(tool: &str) -> bool {
     common::require_tool(tool, common::runs(tool), "the dissector is checked with it")

@@ -182,11 +182,10 @@ pub const NOT_RACING: &str = "not racing (menu or paused)";
 /// not racing, the last racing values after [`NOT_RACING`].
 pub fn plain_line(model: &Model) -> String {
     if model.packets() == 0 {
-        let mut line = format!(
-            "no packets yet ({}; {} ignored)",
-            model.source,
-            model.ignored()
-        );
+        let mut line = match model.why_ignored() {
+            Some(why) => format!("no packets yet ({}; {why})", model.source),
+            None => format!("no packets yet ({})", model.source),
+        };
         destinations_text(model, &mut line);
         return line;
     }
@@ -416,8 +415,8 @@ fn status_line(model: &Model) -> Line<'static> {
         } else {
             NOT_RACING.to_owned()
         }
-    } else if let Some(why) = &model.last_ignored {
-        format!("{} ignored; last: {why}", model.ignored())
+    } else if let Some(why) = model.why_ignored() {
+        why
     } else if model.car().is_some_and(|c| !c.has_dash()) {
         "sled packets carry no speed, gear, pedals, tyre temperatures or laps".to_owned()
     } else {
@@ -427,8 +426,7 @@ fn status_line(model: &Model) -> Line<'static> {
             .unwrap_or_default();
         format!("{} packets{sender}", model.packets())
     };
-    let style = if model.silent_for.is_some() || model.not_racing() || model.last_ignored.is_some()
-    {
+    let style = if model.silent_for.is_some() || model.not_racing() || model.ignored() > 0 {
         Style::new().fg(Color::Yellow)
     } else {
         DIM

@@ -297,6 +297,157 @@ impl Car {
     }
 }
 
+/// The datagram lengths of the Forza formats, shortest first.
+const FORZA_LENGTHS: [usize; 4] = [232, 311, 324, 331];
+const _: () = {
+    let mut i = 0;
+    while i < Format::ALL.len() {
+        let len = Format::ALL[i].len();
+        assert!(len == 232 || len == 311 || len == 324 || len == 331);
+        i += 1;
+    }
+};
+
+/// Datagrams that were not packets of the input format, by length: what they
+/// are, so a message can say why they were ignored and what would read them
+/// (issue 13: "1793 datagrams that are not packets ignored" said neither).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Ignored {
+    /// By length, as [`FORZA_LENGTHS`].
+    forza: [u64; FORZA_LENGTHS.len()],
+    /// Of no Forza length.
+    other: u64,
+    /// The length of the latest of those.
+    other_len: usize,
+}
+
+/// The ids of the formats `len` bytes long: `fh4, fh5 or fh6`.
+fn formats_of(len: usize) -> String {
+    let ids: Vec<&str> = Format::ALL
+        .iter()
+        .filter(|f| f.len() == len)
+        .map(|f| f.id())
+        .collect();
+    match ids.split_last() {
+        Some((last, [])) => (*last).to_owned(),
+        Some((last, rest)) => format!("{} or {last}", rest.join(", ")),
+        None => "no Forza format".to_owned(),
+    }
+}
+
+/// `an fh6 packet (324 bytes)`, `a sled packet (232 bytes)`, `a Forza packet`.
+fn a_packet_of(input: Input) -> String {
+    match input {
+        Input::Fixed(f) if f.id().starts_with('f') => format!("an {f} packet ({} bytes)", f.len()),
+        Input::Fixed(f) => format!("a {f} packet ({} bytes)", f.len()),
+        Input::Auto => "a Forza packet".to_owned(),
+    }
+}
+
+impl Ignored {
+    /// Counts one datagram of `len` bytes.
+    pub fn add(&mut self, len: usize) {
+        match FORZA_LENGTHS.iter().position(|&l| l == len) {
+            Some(i) => self.forza[i] += 1,
+            None => {
+                self.other += 1;
+                self.other_len = len;
+            }
+        }
+    }
+
+    /// Datagrams counted.
+    pub fn count(&self) -> u64 {
+        self.forza.iter().sum::<u64>() + self.other
+    }
+
+    /// What they are: `they are 331 bytes: fm2023`, or with several lengths
+    /// `10 are 331 bytes (fm2023), 2 are of no Forza length (the last 100 bytes)`;
+    /// then what would read them: ` — use --format fm2023 or auto`.
+    fn what(&self) -> String {
+        let mut kinds: Vec<(u64, String, String)> = FORZA_LENGTHS
+            .iter()
+            .zip(self.forza)
+            .filter(|(_, n)| *n > 0)
+            .map(|(&len, n)| (n, format!("{len} bytes"), formats_of(len)))
+            .collect();
+        if self.other > 0 {
+            kinds.push((
+                self.other,
+                format!("{} bytes", self.other_len),
+                "no Forza format".to_owned(),
+            ));
+        }
+        let they = if self.count() == 1 {
+            "it is"
+        } else {
+            "they are"
+        };
+        let mut text = match kinds.as_slice() {
+            [(_, len, formats)] if self.other == 0 => format!("{they} {len}: {formats}"),
+            [(1, len, _)] => format!("{they} of no Forza length ({len})"),
+            [(_, len, _)] => format!("{they} of no Forza length (the last {len})"),
+            _ => kinds
+                .iter()
+                .map(|(n, len, formats)| {
+                    let are = if *n == 1 { "is" } else { "are" };
+                    format!("{} {are} {len} ({formats})", crate::capture::thousands(*n))
+                })
+                .collect::<Vec<_>>()
+                .join(", "),
+        };
+        let readable: Vec<&str> = FORZA_LENGTHS
+            .iter()
+            .zip(self.forza)
+            .filter(|(_, n)| *n > 0)
+            .flat_map(|(&len, _)| Format::ALL.iter().filter(move |f| f.len() == len))
+            .map(|f| f.id())
+            .collect();
+        match readable.as_slice() {
+            [] => {}
+            [one] => text.push_str(&format!(" — use --format {one} or auto")),
+            many => text.push_str(&format!(
+                " — use --format auto (or one of {})",
+                many.join(", ")
+            )),
+        }
+        text
+    }
+
+    /// Why they were ignored when reading `input`: `12 datagrams ignored: not fh6
+    /// packets (324 bytes); they are 331 bytes: fm2023 — use --format fm2023 or
+    /// auto`.
+    pub fn explain(&self, input: Input) -> String {
+        let count = match self.count() {
+            1 => "1 datagram".to_owned(),
+            n => format!("{} datagrams", crate::capture::thousands(n)),
+        };
+        let what = self.what();
+        match input {
+            Input::Fixed(f) => format!(
+                "{count} ignored: not {f} packets ({} bytes); {what}",
+                f.len()
+            ),
+            Input::Auto => format!("{count} ignored: {what}"),
+        }
+    }
+
+    /// That nothing read was a packet of `input`: `none of the 1,793 datagrams is
+    /// an fh6 packet (324 bytes); they are 331 bytes: fm2023 — use --format fm2023
+    /// or auto`.
+    pub fn nothing_matched(&self, input: Input) -> String {
+        let packet = a_packet_of(input);
+        match self.count() {
+            1 => format!("the one datagram is not {packet}; {}", self.what()),
+            n => format!(
+                "none of the {} datagrams is {packet}; {}",
+                crate::capture::thousands(n),
+                self.what()
+            ),
+        }
+    }
+}
+
 /// One destination of the relay, as the relay's counters snapshot reports it.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct DestinationRow {
@@ -435,9 +586,9 @@ pub struct Model {
     /// Packets read.
     pub(crate) packets: u64,
     /// Datagrams that were not packets of the input format.
-    pub(crate) ignored: u64,
-    /// Why the last ignored datagram was ignored.
-    pub(crate) last_ignored: Option<String>,
+    pub(crate) ignored: Ignored,
+    /// The sender of the latest of those.
+    pub(crate) ignored_from: Option<SocketAddr>,
     rate: Rate,
     last_at: Option<Instant>,
     /// How long since the last packet, once that is over [`SILENCE`].
@@ -463,8 +614,8 @@ impl Model {
             latest: None,
             sender: None,
             packets: 0,
-            ignored: 0,
-            last_ignored: None,
+            ignored: Ignored::default(),
+            ignored_from: None,
             rate: Rate::default(),
             last_at: None,
             silent_for: None,
@@ -478,11 +629,8 @@ impl Model {
     /// Takes one datagram received at `now` from `from`.
     pub fn on_datagram(&mut self, now: Instant, from: SocketAddr, payload: &[u8]) {
         let Some(format) = self.reader.format_of(payload) else {
-            self.ignored += 1;
-            self.last_ignored = Some(format!(
-                "{} (from {from})",
-                self.reader.why_ignored(payload.len())
-            ));
+            self.ignored.add(payload.len());
+            self.ignored_from = Some(from);
             return;
         };
         let car = Car::new(&Telemetry::decode(&Packet::new_unchecked(payload, format)));
@@ -560,7 +708,17 @@ impl Model {
 
     /// Datagrams ignored so far (not packets of the input format).
     pub fn ignored(&self) -> u64 {
-        self.ignored
+        self.ignored.count()
+    }
+
+    /// Why datagrams were ignored, and where the latest came from; `None` when
+    /// none was.
+    pub fn why_ignored(&self) -> Option<String> {
+        let from = self.ignored_from?;
+        Some(format!(
+            "{} (the last from {from})",
+            self.ignored.explain(self.reader.input())
+        ))
     }
 }
 
@@ -675,8 +833,50 @@ mod tests {
         m.on_datagram(Instant::now(), from(), &[0; 311]);
         assert_eq!(m.ignored(), 1);
         assert!(m.car().is_none());
-        let why = m.last_ignored.as_deref().unwrap();
-        assert!(why.contains("311-byte") && why.contains("fh6"), "{why}");
+        assert_eq!(
+            m.why_ignored().unwrap(),
+            "1 datagram ignored: not fh6 packets (324 bytes); it is 311 bytes: fm7 \
+             — use --format fm7 or auto (the last from 127.0.0.1:5555)"
+        );
+    }
+
+    #[test]
+    fn ignored_datagrams_say_what_they_are_and_what_reads_them() {
+        let mut i = Ignored::default();
+        for _ in 0..1_793 {
+            i.add(331);
+        }
+        let fh6 = Input::Fixed(Format::Fh6);
+        assert_eq!(
+            i.nothing_matched(fh6),
+            "none of the 1,793 datagrams is an fh6 packet (324 bytes); they are 331 bytes: \
+             fm2023 — use --format fm2023 or auto"
+        );
+        i.add(311);
+        i.add(100);
+        i.add(40);
+        assert_eq!(i.count(), 1_796);
+        assert_eq!(
+            i.explain(fh6),
+            "1,796 datagrams ignored: not fh6 packets (324 bytes); 1 is 311 bytes (fm7), \
+             1,793 are 331 bytes (fm2023), 2 are 40 bytes (no Forza format) \
+             — use --format auto (or one of fm7, fm2023)"
+        );
+        let mut i = Ignored::default();
+        i.add(324);
+        assert_eq!(
+            i.nothing_matched(Input::Fixed(Format::Sled)),
+            "the one datagram is not a sled packet (232 bytes); it is 324 bytes: \
+             fh4, fh5 or fh6 — use --format auto (or one of fh4, fh5, fh6)"
+        );
+        let mut i = Ignored::default();
+        i.add(100);
+        i.add(7);
+        assert_eq!(
+            i.nothing_matched(Input::Auto),
+            "none of the 2 datagrams is a Forza packet; they are of no Forza length \
+             (the last 7 bytes)"
+        );
     }
 
     #[test]
