@@ -93,8 +93,10 @@ pub struct Telemetry {
     pub speed_mph: Option<f32>,
     /// Power in mechanical horsepower.
     pub power_hp: Option<f32>,
-    /// Gear as a driver reads it: `R`, `N`, `1`..`10`, or the raw number.
-    pub gear_label: Option<Gear>,
+    /// Gear as a driver reads it: `R`, `N`, `1`..`10`, or the raw number. Named
+    /// `gear_label` in exports, beside the raw `Gear` byte.
+    #[serde(rename = "gear_label")]
+    pub gear: Option<Gear>,
     /// Throttle, 0..100 %.
     pub throttle_pct: Option<f32>,
     /// Brake, 0..100 %.
@@ -140,7 +142,7 @@ impl Telemetry {
             speed_kmh: f.speed.map(|s| s * KMH_PER_MS),
             speed_mph: f.speed.map(|s| s * MPH_PER_MS),
             power_hp: f.power.map(|w| w / WATTS_PER_HP),
-            gear_label: f.gear.map(Gear::from),
+            gear: f.gear.map(Gear::from),
             throttle_pct: pct(f.accel),
             brake_pct: pct(f.brake),
             clutch_pct: pct(f.clutch),
@@ -179,7 +181,7 @@ impl Telemetry {
             speed_kmh: None,
             speed_mph: None,
             power_hp: None,
-            gear_label: None,
+            gear: None,
             throttle_pct: None,
             brake_pct: None,
             clutch_pct: None,
@@ -287,7 +289,7 @@ mod tests {
         assert!(close(t.speed_kmh.unwrap(), 100.0));
         assert!(close(t.speed_mph.unwrap(), 62.137_12));
         assert!(close(t.power_hp.unwrap(), 1000.0));
-        assert_eq!(t.gear_label, Some(Gear::Reverse));
+        assert_eq!(t.gear, Some(Gear::Reverse));
         assert_eq!(t.throttle_pct, Some(100.0));
         assert!(close(t.brake_pct.unwrap(), 20.0));
         assert_eq!(t.steer_axis, Some(-1.0));
@@ -341,7 +343,7 @@ mod tests {
         assert!(close(t.g_lat.unwrap(), -0.5));
         assert!(close(t.g_vert.unwrap(), 1.0));
         assert!(close(t.g_long.unwrap(), 1.5));
-        assert_eq!(t.gear_label.unwrap().to_string(), "10");
+        assert_eq!(t.gear.unwrap().to_string(), "10");
     }
 
     #[test]
@@ -361,7 +363,7 @@ mod tests {
             .set_is_race_on(1);
         let t = Telemetry::from_bytes(&buf, Format::Sled).unwrap();
         assert_eq!(t.speed_kmh, None);
-        assert_eq!(t.gear_label, None);
+        assert_eq!(t.gear, None);
         assert_eq!(t.tire_temp_c, None);
         assert_eq!(t.car_class_letter, None);
         assert_eq!(t.fields.speed, None);
@@ -592,7 +594,7 @@ mod fixtures {
         assert_eq!(t.speed_kmh, None);
         assert_eq!(t.speed_mph, None);
         assert_eq!(t.power_hp, None);
-        assert_eq!(t.gear_label, None);
+        assert_eq!(t.gear, None);
         assert_eq!(t.throttle_pct, None);
         assert_eq!(t.brake_pct, None);
         assert_eq!(t.clutch_pct, None);
@@ -616,7 +618,7 @@ mod fixtures {
         assert_eq!(t.fields.drivetrain_type, 1);
         assert_eq!(t.drivetrain, Some("RWD"));
         assert_eq!(t.fields.gear, Some(0));
-        assert_eq!(t.gear_label, Some(Gear::Reverse));
+        assert_eq!(t.gear, Some(Gear::Reverse));
         no_horizon(&t);
         no_extras(&t);
         assert_eq!(tail_byte(FM7, Format::Fm7), None);
@@ -640,7 +642,7 @@ mod fixtures {
         assert_eq!(t.fields.drivetrain_type, 0);
         assert_eq!(t.drivetrain, Some("FWD"));
         assert_eq!(t.fields.gear, Some(11));
-        assert_eq!(t.gear_label, Some(Gear::Neutral));
+        assert_eq!(t.gear, Some(Gear::Neutral));
         assert_eq!(t.fields.tire_wear, Some(wheels(0.91, 0.92, 0.93, 0.94)));
         assert_eq!(t.fields.track_ordinal, Some(860));
         no_horizon(&t);
@@ -665,7 +667,7 @@ mod fixtures {
         assert_eq!(t.car_class_letter, Some("S1"));
         assert_eq!(t.drivetrain, Some("AWD"));
         assert_eq!(t.fields.gear, Some(3));
-        assert_eq!(t.gear_label, Some(Gear::Forward(3)));
+        assert_eq!(t.gear, Some(Gear::Forward(3)));
         assert_eq!(tail_byte(FH4, Format::Fh4), Some(0xA4));
         // fh4 and fh5 share one layout and type puddles the same way, so nothing in
         // a packet tells them apart: detection names the layout fh5, and only a
@@ -688,8 +690,8 @@ mod fixtures {
         assert_eq!(t.car_class_letter, Some("X"));
         assert_eq!(t.drivetrain, Some("AWD"));
         assert_eq!(t.fields.gear, Some(12));
-        assert_eq!(t.gear_label, Some(Gear::Other(12)));
-        assert_eq!(t.gear_label.unwrap().to_string(), "12");
+        assert_eq!(t.gear, Some(Gear::Other(12)));
+        assert_eq!(t.gear.unwrap().to_string(), "12");
         assert_eq!(tail_byte(FH5, Format::Fh5), Some(0xA5));
         // FORMATS.md: puddles are F32 depths, Speed at 256, Gear at 319, tail at 323.
         assert_eq!(FH5[132..136], 0.5f32.to_le_bytes());
@@ -729,8 +731,8 @@ mod fixtures {
         assert_eq!(t.car_class_letter, Some("R"));
         assert_eq!(t.drivetrain, Some("AWD"));
         assert_eq!(t.fields.gear, Some(6));
-        assert_eq!(t.gear_label, Some(Gear::Forward(6)));
-        assert_eq!(t.gear_label.unwrap().to_string(), "6");
+        assert_eq!(t.gear, Some(Gear::Forward(6)));
+        assert_eq!(t.gear.unwrap().to_string(), "6");
         assert_eq!(tail_byte(FH6, Format::Fh6), Some(0xA6));
         // FORMATS.md: puddles are S32 flags, CarGroup at 232, Speed at 256.
         assert_eq!(FH6[132..136], 1i32.to_le_bytes());

@@ -96,9 +96,9 @@ fn simulate_sends_fm7_at_the_rate_for_the_duration() {
         let speed = f.speed.expect("fm7 has Speed");
         assert!((0.0..95.0).contains(&speed), "packet {i}: {speed} m/s");
         assert!(
-            matches!(t.gear_label, Some(Gear::Forward(1..=6) | Gear::Neutral)),
+            matches!(t.gear, Some(Gear::Forward(1..=6) | Gear::Neutral)),
             "packet {i}: gear {:?}",
-            t.gear_label
+            t.gear
         );
         assert_eq!(t.car_class_letter, Some("R"), "packet {i}");
         let temps = f.tire_temp.expect("fm7 has TireTemp");

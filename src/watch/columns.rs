@@ -64,7 +64,8 @@ impl Serialize for Cell {
     }
 }
 
-/// The values [`Telemetry`] derives from the fields, by their names there.
+/// The values [`Telemetry`] derives from the fields, by the names it serialises
+/// them under.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Derived {
     /// `speed_kmh`.
@@ -125,7 +126,7 @@ impl Derived {
         Derived::Drivetrain,
     ];
 
-    /// Its name: the [`Telemetry`] member's.
+    /// Its name: the one [`Telemetry`] serialises it under.
     pub const fn name(self) -> &'static str {
         match self {
             Derived::SpeedKmh => "speed_kmh",
@@ -160,7 +161,7 @@ impl Derived {
             Derived::SpeedKmh => float(t.speed_kmh),
             Derived::SpeedMph => float(t.speed_mph),
             Derived::PowerHp => float(t.power_hp),
-            Derived::GearLabel => t.gear_label.map_or(Cell::Null, Cell::Gear),
+            Derived::GearLabel => t.gear.map_or(Cell::Null, Cell::Gear),
             Derived::ThrottlePct => float(t.throttle_pct),
             Derived::BrakePct => float(t.brake_pct),
             Derived::ClutchPct => float(t.clutch_pct),

@@ -160,7 +160,7 @@ pub fn export_command(args: &ExportArgs) -> Result<(), Failure> {
         input: input(args.source.format.as_deref())?,
         table: table(args.table.as_deref(), &args.output)?,
         columns,
-        only_race_on: args.only_race_on,
+        skip_not_racing: args.only_race_on,
     };
     // Opened before the output is created, so a bad capture or a port in use
     // leaves an existing output file alone.

@@ -56,8 +56,9 @@ pub struct ExportOptions {
     pub table: Table,
     /// The columns, in order.
     pub columns: Vec<Column>,
-    /// Skip packets with IsRaceOn = 0.
-    pub only_race_on: bool,
+    /// Skip every packet with IsRaceOn = 0 (`--only-race-on`; unlike a
+    /// destination's `only_race_on`, which passes the race-end frame).
+    pub skip_not_racing: bool,
 }
 
 /// What an export did.
@@ -65,7 +66,7 @@ pub struct ExportOptions {
 pub struct ExportSummary {
     /// Rows written.
     pub rows: u64,
-    /// Packets skipped for IsRaceOn = 0 (with `only_race_on`).
+    /// Packets skipped for IsRaceOn = 0 (with `skip_not_racing`).
     pub not_racing: u64,
     /// Datagrams that were not packets of the input format (or of any format).
     pub ignored: Ignored,
@@ -160,7 +161,7 @@ pub fn export<W: Write>(
             continue;
         };
         let packet = Packet::new_unchecked(d.payload, format);
-        if options.only_race_on && !packet.race_on() {
+        if options.skip_not_racing && !packet.race_on() {
             summary.not_racing += 1;
             continue;
         }
@@ -325,7 +326,7 @@ mod tests {
             input: Input::Auto,
             table,
             columns: Column::all(),
-            only_race_on: false,
+            skip_not_racing: false,
         }
     }
 
@@ -400,11 +401,11 @@ mod tests {
     }
 
     #[test]
-    fn fields_and_only_race_on_select_columns_and_rows() {
+    fn fields_and_skip_not_racing_select_columns_and_rows() {
         let o = ExportOptions {
             input: Input::Fixed(Format::Fh6),
             columns: columns::select("TimestampMS,speed_kmh,TireTemp").unwrap(),
-            only_race_on: true,
+            skip_not_racing: true,
             ..options(Table::Csv)
         };
         let (out, summary, warnings) = run(&o);

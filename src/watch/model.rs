@@ -258,7 +258,7 @@ impl Car {
             speed_kmh: within(t.speed_kmh, UNSIGNED),
             speed_mph: within(t.speed_mph, UNSIGNED),
             power_hp: within(t.power_hp, SHOWN),
-            gear: t.gear_label,
+            gear: t.gear,
             rpm,
             redline_rpm,
             rev_fraction: rpm
