@@ -7,6 +7,7 @@
 //! second whatever the packet rate. The terminal is restored on every way out: `q`,
 //! Esc, Ctrl-C, an error (a guard's `Drop`) and a panic (a panic hook).
 
+use std::borrow::Cow;
 use std::io::{self, IsTerminal, Write};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -183,8 +184,8 @@ pub const NOT_RACING: &str = "not racing (menu or paused)";
 pub fn plain_line(model: &Model) -> String {
     if model.packets() == 0 {
         let mut line = match model.why_ignored() {
-            Some(why) => format!("no packets yet ({}; {why})", model.source),
-            None => format!("no packets yet ({})", model.source),
+            Some(why) => format!("no packets yet ({}; {why})", printable(&model.source)),
+            None => format!("no packets yet ({})", printable(&model.source)),
         };
         destinations_text(model, &mut line);
         return line;
@@ -222,7 +223,11 @@ pub fn plain_line(model: &Model) -> String {
 /// ` | simhub 60/s, 3 errors` for each destination of the relay.
 fn destinations_text(model: &Model, line: &mut String) {
     for d in model.destinations.iter().flatten() {
-        line.push_str(&format!(" | {} {:.0}/s", d.name, d.packets_per_sec));
+        line.push_str(&format!(
+            " | {} {}/s",
+            printable(&d.name),
+            rate(d.packets_per_sec)
+        ));
         for (n, what) in [
             (d.filtered, "filtered"),
             (d.rate_limited, "rate-limited"),
@@ -379,7 +384,8 @@ pub fn render(frame: &mut Frame<'_>, model: &Model) {
         } else {
             DIM
         };
-        frame.render_widget(Paragraph::new(format!(" log: {line}")).style(style), log);
+        let line = format!(" log: {}", printable(line));
+        frame.render_widget(Paragraph::new(line).style(style), log);
     }
 }
 
@@ -391,7 +397,7 @@ fn title_line(model: &Model) -> Line<'static> {
     };
     Line::from(vec![
         Span::styled(command, BOLD),
-        Span::raw(format!("│ {} ", model.source)),
+        Span::raw(format!("│ {} ", printable(&model.source))),
         Span::raw(format!("│ format {} ", format_label(model))),
         Span::styled(format!("│ {:.0} Hz ", model.rate_hz()), BOLD),
         Span::styled("│ q quits", DIM),
@@ -673,7 +679,7 @@ const COUNTS: [Column; 6] = [
     Column {
         header: "sends",
         width: 6,
-        cell: |d| Cell::from(d.output.clone()),
+        cell: |d| Cell::from(printable(&d.output).into_owned()),
     },
     Column {
         header: "pkt/s",
@@ -713,6 +719,24 @@ const COUNTS_KEPT: usize = 3;
 /// The name column is never wider than this.
 const NAME_WIDTH: u16 = 24;
 
+/// `text` with every control character (ESC, a newline, C1 codes…) written as
+/// its Rust escape (`\u{1b}`, `\n`): a name from a config file or a line of the
+/// log never drives the terminal (issue 12).
+fn printable(text: &str) -> Cow<'_, str> {
+    if !text.chars().any(char::is_control) {
+        return Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        if c.is_control() {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    Cow::Owned(out)
+}
+
 /// Packets per second as a whole number ([`NONE`] if it is not a number).
 fn rate(per_sec: f64) -> String {
     if per_sec.is_finite() {
@@ -724,14 +748,22 @@ fn rate(per_sec: f64) -> String {
 
 fn render_destinations(frame: &mut Frame<'_>, area: Rect, rows: &[DestinationRow], not_shown: u64) {
     let width = |s: &str| u16::try_from(s.chars().count()).unwrap_or(u16::MAX);
-    let name_width = rows
+    let names: Vec<String> = rows
         .iter()
-        .map(|d| width(&d.name))
+        .map(|d| printable(&d.name).into_owned())
+        .collect();
+    let problems: Vec<String> = rows
+        .iter()
+        .map(|d| printable(&d.problems).into_owned())
+        .collect();
+    let name_width = names
+        .iter()
+        .map(|n| width(n))
         .fold(width("destination"), u16::max)
         .min(NAME_WIDTH);
-    let problems_width = rows
+    let problems_width = problems
         .iter()
-        .map(|d| width(&d.problems))
+        .map(|p| width(p))
         .fold(width("problems"), u16::max);
     // Inside the borders, with one space between columns.
     let room = area.width.saturating_sub(2);
@@ -752,11 +784,13 @@ fn render_destinations(frame: &mut Frame<'_>, area: Rect, rows: &[DestinationRow
     .style(DIM);
     let body: Vec<Row> = rows
         .iter()
-        .map(|d| {
+        .zip(names)
+        .zip(problems)
+        .map(|((d, name), problems)| {
             Row::new(
-                std::iter::once(Cell::from(d.name.clone()))
+                std::iter::once(Cell::from(name))
                     .chain(counts.iter().map(|c| (c.cell)(d)))
-                    .chain(std::iter::once(Cell::from(d.problems.clone()))),
+                    .chain(std::iter::once(Cell::from(problems))),
             )
         })
         .collect();
@@ -1168,6 +1202,36 @@ mod tests {
         );
     }
 
+    /// Issue 12 item 12: a destination's name (or a log line) with ESC or a
+    /// newline went to the terminal raw.
+    #[test]
+    fn issue_12_control_characters_in_names_are_escaped_on_screen() {
+        let mut model = Model::new(Input::Auto, "relaying from 127.0.0.1:5400");
+        model.on_datagram(Instant::now(), from(), &fixture());
+        let evil = "evil\x1b[2J\nname\u{9b}";
+        model.set_destinations(vec![DestinationRow::of(
+            &destination(evil, Output::Same, 5),
+            1.0,
+        )]);
+        model.set_log_line(Some(format!("12:00:00 WARN  {evil}: refused")));
+        let (text, buffer) = screen(&model, 110, 30);
+        let control: Vec<&str> = buffer
+            .content()
+            .iter()
+            .map(|c| c.symbol())
+            .filter(|s| s.chars().any(char::is_control))
+            .collect();
+        assert!(control.is_empty(), "{control:?} on screen:\n{text}");
+        let shown = r"evil\u{1b}[2J\nname\u{9b}";
+        assert_shows(
+            &text,
+            &[shown, &format!("log: 12:00:00 WARN  {shown}: refused")],
+        );
+        let line = plain_line(&model);
+        assert!(!line.chars().any(char::is_control), "{line:?}");
+        assert!(line.contains(&format!(" | {shown} 1/s")), "{line}");
+    }
+
     /// FH6's frame in a menu or pause: all zero but TimestampMS.
     fn menu_frame() -> Vec<u8> {
         let mut buf = vec![0u8; 324];
@@ -1299,9 +1363,10 @@ mod tests {
         proptest! {
             #![proptest_config(ProptestConfig::with_cases(128))]
 
-            /// Issue 12 item 2: arbitrary bytes of every Forza length go through
-            /// the model and render at any size, with and without a destinations
-            /// table, and no value on the screen is NaN or infinite.
+            /// Issue 12 items 2 and 12: arbitrary bytes of every Forza length go
+            /// through the model and render at any size, with and without a
+            /// destinations table (names with control characters), and no value
+            /// on the screen is NaN or infinite, no control character reaches it.
             #[test]
             fn any_datagram_renders_at_any_size(
                 datagrams in prop::collection::vec(datagram(), 1..4),
@@ -1317,8 +1382,13 @@ mod tests {
                 if let Some(rows) = rows {
                     model.set_destinations(rows);
                 }
-                for (width, height) in [(0, 0), (1, 1), (20, 5), (80, 24)] {
-                    screen(&model, width, height);
+                for (width, height) in [(0, 0), (1, 1), (20, 5), (80, 24), (200, 60)] {
+                    let (_, buffer) = screen(&model, width, height);
+                    let control = buffer
+                        .content()
+                        .iter()
+                        .any(|c| c.symbol().chars().any(char::is_control));
+                    prop_assert!(!control, "a control character on a {}x{} screen", width, height);
                 }
                 let (text, _) = screen(&model, 200, 60);
                 for line in text.lines().take(CAR_ROWS) {
