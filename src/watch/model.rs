@@ -840,6 +840,46 @@ mod tests {
         );
     }
 
+    /// The Car is what the web page serialises: every value a number or null.
+    #[test]
+    fn a_car_serialises_with_null_for_what_cannot_be_shown() {
+        let mut buf = [0u8; 324];
+        let mut p = Packet::new_checked(&mut buf[..], Format::Fh6).unwrap();
+        p.set_is_race_on(1);
+        p.set_speed(27.5).unwrap();
+        p.set_current_engine_rpm(f32::NAN);
+        p.set_engine_max_rpm(8_000.0);
+        p.set_position_x(-1_234.5).unwrap();
+        p.set_position_y(f32::INFINITY).unwrap();
+        p.set_position_z(7_890.125).unwrap();
+        p.set_lap_number(0).unwrap();
+        p.set_best_lap(83.25).unwrap();
+        p.set_last_lap(1.0e30).unwrap();
+        p.set_tire_temp(Wheels::from_array([212.0, f32::NAN, 32.0, 32.0]))
+            .unwrap();
+        let car = Car::new(&Telemetry::decode(&p));
+        let json = serde_json::to_value(car).unwrap();
+        assert_eq!(json["format"], "fh6");
+        assert_eq!(json["racing"], true);
+        assert_eq!(json["speed_kmh"].as_f64().unwrap().round(), 99.0);
+        assert_eq!(json["rpm"], serde_json::Value::Null);
+        assert_eq!(json["redline_rpm"], 8_000.0);
+        assert_eq!(json["rev_fraction"], serde_json::Value::Null);
+        assert_eq!(json["gear"], "R");
+        assert_eq!(json["lap"], 1);
+        assert_eq!(json["best_lap"], 83.25);
+        assert_eq!(json["last_lap"], serde_json::Value::Null);
+        assert_eq!(json["current_lap"], serde_json::Value::Null);
+        assert_eq!(json["tyres"]["fl"]["temp_c"], 100.0);
+        assert_eq!(json["tyres"]["fr"]["temp_c"], serde_json::Value::Null);
+        // One coordinate is not a number: no position to draw.
+        assert_eq!(json["position"], serde_json::Value::Null);
+        p.set_position_y(56.25).unwrap();
+        let car = Car::new(&Telemetry::decode(&p));
+        let at = car.position.expect("three numbers");
+        assert_eq!((at.x.get(), at.y.get(), at.z.get()), (-1_234.5, 56.25, 7_890.125));
+    }
+
     #[test]
     fn ignored_datagrams_say_what_they_are_and_what_reads_them() {
         let mut i = Ignored::default();
