@@ -21,8 +21,15 @@ const DRIVERS_LAP: u16 = LAP_NUMBER + 1;
 /// Waits for the "listening on ADDR" line and returns the address.
 #[track_caller]
 fn listening(bin: &mut Bin) -> std::net::SocketAddr {
-    let line = bin.wait_for_line("listening on ");
-    let (_, after) = line.split_once("listening on ").expect("found above");
+    listening_address(&bin.wait_for_line("listening on "))
+}
+
+/// The ADDR of a "listening on ADDR" line.
+#[track_caller]
+fn listening_address(line: &str) -> std::net::SocketAddr {
+    let (_, after) = line
+        .split_once("listening on ")
+        .unwrap_or_else(|| panic!("no \"listening on\" in {line:?}"));
     after
         .split_whitespace()
         .next()
@@ -342,13 +349,7 @@ impl Piped {
     /// The address of the "listening on ADDR" line.
     #[track_caller]
     fn listening(&mut self) -> std::net::SocketAddr {
-        let line = self.until(false, |l| l.contains("listening on "), || {});
-        let (_, after) = line.split_once("listening on ").expect("found above");
-        after
-            .split_whitespace()
-            .next()
-            .and_then(|a| a.parse().ok())
-            .unwrap_or_else(|| panic!("no address in {line:?}"))
+        listening_address(&self.until(false, |l| l.contains("listening on "), || {}))
     }
 
     /// Sends SIGINT and returns the exit code (waiting at most 10 s).

@@ -298,21 +298,15 @@ const BODY_KEEP: u16 = 11;
 /// the lowest-ranked ones until the rest fit; `None` for a box left out.
 fn fit<const N: usize>(area: Rect, boxes: [(u16, u8); N]) -> [Option<Rect>; N] {
     let mut shown = [true; N];
-    let total = |shown: &[bool; N]| -> u16 {
-        boxes
-            .iter()
-            .zip(shown)
-            .filter(|(_, &s)| s)
-            .map(|((h, _), _)| *h)
-            .sum()
-    };
-    let mut ranks: Vec<(u8, usize)> = boxes.iter().enumerate().map(|(i, b)| (b.1, i)).collect();
-    ranks.sort_unstable();
-    for (_, i) in ranks {
-        if total(&shown) <= area.height {
+    let mut total: u16 = boxes.iter().map(|&(height, _)| height).sum();
+    let mut by_rank: [usize; N] = std::array::from_fn(|i| i);
+    by_rank.sort_by_key(|&i| boxes[i].1);
+    for i in by_rank {
+        if total <= area.height {
             break;
         }
         shown[i] = false;
+        total -= boxes[i].0;
     }
     let mut y = area.y;
     std::array::from_fn(|i| {
@@ -337,10 +331,11 @@ pub fn render(frame: &mut Frame<'_>, model: &Model) {
     // the rest, keeping at least Speed and Inputs when the table is long; the
     // table gets the remainder.
     let room = area.height.saturating_sub(2 + log_height);
-    let table_want = model
-        .destinations
-        .as_ref()
-        .map_or(0, |rows| (rows.len() as u16).saturating_add(3));
+    let table_want = model.destinations.as_ref().map_or(0, |rows| {
+        u16::try_from(rows.len())
+            .unwrap_or(u16::MAX)
+            .saturating_add(3)
+    });
     let body_height = BODY_HEIGHT
         .min(room.saturating_sub(table_want))
         .max(BODY_KEEP.min(room));
@@ -855,6 +850,17 @@ mod tests {
         buf
     }
 
+    /// A model of `source` that read the fixture 60 times in a second.
+    fn driving(source: &str) -> Model {
+        let t0 = Instant::now();
+        let mut model = Model::new(Input::Auto, source);
+        for i in 0..60 {
+            model.on_datagram(t0 + Duration::from_millis(i * 16), from(), &fixture());
+        }
+        model.tick(t0 + Duration::from_secs(1));
+        model
+    }
+
     fn screen(model: &Model, width: u16, height: u16) -> (String, ratatui::buffer::Buffer) {
         let mut terminal = Terminal::new(TestBackend::new(width, height)).unwrap();
         terminal.draw(|f| render(f, model)).unwrap();
@@ -879,12 +885,7 @@ mod tests {
 
     #[test]
     fn renders_the_key_values_of_a_packet() {
-        let t0 = Instant::now();
-        let mut model = Model::new(Input::Auto, "listening on 127.0.0.1:5400");
-        for i in 0..60 {
-            model.on_datagram(t0 + Duration::from_millis(i * 16), from(), &fixture());
-        }
-        model.tick(t0 + Duration::from_secs(1));
+        let model = driving("listening on 127.0.0.1:5400");
         let (text, buffer) = screen(&model, 100, 24);
         assert_shows(
             &text,
@@ -971,12 +972,7 @@ mod tests {
 
     #[test]
     fn renders_the_relay_s_destinations_from_its_snapshots() {
-        let t0 = Instant::now();
-        let mut model = Model::new(Input::Auto, "relaying from 127.0.0.1:5400");
-        for i in 0..60 {
-            model.on_datagram(t0 + Duration::from_millis(i * 16), from(), &fixture());
-        }
-        model.tick(t0 + Duration::from_secs(1));
+        let mut model = driving("relaying from 127.0.0.1:5400");
         let mut rates = DestinationRates::default();
         rates.rows(&snapshot(
             0,
@@ -1154,12 +1150,7 @@ mod tests {
     /// Handbrake rows and cut the problems column to `224 refuse`.
     #[test]
     fn issue_13_an_80x24_screen_with_four_destinations_shows_every_input() {
-        let t0 = Instant::now();
-        let mut model = Model::new(Input::Auto, "relaying from 0.0.0.0:5400");
-        for i in 0..60 {
-            model.on_datagram(t0 + Duration::from_millis(i * 16), from(), &fixture());
-        }
-        model.tick(t0 + Duration::from_secs(1));
+        let mut model = driving("relaying from 0.0.0.0:5400");
         let mut rows = Vec::new();
         for (name, refused) in [
             ("simhub", 0),

@@ -297,13 +297,23 @@ impl Car {
     }
 }
 
-/// The datagram lengths of the Forza formats, shortest first.
-const FORZA_LENGTHS: [usize; 4] = [232, 311, 324, 331];
+/// The datagram lengths of the Forza formats, shortest first (fh4 and fh5 share
+/// fh6's).
+const FORZA_LENGTHS: [usize; 4] = [
+    Format::Sled.len(),
+    Format::Fm7.len(),
+    Format::Fh6.len(),
+    Format::Fm2023.len(),
+];
+// Every format's length is one of them.
 const _: () = {
     let mut i = 0;
     while i < Format::ALL.len() {
-        let len = Format::ALL[i].len();
-        assert!(len == 232 || len == 311 || len == 324 || len == 331);
+        let mut j = 0;
+        while j < FORZA_LENGTHS.len() && FORZA_LENGTHS[j] != Format::ALL[i].len() {
+            j += 1;
+        }
+        assert!(j < FORZA_LENGTHS.len(), "a format's length is missing");
         i += 1;
     }
 };
@@ -877,7 +887,10 @@ mod tests {
         p.set_position_y(56.25).unwrap();
         let car = Car::new(&Telemetry::decode(&p));
         let at = car.position.expect("three numbers");
-        assert_eq!((at.x.get(), at.y.get(), at.z.get()), (-1_234.5, 56.25, 7_890.125));
+        assert_eq!(
+            (at.x.get(), at.y.get(), at.z.get()),
+            (-1_234.5, 56.25, 7_890.125)
+        );
     }
 
     #[test]
