@@ -546,10 +546,10 @@ fn issue_13_an_export_that_matched_nothing_fails_and_names_the_format_found() {
         None,
     );
     assert_eq!(done.code(), 1, "{}", done.stderr);
-    done.assert_stderr_has(
-        &["none of the 1,200 datagrams is an fh6 packet (324 bytes); \
-         they are 331 bytes: fm2023 — use --format fm2023 or auto"],
-    );
+    done.assert_stderr_has(&[
+        "none of the 1,200 datagrams is in the fh6 format (324 bytes); \
+         they are 331 bytes: fm2023 — use --format fm2023 or auto",
+    ]);
     // The same capture read as it is exports every row.
     let done = Bin::run(
         &[
@@ -575,7 +575,7 @@ fn issue_13_watch_says_why_it_ignores_datagrams() {
     let line = bin.until(true, |l| l.contains(" ignored"), || sender.send(&fm7));
     assert!(line.starts_with("no packets yet ("), "{line}");
     for part in [
-        "ignored: not fh6 packets (324 bytes); ",
+        "ignored, not in the fh6 format (324 bytes); ",
         " 311 bytes: fm7 — use --format fm7 or auto (the last from 127.0.0.1:",
     ] {
         assert!(line.contains(part), "{part:?} not in {line:?}");

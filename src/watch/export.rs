@@ -337,7 +337,8 @@ mod tests {
         assert_eq!(summary.ignored.count(), 1);
         assert_eq!(
             summary.to_string(),
-            "3 rows written; 1 datagram ignored: it is of no Forza length (100 bytes)"
+            "3 rows written; 1 datagram ignored, not in any Forza format (lengths: sled 232, \
+             fm7 311, fm2023 331, fh4/fh5/fh6 324); it is of no Forza length (100 bytes)"
         );
         assert_eq!(warnings.len(), 1);
         assert!(warnings[0].contains("100-byte"), "{warnings:?}");
@@ -414,8 +415,8 @@ mod tests {
         assert_eq!(summary.ignored.count(), 2);
         assert_eq!(
             summary.to_string(),
-            "1 rows written, 1 with IsRaceOn = 0 skipped; 2 datagrams ignored: not fh6 \
-             packets (324 bytes); 1 is 232 bytes (sled), 1 is 100 bytes (no Forza format) \
+            "1 rows written, 1 with IsRaceOn = 0 skipped; 2 datagrams ignored, not in the fh6 \
+             format (324 bytes); 1 is 232 bytes (sled), 1 is 100 bytes (no Forza format) \
              — use --format sled or auto"
         );
         assert!(warnings[0].contains("fh6"), "{warnings:?}");
@@ -452,7 +453,7 @@ mod tests {
         assert_eq!((summary.rows, summary.ignored.count()), (0, 4));
         assert_eq!(
             e.to_string(),
-            "none of the 4 datagrams is an fm7 packet (311 bytes); 1 is 232 bytes (sled), \
+            "none of the 4 datagrams is in the fm7 format (311 bytes); 1 is 232 bytes (sled), \
              2 are 324 bytes (fh4, fh5 or fh6), 1 is 100 bytes (no Forza format) \
              — use --format auto (or one of sled, fh4, fh5, fh6)"
         );

@@ -23,7 +23,7 @@ use super::Reader;
 use crate::config::Input;
 use crate::stats::{DestinationSnapshot, DropReason, Problems, Snapshot};
 use crate::telemetry::{Gear, Telemetry};
-use crate::wire::{Format, Packet, Wheels};
+use crate::wire::{Expected, Format, Packet, Wheels};
 
 /// The rate is counted over windows this long.
 const RATE_WINDOW: Duration = Duration::from_secs(1);
@@ -345,15 +345,6 @@ fn formats_of(len: usize) -> String {
     }
 }
 
-/// `an fh6 packet (324 bytes)`, `a sled packet (232 bytes)`, `a Forza packet`.
-fn a_packet_of(input: Input) -> String {
-    match input {
-        Input::Fixed(f) if f.id().starts_with('f') => format!("an {f} packet ({} bytes)", f.len()),
-        Input::Fixed(f) => format!("a {f} packet ({} bytes)", f.len()),
-        Input::Auto => "a Forza packet".to_owned(),
-    }
-}
-
 impl Ignored {
     /// Counts one datagram of `len` bytes.
     pub fn add(&mut self, len: usize) {
@@ -424,33 +415,26 @@ impl Ignored {
         text
     }
 
-    /// Why they were ignored when reading `input`: `12 datagrams ignored: not fh6
-    /// packets (324 bytes); they are 331 bytes: fm2023 — use --format fm2023 or
-    /// auto`.
+    /// Why they were ignored when reading `input`: `12 datagrams ignored, not in
+    /// the fh6 format (324 bytes); they are 331 bytes: fm2023 — use --format fm2023
+    /// or auto`.
     pub fn explain(&self, input: Input) -> String {
         let count = match self.count() {
             1 => "1 datagram".to_owned(),
             n => format!("{} datagrams", crate::capture::thousands(n)),
         };
-        let what = self.what();
-        match input {
-            Input::Fixed(f) => format!(
-                "{count} ignored: not {f} packets ({} bytes); {what}",
-                f.len()
-            ),
-            Input::Auto => format!("{count} ignored: {what}"),
-        }
+        format!("{count} ignored, not {}; {}", Expected(input), self.what())
     }
 
     /// That nothing read was a packet of `input`: `none of the 1,793 datagrams is
-    /// an fh6 packet (324 bytes); they are 331 bytes: fm2023 — use --format fm2023
-    /// or auto`.
+    /// in the fh6 format (324 bytes); they are 331 bytes: fm2023 — use --format
+    /// fm2023 or auto`.
     pub fn nothing_matched(&self, input: Input) -> String {
-        let packet = a_packet_of(input);
+        let expected = Expected(input);
         match self.count() {
-            1 => format!("the one datagram is not {packet}; {}", self.what()),
+            1 => format!("the one datagram is not {expected}; {}", self.what()),
             n => format!(
-                "none of the {} datagrams is {packet}; {}",
+                "none of the {} datagrams is {expected}; {}",
                 crate::capture::thousands(n),
                 self.what()
             ),
@@ -845,7 +829,7 @@ mod tests {
         assert!(m.car().is_none());
         assert_eq!(
             m.why_ignored().unwrap(),
-            "1 datagram ignored: not fh6 packets (324 bytes); it is 311 bytes: fm7 \
+            "1 datagram ignored, not in the fh6 format (324 bytes); it is 311 bytes: fm7 \
              — use --format fm7 or auto (the last from 127.0.0.1:5555)"
         );
     }
@@ -902,7 +886,7 @@ mod tests {
         let fh6 = Input::Fixed(Format::Fh6);
         assert_eq!(
             i.nothing_matched(fh6),
-            "none of the 1,793 datagrams is an fh6 packet (324 bytes); they are 331 bytes: \
+            "none of the 1,793 datagrams is in the fh6 format (324 bytes); they are 331 bytes: \
              fm2023 — use --format fm2023 or auto"
         );
         i.add(311);
@@ -911,7 +895,7 @@ mod tests {
         assert_eq!(i.count(), 1_796);
         assert_eq!(
             i.explain(fh6),
-            "1,796 datagrams ignored: not fh6 packets (324 bytes); 1 is 311 bytes (fm7), \
+            "1,796 datagrams ignored, not in the fh6 format (324 bytes); 1 is 311 bytes (fm7), \
              1,793 are 331 bytes (fm2023), 2 are 40 bytes (no Forza format) \
              — use --format auto (or one of fm7, fm2023)"
         );
@@ -919,7 +903,7 @@ mod tests {
         i.add(324);
         assert_eq!(
             i.nothing_matched(Input::Fixed(Format::Sled)),
-            "the one datagram is not a sled packet (232 bytes); it is 324 bytes: \
+            "the one datagram is not in the sled format (232 bytes); it is 324 bytes: \
              fh4, fh5 or fh6 — use --format auto (or one of fh4, fh5, fh6)"
         );
         let mut i = Ignored::default();
@@ -927,8 +911,8 @@ mod tests {
         i.add(7);
         assert_eq!(
             i.nothing_matched(Input::Auto),
-            "none of the 2 datagrams is a Forza packet; they are of no Forza length \
-             (the last 7 bytes)"
+            "none of the 2 datagrams is in any Forza format (lengths: sled 232, fm7 311, \
+             fm2023 331, fh4/fh5/fh6 324); they are of no Forza length (the last 7 bytes)"
         );
     }
 
