@@ -700,6 +700,16 @@ impl Model {
         self.packets
     }
 
+    /// Who sent the latest packet.
+    pub fn sender(&self) -> Option<SocketAddr> {
+        self.sender
+    }
+
+    /// How long since the latest packet, once that is [`SILENCE`] or more.
+    pub fn silent_for(&self) -> Option<Duration> {
+        self.silent_for
+    }
+
     /// Datagrams ignored so far (not packets of the input format).
     pub fn ignored(&self) -> u64 {
         self.ignored.count()
@@ -754,7 +764,8 @@ mod tests {
         assert_eq!(m.format(), Some((Format::Fm7, true)));
         m.tick(at(5_000));
         assert_eq!(m.rate_hz(), 0.0);
-        assert!(m.silent_for.is_some());
+        assert_eq!(m.silent_for(), Some(Duration::from_millis(2_843)));
+        assert_eq!(m.sender(), Some(from()));
     }
 
     use fixtures::snapshot;
