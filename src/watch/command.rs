@@ -159,7 +159,7 @@ pub fn export_command(command: &ExportCommand, signals: &Signals) -> Result<(), 
         input: input(command.source.format.as_deref())?,
         table: table(command.table.as_deref(), &command.output)?,
         columns,
-        only_race_on: command.only_race_on,
+        skip_not_racing: command.only_race_on,
     };
     // Opened before the output is created, so a bad capture or a port in use
     // leaves an existing output file alone.
