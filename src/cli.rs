@@ -50,6 +50,65 @@ pub enum Command {
     /// Send the UDP packets of a capture (pcap or pcapng) again, with their
     /// original spacing.
     Replay(ReplayArgs),
+    /// List the UDP ports in use on this computer, recognise the telemetry
+    /// tools among them, and propose a configuration.
+    Setup(SetupArgs),
+    /// Find out why nothing arrives: the ports, the destinations, the packets,
+    /// and on Windows the loopback exemption and the firewall.
+    Doctor(DoctorArgs),
+    /// Start forza-relay at login (on), stop doing so (off), or say (status).
+    Autostart(AutostartArgs),
+}
+
+/// Options of `setup`.
+#[derive(Debug, Clone, Args)]
+pub struct SetupArgs {
+    /// Write the proposed configuration to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub write: Option<PathBuf>,
+    /// With --write: replace FILE if it exists.
+    #[arg(long, requires = "write")]
+    pub force: bool,
+    /// Print one JSON object per socket (addr, port, pid, process, tool).
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Options of `doctor`.
+#[derive(Debug, Clone, Args)]
+pub struct DoctorArgs {
+    /// Configuration file (TOML), as for run.
+    #[arg(short, long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Address to listen on, IP:PORT or a bare PORT (overrides the file).
+    #[arg(long, value_name = "ADDR")]
+    pub listen: Option<String>,
+    /// A destination, as for run. Repeat for more.
+    #[arg(long = "to", value_name = "DEST")]
+    pub to: Vec<String>,
+    /// Seconds to wait for datagrams.
+    #[arg(
+        long,
+        value_name = "SECONDS",
+        default_value_t = 10.0,
+        allow_negative_numbers = true
+    )]
+    pub wait: f64,
+    /// Print one JSON object for scripts.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Options of `autostart`.
+#[derive(Debug, Clone, Args)]
+pub struct AutostartArgs {
+    /// on, off or status.
+    #[arg(value_name = "on|off|status")]
+    pub action: String,
+    /// With on: the configuration to run [default: forza-relay.toml here or
+    /// next to the program].
+    #[arg(short, long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
 }
 
 /// Where `watch` and `export` read packets from, and as what.

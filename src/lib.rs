@@ -23,6 +23,7 @@ pub mod platform;
 pub mod recv;
 pub mod relay;
 pub mod reload;
+pub mod setup;
 pub mod simulate;
 pub mod socket;
 pub mod stats;

@@ -19,6 +19,7 @@ use forza_relay::config::{
 use forza_relay::platform;
 use forza_relay::relay::Relay;
 use forza_relay::reload::Reloader;
+use forza_relay::setup::command as setup;
 use forza_relay::stats::{SnapshotKind, Summary};
 use forza_relay::tap;
 use forza_relay::watch::{command as watch, console, live};
@@ -66,6 +67,12 @@ fn real_main() -> ExitCode {
         Some(Command::Dissector(a)) => return finish(watch::dissector_command(&a)),
         Some(Command::Replay(args)) => return replay(&args),
         Some(Command::Record(args)) => return record_command(&args),
+        Some(Command::Setup(a)) => {
+            let (write, force, json) = (a.write, a.force, a.json);
+            return ExitCode::from(setup::setup(&setup::SetupOptions { write, force, json }));
+        }
+        Some(Command::Doctor(a)) => return doctor(&a),
+        Some(Command::Autostart(a)) => return autostart(a),
     };
     let (config, file) = match load(&settings) {
         Ok(Some(loaded)) => loaded,
@@ -552,6 +559,35 @@ fn find_default_file() -> Option<PathBuf> {
     std::iter::once(here)
         .chain(beside_exe)
         .find(|p| p.is_file())
+}
+
+/// `doctor` for the configuration `run` would use.
+fn doctor(a: &forza_relay::cli::DoctorArgs) -> ExitCode {
+    let wait = match setup::wait_seconds(a.wait) {
+        Ok(wait) => wait,
+        Err(message) => return option_errors(&ConfigError::one("--wait", message)),
+    };
+    let settings = Settings {
+        config: a.config.clone(),
+        listen: a.listen.clone(),
+        to: a.to.clone(),
+        ..Settings::default()
+    };
+    let options = setup::DoctorOptions { wait, json: a.json };
+    ExitCode::from(setup::doctor(load(&settings), &options))
+}
+
+/// `autostart on|off|status`; `on` without --config takes the file `run` finds.
+fn autostart(a: forza_relay::cli::AutostartArgs) -> ExitCode {
+    let action = match a.action.parse() {
+        Ok(action) => action,
+        Err(message) => return option_errors(&ConfigError::one("autostart", message)),
+    };
+    let config = a.config.or_else(find_default_file);
+    ExitCode::from(setup::autostart(&setup::AutostartOptions {
+        action,
+        config,
+    }))
 }
 
 /// The exit code of `watch`, `export` or `dissector`, after printing its error.
