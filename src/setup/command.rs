@@ -218,17 +218,16 @@ pub fn doctor(
             return 2;
         }
     };
-    let json = options.json;
+    // On stderr in both modes: a script reading the JSON waits for this line
+    // before sending.
     let report = doctor::diagnose(&config, options.wait, &mut |listen| {
-        if !json {
-            eprintln!(
-                "waiting up to {} s for datagrams on {listen} (drive in the game now) ...",
-                options.wait.as_secs_f64()
-            );
-        }
+        eprintln!(
+            "waiting up to {} s for datagrams on {listen} (drive in the game now) ...",
+            options.wait.as_secs_f64()
+        );
     });
     let report = Report::new(std::iter::once(first).chain(report.checks).collect());
-    print_report(&report, json);
+    print_report(&report, options.json);
     if report.ok {
         0
     } else {
