@@ -10,9 +10,7 @@
 mod common;
 
 use std::collections::BTreeSet;
-use std::net::{SocketAddr, UdpSocket};
-use std::path::Path;
-use std::process::Command;
+use std::net::UdpSocket;
 
 use common::bin::Bin;
 use forza_relay::setup::tools::{self, collisions, TOOLS_TOML};
@@ -142,6 +140,7 @@ fn finding<'a>(report: &'a serde_json::Value, check: &str) -> &'a serde_json::Va
 }
 
 /// All the findings of `check`.
+#[cfg(target_os = "linux")]
 fn findings<'a>(report: &'a serde_json::Value, check: &str) -> Vec<&'a serde_json::Value> {
     report["checks"]
         .as_array()
@@ -159,6 +158,10 @@ fn text(v: &serde_json::Value) -> &str {
 mod linux {
     use std::io::{BufRead, BufReader};
     use std::process::{Child, Stdio};
+
+    use std::net::SocketAddr;
+    use std::path::Path;
+    use std::process::Command;
 
     use super::*;
     use common::Spec;
