@@ -19,17 +19,8 @@ cd "$(dirname "$0")/.."
 
 target=x86_64-pc-windows-gnu
 rustup target list --installed | grep -qx "$target" || rustup target add "$target"
-missing=()
-command -v x86_64-w64-mingw32-gcc >/dev/null || missing+=(gcc-mingw-w64-x86-64)
-command -v wine >/dev/null || missing+=(wine wine64)
-if ((${#missing[@]})); then
-    if [[ ! -e /tmp/.forza-relay-apt-updated ]]; then
-        apt-get update && touch /tmp/.forza-relay-apt-updated
-    fi
-    for package in "${missing[@]}"; do
-        DEBIAN_FRONTEND=noninteractive apt-get install -y "$package"
-    done
-fi
+source .ci/cross.sh
+install_missing x86_64-w64-mingw32-gcc gcc-mingw-w64-x86-64 wine wine wine wine64
 
 skip=(
     # signals (no kill command, no SIGINT/SIGTERM on Windows)
@@ -47,9 +38,6 @@ skip=(
     # SystemTime has 100 ns steps on Windows
     pcapng_timestamps_follow_if_tsresol_and_if_tsoffset
 )
-args=()
-for name in "${skip[@]}"; do args+=(--skip "$name"); done
-
 cargo build --locked --target "$target" --tests
 out="target/$target/debug"
 x86_64-w64-mingw32-gcc -O2 -shared -o "$out/bcryptprimitives.dll" \
@@ -61,13 +49,5 @@ export CARGO_TARGET_X86_64_PC_WINDOWS_GNU_RUNNER=wine
 # Start the prefix (and wineserver) once, so the tests' time limits don't pay for it.
 wine "$out/forza-relay.exe" --version
 
-echo "windows: skipping ${#skip[@]} tests (signals; SystemTime resolution): ${skip[*]}"
-log=$(mktemp)
-trap 'rm -f "$log"; wineserver -k 2>/dev/null || true' EXIT
-set +e
-cargo test --locked --target "$target" --tests -- "${args[@]}" 2>&1 | tee "$log"
-status=${PIPESTATUS[0]}
-set -e
-awk -v skipped="${#skip[@]}" '/^test result:/ { p += $4; f += $6 }
-    END { printf "windows (wine): %d passed, %d failed, %d skipped\n", p, f, skipped }' "$log"
-exit "$status"
+trap 'wineserver -k 2>/dev/null || true' EXIT
+run_cross_tests "windows (wine)" "$target" "${skip[@]}"

@@ -492,7 +492,7 @@ mod linux {
 
     /// `autostart` with its files in `home` and no systemctl calls.
     fn autostart(home: &Path, runtime: &Path, args: &[&str]) -> common::bin::Finished {
-        let mut command = Command::new(env!("CARGO_BIN_EXE_forza-relay"));
+        let mut command = common::bin::command();
         command
             .arg("autostart")
             .args(args)

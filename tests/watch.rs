@@ -315,7 +315,7 @@ fn capture(dir: &Path, name: &str, packets: &[&[u8]], port: u16) -> std::path::P
 /// The Lua script as `forza-relay dissector` prints it, saved in `dir`.
 #[track_caller]
 fn dissector(dir: &Path, args: &[&str]) -> std::path::PathBuf {
-    let out = Command::new(env!("CARGO_BIN_EXE_forza-relay"))
+    let out = common::bin::command()
         .arg("dissector")
         .args(args)
         .output()
