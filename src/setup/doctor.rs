@@ -358,8 +358,8 @@ impl Seen {
             return Finding::problem(
                 "arrivals",
                 format!(
-                    "nothing arrived on {listen} in {} s",
-                    waited.as_secs_f64().round()
+                    "nothing arrived on {listen} in {:.1} s",
+                    waited.as_secs_f64()
                 ),
                 format!(
                     "in the game's HUD and Gameplay settings turn Data Out on, set Data Out IP \
