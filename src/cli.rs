@@ -7,9 +7,12 @@ use std::path::{Path, PathBuf};
 
 use clap::{Args, Parser, Subcommand};
 
-use forza_relay::app::commands::{bad_options, RecordOptions, ReplayOptions, Setup};
+use forza_relay::app::commands::{
+    bad_options, find_default_file, RecordOptions, ReplayOptions, Setup,
+};
 use forza_relay::app::Failure;
-use forza_relay::config::Overrides;
+use forza_relay::config::{ConfigError, Overrides};
+use forza_relay::setup::command::{AutostartOptions, DoctorOptions, SetupOptions};
 use forza_relay::simulate::SendOptions;
 use forza_relay::watch::command::{ExportCommand, SourceOptions, WatchCommand};
 
@@ -58,6 +61,59 @@ pub enum Command {
     /// Send the UDP packets of a capture (pcap or pcapng) again, with their
     /// original spacing, or a raw dump of Forza datagrams at --rate.
     Replay(ReplayArgs),
+    /// List the UDP ports in use on this computer, recognise the telemetry
+    /// tools among them, and propose a configuration.
+    Setup(SetupArgs),
+    /// Find out why nothing arrives: the ports, the destinations, the packets,
+    /// and on Windows the loopback exemption and the firewall.
+    Doctor(DoctorArgs),
+    /// Start forza-relay at login (on), stop doing so (off), or say (status).
+    Autostart(AutostartArgs),
+}
+
+/// Options of `setup`.
+#[derive(Debug, Clone, Args)]
+pub struct SetupArgs {
+    /// Write the proposed configuration to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub write: Option<PathBuf>,
+    /// With --write: replace FILE if it exists.
+    #[arg(long, requires = "write")]
+    pub force: bool,
+    /// Print one JSON object per socket (addr, port, pid, process, tool).
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Options of `doctor`.
+#[derive(Debug, Clone, Args)]
+pub struct DoctorArgs {
+    /// The configuration to check, as for run.
+    #[command(flatten)]
+    pub settings: Settings,
+    /// Seconds to wait for datagrams.
+    #[arg(
+        long,
+        value_name = "SECONDS",
+        default_value_t = 10.0,
+        allow_negative_numbers = true
+    )]
+    pub wait: f64,
+    /// Print one JSON object for scripts.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Options of `autostart`.
+#[derive(Debug, Clone, Args)]
+pub struct AutostartArgs {
+    /// on, off or status.
+    #[arg(value_name = "on|off|status")]
+    pub action: String,
+    /// With on: the configuration to run [default: forza-relay.toml here or
+    /// next to the program].
+    #[arg(short, long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
 }
 
 /// Where `watch` and `export` read packets from, and as what.
@@ -378,5 +434,43 @@ impl ReplayArgs {
             port: self.port,
             rate: self.rate,
         }
+    }
+}
+
+impl SetupArgs {
+    /// What `setup` is asked.
+    pub fn options(&self) -> SetupOptions {
+        SetupOptions {
+            write: self.write.clone(),
+            force: self.force,
+            json: self.json,
+        }
+    }
+}
+
+impl DoctorArgs {
+    /// What `doctor` is asked, besides the configuration: `--wait` checked.
+    pub fn options(&self) -> Result<DoctorOptions, Failure> {
+        let wait = forza_relay::setup::command::wait_seconds(self.wait)
+            .map_err(|message| bad_options(&ConfigError::one("--wait", message)))?;
+        Ok(DoctorOptions {
+            wait,
+            json: self.json,
+        })
+    }
+}
+
+impl AutostartArgs {
+    /// What `autostart` is asked; `on` without `--config` takes the file
+    /// `run` finds.
+    pub fn options(&self) -> Result<AutostartOptions, Failure> {
+        let action = self
+            .action
+            .parse()
+            .map_err(|message: String| bad_options(&ConfigError::one("autostart", message)))?;
+        Ok(AutostartOptions {
+            action,
+            config: self.config.clone().or_else(find_default_file),
+        })
     }
 }

@@ -29,6 +29,7 @@ pub mod recv;
 pub mod reference;
 pub mod relay;
 pub mod reload;
+pub mod setup;
 pub mod simulate;
 pub mod socket;
 pub mod stats;

@@ -10,6 +10,7 @@ use clap::Parser as _;
 
 use cli::{Cli, Command};
 use forza_relay::app::{commands, Failure, Signals};
+use forza_relay::setup::command as setup;
 use forza_relay::watch::command as watch;
 use forza_relay::{logging, platform};
 
@@ -26,7 +27,9 @@ fn main() -> ExitCode {
     let code = match dispatch(cli, &signals) {
         Ok(()) => 0,
         Err(failure) => {
-            logging::message(&failure.message);
+            if !failure.message.is_empty() {
+                logging::message(&failure.message);
+            }
             failure.code
         }
     };
@@ -54,5 +57,8 @@ fn dispatch(cli: Cli, signals: &Signals) -> Result<(), Failure> {
         Some(Command::Demo(a)) => commands::demo(a.seconds, signals),
         Some(Command::Record(a)) => commands::record(&a.options(), signals),
         Some(Command::Replay(a)) => commands::replay(&a.options(), signals),
+        Some(Command::Setup(a)) => commands::exited(setup::setup(&a.options())),
+        Some(Command::Doctor(a)) => commands::doctor(&a.settings.setup()?, &a.options()?),
+        Some(Command::Autostart(a)) => commands::exited(setup::autostart(&a.options()?)),
     }
 }

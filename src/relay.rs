@@ -440,10 +440,7 @@ impl fmt::Display for StartError {
             } => write!(
                 f,
                 "{place}: cannot listen on {addr}: {}",
-                PortInUse {
-                    addr: *addr,
-                    error: source
-                }
+                PortInUse::new(*addr, source)
             ),
             StartError::Destination { name, addr, source } => {
                 write!(

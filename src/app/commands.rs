@@ -78,7 +78,7 @@ pub fn bad_options(e: &ConfigError) -> Failure {
 
 /// `forza-relay.toml` in the current folder, else next to the program (where a
 /// Windows user who double-clicks it keeps it).
-fn find_default_file() -> Option<PathBuf> {
+pub fn find_default_file() -> Option<PathBuf> {
     let here = PathBuf::from(DEFAULT_FILE_NAME);
     let beside_exe = std::env::current_exe()
         .ok()
@@ -90,9 +90,15 @@ fn find_default_file() -> Option<PathBuf> {
 
 /// The configuration of `setup`, with the file it came from (to reload).
 fn load(setup: &Setup) -> Result<(Config, Option<PathBuf>), Failure> {
+    find(setup)?.ok_or_else(|| Failure::help(NO_CONFIG_HELP))
+}
+
+/// The configuration of `setup`, with the file it came from; `None` when it
+/// names none and there is no default file.
+fn find(setup: &Setup) -> Result<Option<(Config, Option<PathBuf>)>, Failure> {
     let from_file = |path: PathBuf| {
         Config::from_file(&path, &setup.overrides)
-            .map(|c| (c, Some(path)))
+            .map(|c| Some((c, Some(path))))
             .map_err(|e| bad_configuration(&e))
     };
     match (&setup.file, setup.to.is_empty()) {
@@ -101,16 +107,37 @@ fn load(setup: &Setup) -> Result<(Config, Option<PathBuf>), Failure> {
         )),
         (Some(path), true) => from_file(path.clone()),
         (None, false) => Config::from_args(&setup.to, &setup.overrides)
-            .map(|c| (c, None))
+            .map(|c| Some((c, None)))
             .map_err(|e| bad_configuration(&e)),
         (None, true) => match find_default_file() {
             Some(path) => {
                 info!("using {}", path.display());
                 from_file(path)
             }
-            None => Err(Failure::help(NO_CONFIG_HELP)),
+            None => Ok(None),
         },
     }
+}
+
+/// A command that printed its own outcome and ended with `code`.
+pub fn exited(code: u8) -> Result<(), Failure> {
+    match code {
+        0 => Ok(()),
+        code => Err(Failure {
+            code,
+            message: String::new(),
+        }),
+    }
+}
+
+/// `doctor`: checks the configuration `run` would use (the default listen
+/// address when there is none), the ports and the packets.
+pub fn doctor(
+    setup: &Setup,
+    options: &crate::setup::command::DoctorOptions,
+) -> Result<(), Failure> {
+    let config = find(setup)?.map(|(config, _)| config);
+    exited(crate::setup::command::doctor(config, options))
 }
 
 /// What a write to standard output that failed means: a reader that is gone

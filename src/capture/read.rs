@@ -165,7 +165,7 @@ fn raw_dump_length(size: u64, sample: &[u8]) -> Result<usize, NotRawDump> {
     let mut fits = Vec::new();
     let mut first_bad = None;
     for len in RAW_LENGTHS {
-        if size == 0 || size % len as u64 != 0 {
+        if size == 0 || !size.is_multiple_of(len as u64) {
             continue;
         }
         let datagrams: Vec<&[u8]> = sample.chunks_exact(len).take(RAW_SAMPLE).collect();
@@ -762,7 +762,7 @@ impl<R: Read + Seek> Reader<R> {
     /// (with the trailing length) are not body; a length that can't be right ends
     /// the reading.
     fn block_body(&self, total: u32, header: u32) -> Result<u64, Stop> {
-        if total < header || total % 4 != 0 {
+        if total < header || !total.is_multiple_of(4) {
             return Err(self
                 .corrupt("a pcapng block's length is too short or not a multiple of 4")
                 .into());

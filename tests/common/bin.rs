@@ -53,6 +53,20 @@ impl Finished {
             );
         }
     }
+
+    /// Fails the test unless stderr says port `port` is taken, naming the
+    /// process `pid` that holds it where the OS says (Linux here; elsewhere the
+    /// hint without a name is also accepted).
+    #[track_caller]
+    pub fn assert_port_in_use(&self, port: u16, pid: u32) {
+        let named = format!("port {port} is in use by ");
+        let holder = format!("(pid {pid}): stop it, or choose another port");
+        if cfg!(target_os = "linux") || self.stderr.contains(&named) {
+            self.assert_stderr_has(&[&named, &holder]);
+        } else {
+            self.assert_stderr_has(&[&format!("port {port} is already in use")]);
+        }
+    }
 }
 
 impl Finished {
@@ -75,11 +89,28 @@ impl Finished {
     }
 }
 
+/// The command that runs the binary. With `FORZA_RELAY_TEST_RUNNER` set (as
+/// .ci/aarch64.sh sets it to `qemu-aarch64`), through that program: a test
+/// running under qemu-user cannot exec a foreign binary by itself unless the
+/// kernel's binfmt_misc knows qemu, which CI leaves alone. The runner keeps the
+/// process id, so signals and process names still reach the relay.
+pub fn command() -> Command {
+    let exe = env!("CARGO_BIN_EXE_forza-relay");
+    match std::env::var_os("FORZA_RELAY_TEST_RUNNER") {
+        Some(runner) => {
+            let mut command = Command::new(runner);
+            command.arg(exe);
+            command
+        }
+        None => Command::new(exe),
+    }
+}
+
 impl Bin {
     /// Starts the binary with `args`, in `dir` if given, with the default log level.
     #[track_caller]
     pub fn spawn(args: &[&str], dir: Option<&Path>) -> Bin {
-        let mut command = Command::new(env!("CARGO_BIN_EXE_forza-relay"));
+        let mut command = command();
         command.args(args);
         if let Some(dir) = dir {
             command.current_dir(dir);
