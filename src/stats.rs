@@ -412,6 +412,10 @@ pub struct Summary {
     previous: (Duration, u64),
 }
 
+/// The end of the relay's idle line: "waiting: nothing received on ADDR in the
+/// last 10 s (…); run `forza-relay doctor` to find out why".
+pub const IDLE_HINT: &str = "run `forza-relay doctor` to find out why";
+
 impl Summary {
     /// The line for `now`, relative to the previous call.
     pub fn line(&mut self, now: &Snapshot) -> String {
@@ -423,9 +427,10 @@ impl Summary {
         if received == 0 {
             return format!(
                 "waiting: nothing received on {} in the last {} (is the game's Data Out \
-                 pointed here?)",
+                 pointed here?); {}",
                 now.listen,
-                Elapsed(interval)
+                Elapsed(interval),
+                IDLE_HINT
             );
         }
         let mut line = format!(
