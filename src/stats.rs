@@ -311,6 +311,9 @@ pub struct Snapshot {
     /// Datagrams not copied to a tap (a capture file, the dashboard) because
     /// its reader fell behind; forwarding is never affected.
     pub tap_dropped: u64,
+    /// Datagrams a recording took but could not write (its disk is full, or
+    /// the file can no longer be written); forwarding is never affected.
+    pub not_recorded: u64,
 }
 
 fn seconds<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
@@ -385,6 +388,13 @@ impl fmt::Display for Snapshot {
                 f,
                 ", {} not recorded or shown (the reader fell behind)",
                 self.tap_dropped
+            )?;
+        }
+        if self.not_recorded > 0 {
+            write!(
+                f,
+                ", {} not recorded (writing the capture failed)",
+                self.not_recorded
             )?;
         }
         f.write_str(".")?;
