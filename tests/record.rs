@@ -276,6 +276,7 @@ const PCAP_HEADER: u64 = 24;
 /// `forza-relay record` under `ulimit -f` (SIGXFSZ ignored): the file system says
 /// EFBIG past the limit, which is what a full disk looks like to the writer.
 #[test]
+#[cfg(unix)] // sh and ulimit
 fn issue12_a_full_disk_while_recording_is_logged_counted_and_ends_on_a_whole_record() {
     const N: u32 = 300;
     const LIMIT_BLOCKS: u64 = 64; // of 512 bytes: 32 KiB
@@ -337,6 +338,7 @@ fn issue12_a_full_disk_while_recording_is_logged_counted_and_ends_on_a_whole_rec
 /// JSON) counts every datagram admitted but not written, beside the relayed
 /// ones, which all arrive (issue 12 item 4).
 #[test]
+#[cfg(unix)] // sh and ulimit
 fn issue12_run_record_on_a_full_disk_counts_not_recorded_in_the_summary() {
     const N: u32 = 300;
     const LIMIT_BLOCKS: u64 = 64;
