@@ -273,6 +273,20 @@ const RECORD_OVERHEAD: u64 = 16 + 20 + 8;
 /// A pcap's file header.
 const PCAP_HEADER: u64 = 24;
 
+/// forza-relay under `ulimit -f BLOCKS` (of 512 bytes) with SIGXFSZ ignored, so
+/// a write past the limit fails with EFBIG, as on a full disk; add its arguments.
+#[cfg(unix)]
+fn with_file_size_limit(blocks: u64) -> Command {
+    let mut command = Command::new("sh");
+    command
+        .arg("-c")
+        .arg(format!(
+            "trap '' XFSZ; ulimit -f {blocks}; exec \"$0\" \"$@\""
+        ))
+        .arg(env!("CARGO_BIN_EXE_forza-relay"));
+    command
+}
+
 /// `forza-relay record` under `ulimit -f` (SIGXFSZ ignored): the file system says
 /// EFBIG past the limit, which is what a full disk looks like to the writer.
 #[test]
@@ -282,13 +296,8 @@ fn issue12_a_full_disk_while_recording_is_logged_counted_and_ends_on_a_whole_rec
     const LIMIT_BLOCKS: u64 = 64; // of 512 bytes: 32 KiB
     let dir = TempPath::dir("full-disk");
     let file = dir.path().join("full.pcap");
-    let mut command = Command::new("sh");
+    let mut command = with_file_size_limit(LIMIT_BLOCKS);
     command
-        .arg("-c")
-        .arg(format!(
-            "trap '' XFSZ; ulimit -f {LIMIT_BLOCKS}; exec \"$0\" \"$@\""
-        ))
-        .arg(env!("CARGO_BIN_EXE_forza-relay"))
         .args(["record", "--listen", "127.0.0.1:0", "--count"])
         .arg(N.to_string())
         .arg("-o")
@@ -348,13 +357,8 @@ fn issue12_run_record_on_a_full_disk_counts_not_recorded_in_the_summary() {
     tool.set_read_timeout(Some(Duration::from_secs(5)))
         .expect("a timeout");
     let to = tool.local_addr().expect("bound").to_string();
-    let mut command = Command::new("sh");
+    let mut command = with_file_size_limit(LIMIT_BLOCKS);
     command
-        .arg("-c")
-        .arg(format!(
-            "trap '' XFSZ; ulimit -f {LIMIT_BLOCKS}; exec \"$0\" \"$@\""
-        ))
-        .arg(env!("CARGO_BIN_EXE_forza-relay"))
         .args(["run", "--listen", "127.0.0.1:0", "--to", &to])
         .args(["--stats-format", "json", "--record"])
         .arg(&file);
