@@ -179,7 +179,7 @@ mode, wait_for, argv = sys.argv[1], sys.argv[2].encode(), sys.argv[3:]
 pid, fd = pty.fork()
 if pid == 0:
     fcntl.ioctl(0, termios.TIOCSWINSZ, struct.pack('HHHH', 24, 80, 0, 0))
-    os.execv(argv[0], argv)
+    os.execvp(argv[0], argv)
 out = b''
 def read(until, seconds):
     global out
@@ -275,7 +275,7 @@ fn on_a_terminal(mode: &str, wait_for: &str, args: &[&str]) -> Option<std::proce
         .arg(PTY)
         .arg(mode)
         .arg(wait_for)
-        .arg(env!("CARGO_BIN_EXE_forza-relay"))
+        .args(common::bin::argv())
         .args(args)
         .env_remove("RUST_LOG")
         .stdin(Stdio::piped())
@@ -520,7 +520,7 @@ fn issue12_a_stderr_nobody_reads_never_stops_the_relay() {
     // SAFETY: a valid descriptor; F_SETPIPE_SZ takes an int.
     unsafe { libc::fcntl(fds[0], libc::F_SETPIPE_SZ, 4096) };
     let mut child = Reaped(
-        Command::new(env!("CARGO_BIN_EXE_forza-relay"))
+        common::bin::command()
             .args([
                 "run",
                 "--config",
@@ -681,7 +681,7 @@ fn with_stdout(args: &[&str], out: Out) -> (Option<i32>, String) {
             .expect("open /dev/full")
             .into(),
     };
-    let mut child = Command::new(env!("CARGO_BIN_EXE_forza-relay"))
+    let mut child = common::bin::command()
         .args(args)
         .env_remove("RUST_LOG")
         .stdin(Stdio::null())

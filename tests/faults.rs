@@ -980,7 +980,7 @@ fn in_own_hosts_file(hosts: &TempPath, resolv: &TempPath, args: &[&str]) -> Opti
         ])
         .arg(hosts.path())
         .arg(resolv.path())
-        .arg(env!("CARGO_BIN_EXE_forza-relay"))
+        .args(common::bin::argv())
         .args(args);
         c
     };

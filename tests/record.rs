@@ -283,7 +283,7 @@ fn with_file_size_limit(blocks: u64) -> Command {
         .arg(format!(
             "trap '' XFSZ; ulimit -f {blocks}; exec \"$0\" \"$@\""
         ))
-        .arg(env!("CARGO_BIN_EXE_forza-relay"));
+        .args(common::bin::argv());
     command
 }
 

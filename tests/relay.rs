@@ -1353,7 +1353,7 @@ fn relay_with_slow_destinations(args: &[&str]) -> Option<Bin> {
         ip neigh add 10.9.0.3 lladdr 02:00:00:00:00:03 dev v0 && \
         tc qdisc add dev v0 root tbf rate 8kbit burst 1600 limit 10000000 || exit 97; \
         exec \"$@\"";
-    let command = |program: &str, args: &[&str]| {
+    let command = |program: &[std::ffi::OsString], args: &[&str]| {
         let mut c = std::process::Command::new("unshare");
         c.args([
             "--user",
@@ -1363,21 +1363,18 @@ fn relay_with_slow_destinations(args: &[&str]) -> Option<Bin> {
             "-c",
             SETUP,
             "sh",
-            program,
         ])
+        .args(program)
         .args(args);
         c
     };
-    let probe = command("true", &[])
+    let probe = command(&["true".into()], &[])
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
         .status();
     let why = match probe {
         Ok(status) if status.success() => {
-            return Some(Bin::spawn_command(command(
-                env!("CARGO_BIN_EXE_forza-relay"),
-                args,
-            )))
+            return Some(Bin::spawn_command(command(&common::bin::argv(), args)))
         }
         Ok(status) => format!(
             "it cannot make a network namespace with a throttled veth link here ({status}; \
@@ -1395,7 +1392,7 @@ fn relay_with_slow_destinations(args: &[&str]) -> Option<Bin> {
 fn in_namespace_of(pid: u32, args: &[&str]) -> std::process::Output {
     std::process::Command::new("nsenter")
         .args(["-t", &pid.to_string(), "-U", "-n", "--preserve-credentials"])
-        .arg(env!("CARGO_BIN_EXE_forza-relay"))
+        .args(common::bin::argv())
         .args(args)
         .output()
         .expect("run nsenter")

@@ -294,7 +294,7 @@ impl Piped {
     #[track_caller]
     fn spawn(args: &[&str]) -> Piped {
         use std::io::BufRead;
-        let mut child = Command::new(env!("CARGO_BIN_EXE_forza-relay"))
+        let mut child = common::bin::command()
             .args(args)
             .env_remove("RUST_LOG")
             .stdin(Stdio::null())
@@ -508,7 +508,7 @@ fn issue_13_export_leaves_derived_labels_empty_for_a_menu_frame() {
 fn issue_13_watch_counts_the_first_lap_of_a_drive_as_lap_1() {
     let mut bin = Piped::spawn(&["watch", "--listen", "127.0.0.1:0", "--format", "fh6"]);
     let to = bin.listening().to_string();
-    let mut simulate = Command::new(env!("CARGO_BIN_EXE_forza-relay"))
+    let mut simulate = common::bin::command()
         .args([
             "simulate",
             "--to",

@@ -108,6 +108,17 @@ pub fn command() -> Command {
     }
 }
 
+/// The start of a command line that runs the binary: its path, after the
+/// `FORZA_RELAY_TEST_RUNNER` when one is set (see [`command`]), for tests that
+/// start it through another program (a shell, python3, unshare, nsenter).
+pub fn argv() -> Vec<std::ffi::OsString> {
+    let exe = std::ffi::OsString::from(env!("CARGO_BIN_EXE_forza-relay"));
+    match std::env::var_os("FORZA_RELAY_TEST_RUNNER") {
+        Some(runner) => vec![runner, exe],
+        None => vec![exe],
+    }
+}
+
 impl Bin {
     /// Starts the binary with `args`, in `dir` if given, with the default log level.
     #[track_caller]

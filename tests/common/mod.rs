@@ -50,8 +50,10 @@ pub fn runs(tool: &str) -> bool {
         .is_ok_and(|s| s.success())
 }
 
-/// How long a receiver waits for one datagram before the test fails.
-pub const READ_TIMEOUT: Duration = Duration::from_secs(2);
+/// How long a receiver waits for one datagram before the test fails: a bound
+/// only a lost datagram reaches, also under qemu and Wine on a loaded machine
+/// (no test waits for it to pass).
+pub const READ_TIMEOUT: Duration = Duration::from_secs(10);
 /// Receive buffer asked for on test receivers, so bursts are not lost in the
 /// kernel while a receiver thread waits for a core.
 pub const RECV_BUFFER: usize = 8 << 20;
