@@ -47,7 +47,7 @@ pub fn udp_sockets() -> io::Result<Vec<Socket>> {
         .filter(|l| l.protocol == listeners::Protocol::UDP)
         .map(|l| Socket {
             addr: l.socket,
-            pid: l.process.pid,
+            pid: super::platform::process_id(l.process.pid),
             process: l.process.name,
         })
         .collect();

@@ -132,3 +132,8 @@ fn firewall(port: u16) -> Finding {
         },
     }
 }
+
+/// The process that `pid` belongs to: Windows lists processes, never threads.
+pub fn process_id(pid: u32) -> u32 {
+    pid
+}
