@@ -413,6 +413,7 @@ pub(crate) mod fixtures {
                 sent,
                 ..Default::default()
             },
+            latency: Default::default(),
         }
     }
 
