@@ -1,17 +1,28 @@
-//! The command line (clap derive). Nothing past `main` reads it: it is turned once
-//! into a [`Config`](crate::config::Config).
+//! The command line (clap derive), private to the binary: `main` turns each
+//! subcommand's arguments once, here, into the library's options type
+//! ([`Setup`], [`WatchCommand`], [`SendOptions`], …); nothing past that reads
+//! them.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use clap::{Args, Parser, Subcommand};
+
+use forza_relay::app::commands::{
+    bad_options, find_default_file, RecordOptions, ReplayOptions, Setup,
+};
+use forza_relay::app::Failure;
+use forza_relay::config::{ConfigError, Overrides};
+use forza_relay::setup::command::{AutostartOptions, DoctorOptions, SetupOptions};
+use forza_relay::simulate::SendOptions;
+use forza_relay::watch::command::{ExportCommand, SourceOptions, WatchCommand};
 
 /// Relay Forza "Data Out" telemetry to many tools at once, each in the packet
 /// format it understands.
 #[derive(Debug, Parser)]
 #[command(name = "forza-relay", version, args_conflicts_with_subcommands = true)]
 #[command(after_help = "Examples:
-  forza-relay --config forza-relay.toml
-  forza-relay run --listen 0.0.0.0:5400 --input fh6 --to 127.0.0.1:8000 --to 127.0.0.1:5301,format=fh5,only-race-on,max-rate=30
+  forza-relay forza-relay.toml
+  forza-relay run --listen 0.0.0.0:5400 --format fh6 --to 127.0.0.1:8000 --to 127.0.0.1:5301,format=fh5,only-race-on,max-rate=30
   forza-relay check --config forza-relay.toml")]
 pub struct Cli {
     /// What to do (default: run).
@@ -19,17 +30,17 @@ pub struct Cli {
     pub command: Option<Command>,
     /// Options of `run`, when no subcommand is named.
     #[command(flatten)]
-    pub run: Settings,
+    pub run: RunArgs,
 }
 
 /// The subcommands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Relay packets until Ctrl-C (the default).
-    Run(Settings),
+    Run(RunArgs),
     /// Validate the configuration and print what the relay would do, without
     /// listening or sending anything.
-    Check(Settings),
+    Check(CheckArgs),
     /// Show the telemetry live: a full-screen dashboard (one line per second when
     /// the output is not a terminal). q, Esc or Ctrl-C quits.
     Watch(WatchArgs),
@@ -48,8 +59,61 @@ pub enum Command {
     /// replay, Wireshark or a bug report.
     Record(RecordArgs),
     /// Send the UDP packets of a capture (pcap or pcapng) again, with their
-    /// original spacing.
+    /// original spacing, or a raw dump of Forza datagrams at --rate.
     Replay(ReplayArgs),
+    /// List the UDP ports in use on this computer, recognise the telemetry
+    /// tools among them, and propose a configuration.
+    Setup(SetupArgs),
+    /// Find out why nothing arrives: the ports, the destinations, the packets,
+    /// and on Windows the loopback exemption and the firewall.
+    Doctor(DoctorArgs),
+    /// Start forza-relay at login (on), stop doing so (off), or say (status).
+    Autostart(AutostartArgs),
+}
+
+/// Options of `setup`.
+#[derive(Debug, Clone, Args)]
+pub struct SetupArgs {
+    /// Write the proposed configuration to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub write: Option<PathBuf>,
+    /// With --write: replace FILE if it exists.
+    #[arg(long, requires = "write")]
+    pub force: bool,
+    /// Print one JSON object per socket (addr, port, pid, process, tool).
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Options of `doctor`.
+#[derive(Debug, Clone, Args)]
+pub struct DoctorArgs {
+    /// The configuration to check, as for run.
+    #[command(flatten)]
+    pub settings: Settings,
+    /// Seconds to wait for datagrams.
+    #[arg(
+        long,
+        value_name = "SECONDS",
+        default_value_t = 10.0,
+        allow_negative_numbers = true
+    )]
+    pub wait: f64,
+    /// Print one JSON object for scripts.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Options of `autostart`.
+#[derive(Debug, Clone, Args)]
+pub struct AutostartArgs {
+    /// on, off or status.
+    #[arg(value_name = "on|off|status")]
+    pub action: String,
+    /// With on: the configuration to run [default: forza-relay.toml here or
+    /// next to the program].
+    #[arg(short, long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
 }
 
 /// Where `watch` and `export` read packets from, and as what.
@@ -66,8 +130,9 @@ pub struct SourceArgs {
     /// capture holds packets to several ports.
     #[arg(long, value_name = "PORT", requires = "file")]
     pub port: Option<u16>,
-    /// Packet format: auto, sled, fm7, fm2023, fh4, fh5 or fh6 [default: auto].
-    #[arg(long, value_name = "FORMAT")]
+    /// Packet format the game sends: auto, sled, fm7, fm2023, fh4, fh5 or fh6
+    /// [default: auto].
+    #[arg(long, alias = "input", value_name = "FORMAT")]
     pub format: Option<String>,
 }
 
@@ -105,7 +170,7 @@ pub struct ExportArgs {
 pub struct DissectorArgs {
     /// UDP port the dissector decodes by default (changeable in Wireshark's
     /// preferences).
-    #[arg(long, value_name = "PORT", default_value_t = crate::config::DEFAULT_PORT,
+    #[arg(long, value_name = "PORT", default_value_t = forza_relay::config::DEFAULT_PORT,
           value_parser = clap::value_parser!(u16).range(1..))]
     pub port: u16,
 }
@@ -118,11 +183,12 @@ pub struct SimulateArgs {
     /// Where to send the packets, HOST:PORT: forza-relay's listen port, or a tool's.
     #[arg(long, value_name = "ADDR")]
     pub to: String,
-    /// Packet format: sled, fm7, fm2023, fh4, fh5 or fh6.
-    #[arg(long, value_name = "FORMAT", default_value = "fh6")]
+    /// Packet format to send, as that game does: sled, fm7, fm2023, fh4, fh5
+    /// or fh6.
+    #[arg(long, alias = "input", value_name = "FORMAT", default_value = "fh6")]
     pub format: String,
     /// Packets per second, 1 to 1000 (a game sends one per frame).
-    #[arg(long, value_name = "HZ", default_value_t = crate::simulate::DEFAULT_RATE)]
+    #[arg(long, value_name = "HZ", default_value_t = forza_relay::simulate::DEFAULT_RATE)]
     pub rate: u32,
     /// Stop after this many seconds (default: run until Ctrl-C).
     #[arg(long, value_name = "SECONDS", allow_negative_numbers = true)]
@@ -139,7 +205,7 @@ pub struct DemoArgs {
     #[arg(
         long,
         value_name = "SECONDS",
-        default_value_t = crate::demo::DEFAULT_SECONDS,
+        default_value_t = forza_relay::demo::DEFAULT_SECONDS,
         allow_negative_numbers = true
     )]
     pub seconds: f64,
@@ -153,13 +219,18 @@ pub struct RecordArgs {
     /// Address to listen on, IP:PORT or a bare PORT [default: 0.0.0.0:5400].
     #[arg(long, value_name = "ADDR")]
     pub listen: Option<String>,
-    /// The capture file to write (replaced if it exists).
+    /// The capture file to write; {time} in the name becomes the start time.
+    /// An existing file is never replaced (a name with {time} gets -1, -2, …)
+    /// unless --force is given.
     #[arg(short, long, value_name = "FILE.pcap")]
     pub output: PathBuf,
+    /// Replace the --output file if it exists.
+    #[arg(long)]
+    pub force: bool,
     /// Stop after this many seconds (default: until Ctrl-C).
     #[arg(long, value_name = "SECONDS", allow_negative_numbers = true)]
     pub duration: Option<f64>,
-    /// Stop after this many datagrams.
+    /// Stop after this many datagrams have arrived.
     #[arg(long, value_name = "N")]
     pub count: Option<u64>,
 }
@@ -170,7 +241,8 @@ pub struct RecordArgs {
   forza-relay replay drive.pcap --to 127.0.0.1:5400
   forza-relay replay busy.pcapng --port 5300 --to 127.0.0.1:8000 --speed 2 --loop")]
 pub struct ReplayArgs {
-    /// The capture: a pcap or pcapng file (from forza-relay, tcpdump or Wireshark).
+    /// The capture: a pcap or pcapng file (from forza-relay, tcpdump or
+    /// Wireshark), or a raw dump of Forza datagrams back to back.
     #[arg(value_name = "FILE")]
     pub file: PathBuf,
     /// Where to send the packets: HOST:PORT.
@@ -186,11 +258,42 @@ pub struct ReplayArgs {
     /// holds packets to several ports.
     #[arg(long, value_name = "PORT")]
     pub port: Option<u16>,
+    /// Datagrams a second for a raw dump, which has no times [default: 60].
+    #[arg(long, value_name = "HZ")]
+    pub rate: Option<u32>,
+}
+
+/// Options of `run`.
+#[derive(Debug, Clone, Default, Args)]
+pub struct RunArgs {
+    /// Where the configuration comes from.
+    #[command(flatten)]
+    pub settings: Settings,
+    /// Show the telemetry and every destination's counters while relaying, full
+    /// screen (q, Esc or Ctrl-C stops); one line a second when the output is not
+    /// a terminal.
+    #[arg(long)]
+    pub watch: bool,
+}
+
+/// Options of `check`.
+#[derive(Debug, Clone, Default, Args)]
+pub struct CheckArgs {
+    /// Where the configuration comes from.
+    #[command(flatten)]
+    pub settings: Settings,
+    /// Not an option of check: only accepted to say so.
+    #[arg(long, hide = true)]
+    pub watch: bool,
 }
 
 /// Where the configuration comes from.
 #[derive(Debug, Clone, Default, Args)]
 pub struct Settings {
+    /// A configuration file given without --config: what Windows passes when a
+    /// .toml file is dropped onto forza-relay.
+    #[arg(value_name = "FILE.toml")]
+    pub file: Option<PathBuf>,
     /// Configuration file (TOML). Without it and without --to, forza-relay.toml is
     /// looked for in the current folder and next to the program.
     #[arg(short, long, value_name = "FILE")]
@@ -198,9 +301,10 @@ pub struct Settings {
     /// Address to listen on, IP:PORT or a bare PORT (overrides the file).
     #[arg(long, value_name = "ADDR")]
     pub listen: Option<String>,
-    /// Input format: auto, sled, fm7, fm2023, fh4, fh5 or fh6 (overrides the file).
-    #[arg(long, value_name = "FORMAT")]
-    pub input: Option<String>,
+    /// Packet format the game sends: auto, sled, fm7, fm2023, fh4, fh5 or fh6
+    /// (overrides the file).
+    #[arg(long, alias = "input", value_name = "FORMAT")]
+    pub format: Option<String>,
     /// A destination: HOST:PORT[,format=ID][,only-race-on][,max-rate=HZ][,name=NAME].
     /// Repeat for more. Format defaults to "same" (byte-for-byte).
     #[arg(long = "to", value_name = "DEST")]
@@ -216,9 +320,157 @@ pub struct Settings {
     /// relaying; {time} in the name becomes the start time (overrides the file).
     #[arg(long, value_name = "FILE")]
     pub record: Option<String>,
-    /// Show the telemetry and every destination's counters while relaying, full
-    /// screen (q, Esc or Ctrl-C stops); one line a second when the output is not
-    /// a terminal.
-    #[arg(long)]
-    pub watch: bool,
+}
+
+impl Settings {
+    /// Where the configuration comes from, for the library: a `.toml` file
+    /// given alone is the configuration file; any other plain argument says
+    /// to use `--config`.
+    pub fn setup(&self) -> Result<Setup, Failure> {
+        let file = match (&self.config, &self.file) {
+            (Some(_), Some(extra)) => {
+                return Err(Failure::usage(format!(
+                    "\"{}\": a configuration file is already given with --config; use \
+                     --config FILE once",
+                    extra.display()
+                )))
+            }
+            (Some(config), None) => Some(config.clone()),
+            (None, Some(file)) => Some(config_argument(file)?),
+            (None, None) => None,
+        };
+        Ok(Setup {
+            file,
+            to: self.to.clone(),
+            overrides: Overrides {
+                listen: self.listen.clone(),
+                input: self.format.clone(),
+                stats_interval: self.stats_interval,
+                stats_format: self.stats_format.clone(),
+                record: self.record.clone(),
+            },
+        })
+    }
+}
+
+/// A plain argument where a subcommand may go: the configuration file when it
+/// is a `.toml` file that exists (issue 13: dragged onto the program).
+fn config_argument(path: &Path) -> Result<PathBuf, Failure> {
+    let toml = path
+        .extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("toml"));
+    if toml && path.is_file() {
+        return Ok(path.to_path_buf());
+    }
+    Err(Failure::usage(format!(
+        "\"{}\" is not a subcommand or a .toml file that exists: to use a configuration \
+         file, use --config FILE (forza-relay --help lists the subcommands)",
+        path.display()
+    )))
+}
+
+impl SourceArgs {
+    fn options(&self) -> SourceOptions {
+        SourceOptions {
+            listen: self.listen.clone(),
+            file: self.file.clone(),
+            port: self.port,
+            format: self.format.clone(),
+        }
+    }
+}
+
+impl WatchArgs {
+    /// What `watch` is asked.
+    pub fn options(&self) -> WatchCommand {
+        WatchCommand {
+            source: self.source.options(),
+        }
+    }
+}
+
+impl ExportArgs {
+    /// What `export` is asked.
+    pub fn options(&self) -> ExportCommand {
+        ExportCommand {
+            source: self.source.options(),
+            output: self.output.clone(),
+            table: self.table.clone(),
+            fields: self.fields.clone(),
+            only_race_on: self.only_race_on,
+        }
+    }
+}
+
+impl SimulateArgs {
+    /// The drive to send, validated: every bad option named.
+    pub fn options(&self) -> Result<SendOptions, Failure> {
+        SendOptions::from_args(&self.to, &self.format, self.rate, self.duration, self.seed)
+            .map_err(|e| bad_options(&e))
+    }
+}
+
+impl RecordArgs {
+    /// What `record` is asked.
+    pub fn options(&self) -> RecordOptions {
+        RecordOptions {
+            listen: self.listen.clone(),
+            output: self.output.clone(),
+            duration: self.duration,
+            count: self.count,
+            force: self.force,
+        }
+    }
+}
+
+impl ReplayArgs {
+    /// What `replay` is asked.
+    pub fn options(&self) -> ReplayOptions {
+        ReplayOptions {
+            file: self.file.clone(),
+            to: self.to.clone(),
+            speed: self.speed,
+            repeat: self.repeat,
+            port: self.port,
+            rate: self.rate,
+        }
+    }
+}
+
+impl SetupArgs {
+    /// What `setup` is asked.
+    pub fn options(&self) -> SetupOptions {
+        SetupOptions {
+            write: self.write.clone(),
+            force: self.force,
+            json: self.json,
+        }
+    }
+}
+
+impl DoctorArgs {
+    /// What `doctor` is asked, besides the configuration: `--wait` checked.
+    pub fn options(&self) -> Result<DoctorOptions, Failure> {
+        let wait = forza_relay::setup::command::wait_seconds(self.wait)
+            .map_err(|message| bad_options(&ConfigError::one("--wait", message)))?;
+        Ok(DoctorOptions {
+            wait,
+            json: self.json,
+        })
+    }
+}
+
+impl AutostartArgs {
+    /// What `autostart` is asked; `on` without `--config` takes the file
+    /// `run` finds.
+    pub fn options(&self) -> Result<AutostartOptions, Failure> {
+        let action = self
+            .action
+            .parse()
+            .map_err(|message: String| bad_options(&ConfigError::one("autostart", message)))?;
+        Ok(AutostartOptions {
+            action,
+            config: self.config.clone().or_else(find_default_file),
+        })
+    }
 }

@@ -296,8 +296,9 @@ struct Raw {
     stats_interval: Option<(String, u64)>,
     stats_format: Option<(String, String)>,
     destinations: Vec<RawDestination>,
-    /// Where to point a "no destinations" message.
-    destinations_place: String,
+    /// Where to point a "no destinations" message; `None` for a configuration
+    /// that forwards nothing (what `record` runs).
+    destinations_place: Option<String>,
     /// `record.path`, and the folder a relative one is in.
     record: Option<(String, String, Option<PathBuf>)>,
 }
@@ -329,7 +330,7 @@ fn line_of(text: &str, offset: usize) -> usize {
 pub struct Overrides {
     /// `--listen`.
     pub listen: Option<String>,
-    /// `--input`.
+    /// `--format` (the input format).
     pub input: Option<String>,
     /// `--stats-interval`.
     pub stats_interval: Option<u64>,
@@ -545,7 +546,7 @@ impl Config {
                     }
                 })
                 .collect(),
-            destinations_place: origin.to_owned(),
+            destinations_place: Some(origin.to_owned()),
             record: file.record.path.as_ref().map(|v| {
                 let (place, text) = spanned(v, "record.path");
                 (place, text, folder.map(Path::to_path_buf))
@@ -576,7 +577,7 @@ impl Config {
             stats_interval: None,
             stats_format: None,
             destinations,
-            destinations_place: "command line".to_owned(),
+            destinations_place: Some("command line".to_owned()),
             record: None,
         }
         .apply(overrides)
@@ -585,11 +586,66 @@ impl Config {
     }
 }
 
+impl Config {
+    /// A configuration that listens on `listen` (`--listen`; the default when
+    /// `None`) and forwards nothing: what `record` runs. Validated as any other.
+    pub fn listen_only(listen: Option<&str>) -> Result<Config, ConfigError> {
+        Raw {
+            origin: "command line".to_owned(),
+            listen: listen.map(|l| ("--listen".to_owned(), l.to_owned())),
+            format: None,
+            allow: Vec::new(),
+            stats_interval: Some(("command line".to_owned(), 0)),
+            stats_format: None,
+            destinations: Vec::new(),
+            destinations_place: None,
+            record: None,
+        }
+        .validate(None, &system_look_up)
+        .map(|r| r.config)
+    }
+}
+
+/// What a path that is not a regular file is, for the message refusing it.
+fn not_a_file(file_type: std::fs::FileType) -> Option<&'static str> {
+    if file_type.is_file() {
+        return None;
+    }
+    if file_type.is_dir() {
+        return Some("a folder");
+    }
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::FileTypeExt as _;
+        if file_type.is_fifo() {
+            return Some("a named pipe (FIFO)");
+        }
+        if file_type.is_char_device() || file_type.is_block_device() {
+            return Some("a device");
+        }
+        if file_type.is_socket() {
+            return Some("a socket");
+        }
+    }
+    Some("not a regular file")
+}
+
 /// The text of the configuration file at `path`, at most [`MAX_FILE_BYTES`],
 /// which must be UTF-8 (a UTF-8 byte-order mark is fine: toml skips it).
 fn read_text(path: &Path, origin: &str) -> Result<String, ConfigError> {
     let cannot =
         |e: io::Error| ConfigError::one(origin, format!("cannot read the config file: {e}"));
+    // Looked at before it is opened: opening a FIFO waits for a writer forever.
+    let kind = std::fs::metadata(path).map_err(cannot)?.file_type();
+    if let Some(kind) = not_a_file(kind) {
+        return Err(ConfigError::one(
+            origin,
+            format!(
+                "cannot read the config file: it is {kind}; a configuration is a TOML text \
+                 file"
+            ),
+        ));
+    }
     let file = File::open(path).map_err(cannot)?;
     let too_big = |size: &str| {
         ConfigError::one(
@@ -601,7 +657,8 @@ fn read_text(path: &Path, origin: &str) -> Result<String, ConfigError> {
             ),
         )
     };
-    // A regular file says its size; a device or a pipe is read up to the limit.
+    // Its size as it is now; one that grows while it is read is still read
+    // only up to the limit.
     if let Ok(size) = file.metadata().map(|m| m.len()) {
         if size > MAX_FILE_BYTES {
             return Err(too_big(&format!("is {size} bytes")));
@@ -692,7 +749,7 @@ impl Raw {
             self.listen = Some(("--listen".to_owned(), l.clone()));
         }
         if let Some(i) = &o.input {
-            self.format = Some(("--input".to_owned(), i.clone()));
+            self.format = Some(("--format".to_owned(), i.clone()));
         }
         if let Some(s) = o.stats_interval {
             self.stats_interval = Some(("--stats-interval".to_owned(), s));
@@ -781,9 +838,9 @@ impl Raw {
         let mut destinations: Vec<Destination> = Vec::new();
         // Every name and address seen so far, valid or not, to catch duplicates.
         let mut seen: Vec<(String, Option<SocketAddr>)> = Vec::new();
-        if self.destinations.is_empty() {
+        if let (true, Some(place)) = (self.destinations.is_empty(), &self.destinations_place) {
             problem(
-                &self.destinations_place,
+                place,
                 "no destinations: add a [[destination]] table (or --to HOST:PORT)".to_owned(),
             );
         }

@@ -23,6 +23,7 @@ use crate::config::{Config, ConfigError, Overrides};
 use crate::relay::{Relay, StartError};
 use crate::simulate::{self, SendOptions, SendReport};
 use crate::telemetry::Telemetry;
+use crate::watch::model::{shown, Car, Finite};
 use crate::wire::{field, Format, Packet, Puddle};
 
 /// How long the demo runs when `--seconds` is not given.
@@ -318,7 +319,7 @@ pub fn run(seconds: Duration, stop: &AtomicBool, out: &mut impl Write) -> Result
 
 /// What the printed lines are made from.
 struct Screen {
-    latest: Option<Telemetry>,
+    latest: Option<Car>,
     since_line: Differences,
     total: Differences,
     recent: Recent,
@@ -335,7 +336,7 @@ impl Screen {
                     continue;
                 };
                 if tool.format == FROM {
-                    self.latest = Some(Telemetry::decode(&packet));
+                    self.latest = Some(Car::new(&Telemetry::decode(&packet)));
                     self.recent.push(&buf[..n]);
                 } else if let Some(original) = self.recent.find(packet.timestamp_ms()) {
                     let original = Packet::new_unchecked(original, FROM);
@@ -358,24 +359,24 @@ impl Screen {
         self.since_line = Differences::new();
         let time = format!("{:.1}s", at.as_secs_f64());
         let counts = [tools[0].received, tools[1].received].map(|n| n.to_string());
-        let Some(t) = self.latest.filter(|t| t.fields.is_race_on != 0) else {
+        let Some(c) = self.latest.filter(|c| c.racing) else {
             let waiting = ["", "not", "racing", "yet", "", "", ""].map(str::to_owned);
             return row(out, [&time], &waiting, &counts, &diff);
         };
-        let pct = |v: Option<f32>| format!("{:.0}%", v.unwrap_or(0.0));
-        let steer = (t.steer_axis.unwrap_or(0.0) * 100.0).round();
+        // The same values, and the same lap count, as `watch` shows (the model's Car).
+        let pct = |v: Option<Finite>| shown(v, |p| format!("{p:.0}%"));
         let car = [
-            format!("{:.0} km/h", t.speed_kmh.unwrap_or(0.0)),
-            t.gear_label.map(|g| g.to_string()).unwrap_or_default(),
-            format!("{:.0}", t.fields.current_engine_rpm),
-            pct(t.throttle_pct),
-            pct(t.brake_pct),
-            match steer {
+            shown(c.speed_kmh, |s| format!("{s:.0} km/h")),
+            shown(c.gear, |g| g.to_string()),
+            shown(c.rpm, |r| format!("{r:.0}")),
+            pct(c.throttle_pct),
+            pct(c.brake_pct),
+            shown(c.steer, |s| match (s.get() * 100.0).round() {
                 s if s < 0.0 => format!("L {:.0}%", -s),
                 s if s > 0.0 => format!("R {s:.0}%"),
                 _ => "0".to_owned(),
-            },
-            t.fields.lap_number.map_or(1, |l| l + 1).to_string(),
+            }),
+            shown(c.lap, |l| l.to_string()),
         ];
         row(out, [&time], &car, &counts, &diff)
     }

@@ -2,9 +2,11 @@
 //! many destinations, each in the packet layout it understands.
 //!
 //! The library holds the pure parts (formats, translation, decoding, the fan-out
-//! core built from its own `fanout::Routes`) and the relay shell that owns every
-//! socket (`relay`); `main.rs` parses the command line, sets up logging and runs
-//! the subcommand.
+//! core built from its own `fanout::Routes`), the relay shell that owns every
+//! socket (`relay`), the observers around it, and every subcommand's work
+//! ([`app`]); the binary's `main.rs` parses the command line (its `cli` module,
+//! private to it), sets up the log and the signals, and maps how a subcommand
+//! ended to an exit code.
 
 pub mod telemetry;
 pub mod translate;
@@ -14,17 +16,20 @@ pub use telemetry::{Gear, Telemetry};
 pub use translate::translate;
 pub use wire::{detect, Detector, Format, Packet};
 
+pub mod app;
 pub mod capture;
-pub mod cli;
 pub mod config;
 pub mod demo;
 pub mod fanout;
 pub mod filter;
+pub mod logging;
+pub mod numbers;
 pub mod platform;
 pub mod recv;
 pub mod reference;
 pub mod relay;
 pub mod reload;
+pub mod setup;
 pub mod simulate;
 pub mod socket;
 pub mod stats;

@@ -482,10 +482,7 @@ impl fmt::Display for StartError {
             } => write!(
                 f,
                 "{place}: cannot listen on {addr}: {}",
-                PortInUse {
-                    addr: *addr,
-                    error: source
-                }
+                PortInUse::new(*addr, source)
             ),
             StartError::Destination { name, addr, source } => {
                 write!(
@@ -625,6 +622,15 @@ impl Control {
         let (tx, rx) = mpsc::channel();
         self.send(Command::Snapshot(tx));
         rx.recv_timeout(timeout).ok()
+    }
+
+    /// As [`Control::apply`], returning where the loop will say how it went:
+    /// the caller can wait as long as it likes, and a closed channel means the
+    /// relay is gone (its loop will never answer).
+    pub fn apply_with_reply(&self, config: Config) -> mpsc::Receiver<Result<Applied, StartError>> {
+        let (tx, rx) = mpsc::channel();
+        self.send(Command::Apply(Box::new(Setup::of(&config)), Some(tx)));
+        rx
     }
 }
 

@@ -79,11 +79,33 @@ pub struct PortInUse<'a> {
     pub addr: SocketAddr,
     /// Why.
     pub error: &'a io::Error,
+    /// The process holding the port, when the OS says (issue 18).
+    pub holder: Option<crate::setup::finder::Holder>,
+}
+
+impl<'a> PortInUse<'a> {
+    /// The hint for `error` binding `addr`, naming the process that holds the
+    /// port when this computer will say ([`crate::setup::finder::blocker`]).
+    pub fn new(addr: SocketAddr, error: &'a io::Error) -> PortInUse<'a> {
+        PortInUse {
+            addr,
+            error,
+            holder: crate::setup::finder::blocker(addr, error),
+        }
+    }
 }
 
 impl fmt::Display for PortInUse<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let (addr, e) = (self.addr, self.error);
+        if let Some(holder) = &self.holder {
+            return write!(
+                f,
+                "port {} is in use by {holder}: stop it, or choose another port (and point \
+                 the game's Data Out at it). \"forza-relay doctor\" says more.",
+                addr.port()
+            );
+        }
         match e.kind() {
             io::ErrorKind::AddrInUse => write!(
                 f,
@@ -120,6 +142,7 @@ mod tests {
         let text = PortInUse {
             addr,
             error: &error,
+            holder: None,
         }
         .to_string();
         assert!(

@@ -6,7 +6,10 @@
 //! payload bytes; when the ring hasn't room for both, the datagram is dropped
 //! and counted ([`Tap::dropped`]), and forwarding goes on untouched. The
 //! consumer takes whole records only: it reads a header, and the payload once
-//! all of it is in.
+//! all of it is in. A consumer that takes datagrams but can't keep them (a
+//! recording whose disk is full) counts them on the tap too
+//! ([`Tap::count_not_recorded`]), so the relay's counters show both losses
+//! ([`TapProducer::dropped`], [`TapProducer::not_recorded`]).
 //!
 //! Invariants: pushing allocates nothing; the ring is made once, by [`tap`].
 
@@ -32,6 +35,8 @@ const HEADER_LEN: usize = 8 + 2 * ADDR_LEN + 4;
 struct Shared {
     /// Datagrams the ring had no room for.
     dropped: AtomicU64,
+    /// Datagrams the consumer took but could not keep.
+    not_recorded: AtomicU64,
     /// The consumer is gone: the producer can be dropped.
     closed: AtomicBool,
 }
@@ -92,19 +97,40 @@ impl TapProducer {
     pub fn dropped(&self) -> u64 {
         self.shared.dropped.load(Ordering::Relaxed)
     }
+
+    /// Datagrams the reader took but could not keep (a recording whose file can
+    /// no longer be written), so far.
+    pub fn not_recorded(&self) -> u64 {
+        self.shared.not_recorded.load(Ordering::Relaxed)
+    }
 }
 
-/// One datagram read from a tap.
+/// One UDP datagram: when it was received, who sent it, where to, and its bytes.
+///
+/// Lent (`Datagram<&[u8]>`) by whoever owns the bytes (a tap, a capture reader),
+/// owned (`Datagram`, with a `Vec`) where it is kept.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Datagram<'a> {
-    /// When the relay received it.
+pub struct Datagram<P = Vec<u8>> {
+    /// When it was received (or captured).
     pub time: SystemTime,
     /// Who sent it.
     pub from: SocketAddr,
-    /// The relay's listening address it arrived at.
+    /// Where it was sent: the relay's listening address, or a capture's destination.
     pub to: SocketAddr,
-    /// Its bytes.
-    pub payload: &'a [u8],
+    /// Its bytes (a Forza packet, for the streams this program cares about).
+    pub payload: P,
+}
+
+impl Datagram<&[u8]> {
+    /// A copy that owns its payload.
+    pub fn owned(&self) -> Datagram {
+        Datagram {
+            time: self.time,
+            from: self.from,
+            to: self.to,
+            payload: self.payload.to_vec(),
+        }
+    }
 }
 
 /// The reader's end of a tap.
@@ -138,7 +164,7 @@ impl Tap {
     }
 
     /// The next whole datagram, if one is in.
-    pub fn pop(&mut self) -> Option<Datagram<'_>> {
+    pub fn pop(&mut self) -> Option<Datagram<&[u8]>> {
         let (header, len) = self.next_record()?;
         self.cons.skip(HEADER_LEN);
         self.payload.resize(len, 0);
@@ -156,6 +182,17 @@ impl Tap {
     /// (the reader fell behind).
     pub fn dropped(&self) -> u64 {
         self.shared.dropped.load(Ordering::Relaxed)
+    }
+
+    /// Counts `n` datagrams taken from this tap that could not be kept, for the
+    /// relay to show ([`TapProducer::not_recorded`]).
+    pub fn count_not_recorded(&self, n: u64) {
+        self.shared.not_recorded.fetch_add(n, Ordering::Relaxed);
+    }
+
+    /// Datagrams counted by [`Tap::count_not_recorded`] so far.
+    pub fn not_recorded(&self) -> u64 {
+        self.shared.not_recorded.load(Ordering::Relaxed)
     }
 }
 
@@ -259,6 +296,18 @@ mod tests {
         tx.push(SystemTime::now(), a, a, &[9; 10]);
         assert!(rx.is_ready());
         assert_eq!(rx.pop().unwrap().payload, &[9; 10][..]);
+    }
+
+    #[test]
+    fn what_the_reader_could_not_keep_is_counted_on_both_ends() {
+        let (tx, rx) = tap(1024);
+        assert_eq!((tx.not_recorded(), rx.not_recorded()), (0, 0));
+        rx.count_not_recorded(3);
+        rx.count_not_recorded(1);
+        assert_eq!((tx.not_recorded(), rx.not_recorded()), (4, 4));
+        assert_eq!(tx.dropped(), 0, "a separate count");
+        drop(rx);
+        assert_eq!(tx.not_recorded(), 4, "kept after the reader goes");
     }
 
     #[test]

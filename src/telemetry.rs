@@ -4,12 +4,16 @@
 //! a dashboard, the live view and the exports print: km/h and mph, hp, gear as
 //! text, pedal percentages, G-forces, drift angle, tyre temperatures in °C. It is a
 //! plain `Copy` struct: decoding never allocates.
+//!
+//! A frame the game sends in menus and pauses ([`is_menu_frame`]) describes no
+//! car: its raw fields are kept as sent, and it has no derived values (FH6 sends
+//! them all zero, which would read as gear R, tyres at −18 °C and class D).
 
 use std::fmt;
 
 use serde::Serialize;
 
-use crate::wire::{Error, Fields, Format, Packet, Wheels};
+use crate::wire::{field, Error, Fields, Format, Packet, Wheels};
 
 /// Standard gravity, m/s², for G-forces.
 pub const STANDARD_GRAVITY: f32 = 9.806_65;
@@ -89,8 +93,10 @@ pub struct Telemetry {
     pub speed_mph: Option<f32>,
     /// Power in mechanical horsepower.
     pub power_hp: Option<f32>,
-    /// Gear as a driver reads it: `R`, `N`, `1`..`10`, or the raw number.
-    pub gear_label: Option<Gear>,
+    /// Gear as a driver reads it: `R`, `N`, `1`..`10`, or the raw number. Named
+    /// `gear_label` in exports, beside the raw `Gear` byte.
+    #[serde(rename = "gear_label")]
+    pub gear: Option<Gear>,
     /// Throttle, 0..100 %.
     pub throttle_pct: Option<f32>,
     /// Brake, 0..100 %.
@@ -102,16 +108,16 @@ pub struct Telemetry {
     /// Steering, -1 (full left) … 1 (full right).
     pub steer_axis: Option<f32>,
     /// Current revs over the redline, 0..1 (0 when the redline is unknown).
-    pub rev_fraction: f32,
+    pub rev_fraction: Option<f32>,
     /// Lateral G (positive: pushed right).
-    pub g_lat: f32,
+    pub g_lat: Option<f32>,
     /// Longitudinal G (positive: accelerating).
-    pub g_long: f32,
+    pub g_long: Option<f32>,
     /// Vertical G.
-    pub g_vert: f32,
+    pub g_vert: Option<f32>,
     /// Angle between heading and travel, degrees, positive when sliding right;
     /// 0 below [`DRIFT_MIN_SPEED`].
-    pub drift_angle_deg: f32,
+    pub drift_angle_deg: Option<f32>,
     /// Tyre temperatures in °C (the packet sends °F).
     pub tire_temp_c: Option<Wheels<f32>>,
     /// CarClass as a letter, where the game's class scale is known.
@@ -121,10 +127,14 @@ pub struct Telemetry {
 }
 
 impl Telemetry {
-    /// Reads every field of `packet` and derives the HUD values.
+    /// Reads every field of `packet` and derives the HUD values (none for a menu
+    /// frame, see [`is_menu_frame`]).
     pub fn decode<T: AsRef<[u8]>>(packet: &Packet<T>) -> Self {
         let f = Fields::read(packet);
         let format = packet.format();
+        if is_menu_frame(packet) {
+            return Telemetry::underived(format, f);
+        }
         let pct = |v: Option<u8>| v.map(|v| f32::from(v) * 100.0 / 255.0);
         let horizontal = f.velocity_x.hypot(f.velocity_z);
         Telemetry {
@@ -132,25 +142,25 @@ impl Telemetry {
             speed_kmh: f.speed.map(|s| s * KMH_PER_MS),
             speed_mph: f.speed.map(|s| s * MPH_PER_MS),
             power_hp: f.power.map(|w| w / WATTS_PER_HP),
-            gear_label: f.gear.map(Gear::from),
+            gear: f.gear.map(Gear::from),
             throttle_pct: pct(f.accel),
             brake_pct: pct(f.brake),
             clutch_pct: pct(f.clutch),
             handbrake_pct: pct(f.hand_brake),
             steer_axis: f.steer.map(|s| (f32::from(s) / 127.0).clamp(-1.0, 1.0)),
-            rev_fraction: if f.engine_max_rpm > 0.0 {
+            rev_fraction: Some(if f.engine_max_rpm > 0.0 {
                 (f.current_engine_rpm / f.engine_max_rpm).clamp(0.0, 1.0)
             } else {
                 0.0
-            },
-            g_lat: f.acceleration_x / STANDARD_GRAVITY,
-            g_long: f.acceleration_z / STANDARD_GRAVITY,
-            g_vert: f.acceleration_y / STANDARD_GRAVITY,
-            drift_angle_deg: if horizontal >= DRIFT_MIN_SPEED {
+            }),
+            g_lat: Some(f.acceleration_x / STANDARD_GRAVITY),
+            g_long: Some(f.acceleration_z / STANDARD_GRAVITY),
+            g_vert: Some(f.acceleration_y / STANDARD_GRAVITY),
+            drift_angle_deg: Some(if horizontal >= DRIFT_MIN_SPEED {
                 f.velocity_x.atan2(f.velocity_z).to_degrees()
             } else {
                 0.0
-            },
+            }),
             tire_temp_c: f.tire_temp.map(|w| w.map(|t| (t - 32.0) * 5.0 / 9.0)),
             car_class_letter: format.class_letter(f.car_class),
             drivetrain: match f.drivetrain_type {
@@ -163,16 +173,81 @@ impl Telemetry {
         }
     }
 
+    /// The raw `fields` of a `format` packet, with no derived values.
+    fn underived(format: Format, fields: Fields) -> Self {
+        Telemetry {
+            format,
+            fields,
+            speed_kmh: None,
+            speed_mph: None,
+            power_hp: None,
+            gear: None,
+            throttle_pct: None,
+            brake_pct: None,
+            clutch_pct: None,
+            handbrake_pct: None,
+            steer_axis: None,
+            rev_fraction: None,
+            g_lat: None,
+            g_long: None,
+            g_vert: None,
+            drift_angle_deg: None,
+            tire_temp_c: None,
+            car_class_letter: None,
+            drivetrain: None,
+        }
+    }
+
     /// Checks `bytes` as a `format` packet and decodes it.
     pub fn from_bytes(bytes: &[u8], format: Format) -> Result<Self, Error> {
         Ok(Self::decode(&Packet::new_checked(bytes, format)?))
     }
 }
 
+/// Whether `packet` is a frame the game sends in menus and pauses: IsRaceOn = 0
+/// and every byte but TimestampMS zero (FORMATS.md: "FH6's IsRaceOn = 0 frames are
+/// all zero except TimestampMS").
+pub fn is_menu_frame<T: AsRef<[u8]>>(packet: &Packet<T>) -> bool {
+    let stamp = field::TIMESTAMP_MS
+        .start(packet.format())
+        .map_or(0..0, |at| at..at + field::TIMESTAMP_MS.size);
+    packet
+        .as_bytes()
+        .iter()
+        .enumerate()
+        .all(|(i, &b)| b == 0 || stamp.contains(&i))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::wire::Puddle;
+
+    #[test]
+    fn a_menu_frame_keeps_its_raw_fields_and_derives_nothing() {
+        for format in Format::ALL {
+            let mut buf = vec![0u8; format.len()];
+            let mut p = Packet::new_checked(&mut buf[..], format).unwrap();
+            p.set_timestamp_ms(123_456);
+            let t = Telemetry::decode(&p);
+            assert!(is_menu_frame(&p), "{format}");
+            assert_eq!(
+                t,
+                Telemetry::underived(format, Fields::read(&p)),
+                "{format}"
+            );
+            assert_eq!(t.fields.timestamp_ms, 123_456);
+            assert_eq!(t.fields.gear, format.layout().dash.map(|_| 0));
+            // Any other byte set, IsRaceOn's too, and it is a frame of a car.
+            for at in [0, 8, format.len() - 1] {
+                let mut other = buf.clone();
+                other[at] = 1;
+                let p = Packet::new_checked(&other[..], format).unwrap();
+                assert!(!is_menu_frame(&p), "{format}: byte {at}");
+                assert!(Telemetry::decode(&p).g_lat.is_some(), "{format}: byte {at}");
+            }
+        }
+    }
 
     #[test]
     fn gear_codes_follow_formats_md() {
@@ -214,15 +289,15 @@ mod tests {
         assert!(close(t.speed_kmh.unwrap(), 100.0));
         assert!(close(t.speed_mph.unwrap(), 62.137_12));
         assert!(close(t.power_hp.unwrap(), 1000.0));
-        assert_eq!(t.gear_label, Some(Gear::Reverse));
+        assert_eq!(t.gear, Some(Gear::Reverse));
         assert_eq!(t.throttle_pct, Some(100.0));
         assert!(close(t.brake_pct.unwrap(), 20.0));
         assert_eq!(t.steer_axis, Some(-1.0));
-        assert_eq!(t.rev_fraction, 0.75);
-        assert!(close(t.g_lat, 1.0));
-        assert!(close(t.g_long, -2.0));
-        assert_eq!(t.g_vert, 0.0);
-        assert!(close(t.drift_angle_deg, 45.0));
+        assert_eq!(t.rev_fraction, Some(0.75));
+        assert!(close(t.g_lat.unwrap(), 1.0));
+        assert!(close(t.g_long.unwrap(), -2.0));
+        assert_eq!(t.g_vert, Some(0.0));
+        assert!(close(t.drift_angle_deg.unwrap(), 45.0));
         let c = t.tire_temp_c.unwrap();
         assert!(close(c.fl, 100.0) && close(c.fr, 0.0) && close(c.rl, 50.0) && close(c.rr, -40.0));
         assert_eq!(t.car_class_letter, Some("R"));
@@ -235,7 +310,7 @@ mod tests {
         let mut p = Packet::new_checked(&mut buf[..], Format::Sled).unwrap();
         p.set_velocity_x(vx);
         p.set_velocity_z(vz);
-        Telemetry::decode(&p).drift_angle_deg
+        Telemetry::decode(&p).drift_angle_deg.unwrap()
     }
 
     #[test]
@@ -265,10 +340,10 @@ mod tests {
         // 39.4444 × 3.6 = 141.99984; × 2.2369363 = 88.23460.
         assert!(close(t.speed_kmh.unwrap(), 141.999_84));
         assert!(close(t.speed_mph.unwrap(), 88.234_6));
-        assert!(close(t.g_lat, -0.5));
-        assert!(close(t.g_vert, 1.0));
-        assert!(close(t.g_long, 1.5));
-        assert_eq!(t.gear_label.unwrap().to_string(), "10");
+        assert!(close(t.g_lat.unwrap(), -0.5));
+        assert!(close(t.g_vert.unwrap(), 1.0));
+        assert!(close(t.g_long.unwrap(), 1.5));
+        assert_eq!(t.gear.unwrap().to_string(), "10");
     }
 
     #[test]
@@ -277,18 +352,22 @@ mod tests {
         let mut p = Packet::new_checked(&mut buf[..], Format::Sled).unwrap();
         p.set_velocity_x(1.0);
         p.set_velocity_z(0.5);
-        assert_eq!(Telemetry::decode(&p).drift_angle_deg, 0.0);
+        assert_eq!(Telemetry::decode(&p).drift_angle_deg, Some(0.0));
     }
 
     #[test]
     fn sled_has_no_dash_values() {
-        let t = Telemetry::from_bytes(&[0u8; 232], Format::Sled).unwrap();
+        let mut buf = [0u8; 232];
+        Packet::new_checked(&mut buf[..], Format::Sled)
+            .unwrap()
+            .set_is_race_on(1);
+        let t = Telemetry::from_bytes(&buf, Format::Sled).unwrap();
         assert_eq!(t.speed_kmh, None);
-        assert_eq!(t.gear_label, None);
+        assert_eq!(t.gear, None);
         assert_eq!(t.tire_temp_c, None);
         assert_eq!(t.car_class_letter, None);
         assert_eq!(t.fields.speed, None);
-        assert_eq!(t.rev_fraction, 0.0);
+        assert_eq!(t.rev_fraction, Some(0.0));
         assert!(Telemetry::from_bytes(&[0u8; 231], Format::Sled).is_err());
     }
 
@@ -384,12 +463,12 @@ mod fixtures {
         assert_eq!(f.car_ordinal, 3_456);
         assert_eq!(f.car_performance_index, 901);
         assert_eq!(f.num_cylinders, 8);
-        assert_eq!(t.rev_fraction, 0.75);
-        close(t.g_lat, 1.0);
-        close(t.g_long, -2.0);
-        close(t.g_vert, -0.050_985_81);
+        assert_eq!(t.rev_fraction, Some(0.75));
+        close(t.g_lat.unwrap(), 1.0);
+        close(t.g_long.unwrap(), -2.0);
+        close(t.g_vert.unwrap(), -0.050_985_81);
         // Sliding at atan2(3, 4).
-        close(t.drift_angle_deg, 36.869_896);
+        close(t.drift_angle_deg.unwrap(), 36.869_896);
     }
 
     /// WheelInPuddle as the depth formats carry it in every depth fixture.
@@ -515,7 +594,7 @@ mod fixtures {
         assert_eq!(t.speed_kmh, None);
         assert_eq!(t.speed_mph, None);
         assert_eq!(t.power_hp, None);
-        assert_eq!(t.gear_label, None);
+        assert_eq!(t.gear, None);
         assert_eq!(t.throttle_pct, None);
         assert_eq!(t.brake_pct, None);
         assert_eq!(t.clutch_pct, None);
@@ -539,7 +618,7 @@ mod fixtures {
         assert_eq!(t.fields.drivetrain_type, 1);
         assert_eq!(t.drivetrain, Some("RWD"));
         assert_eq!(t.fields.gear, Some(0));
-        assert_eq!(t.gear_label, Some(Gear::Reverse));
+        assert_eq!(t.gear, Some(Gear::Reverse));
         no_horizon(&t);
         no_extras(&t);
         assert_eq!(tail_byte(FM7, Format::Fm7), None);
@@ -563,7 +642,7 @@ mod fixtures {
         assert_eq!(t.fields.drivetrain_type, 0);
         assert_eq!(t.drivetrain, Some("FWD"));
         assert_eq!(t.fields.gear, Some(11));
-        assert_eq!(t.gear_label, Some(Gear::Neutral));
+        assert_eq!(t.gear, Some(Gear::Neutral));
         assert_eq!(t.fields.tire_wear, Some(wheels(0.91, 0.92, 0.93, 0.94)));
         assert_eq!(t.fields.track_ordinal, Some(860));
         no_horizon(&t);
@@ -588,7 +667,7 @@ mod fixtures {
         assert_eq!(t.car_class_letter, Some("S1"));
         assert_eq!(t.drivetrain, Some("AWD"));
         assert_eq!(t.fields.gear, Some(3));
-        assert_eq!(t.gear_label, Some(Gear::Forward(3)));
+        assert_eq!(t.gear, Some(Gear::Forward(3)));
         assert_eq!(tail_byte(FH4, Format::Fh4), Some(0xA4));
         // fh4 and fh5 share one layout and type puddles the same way, so nothing in
         // a packet tells them apart: detection names the layout fh5, and only a
@@ -611,8 +690,8 @@ mod fixtures {
         assert_eq!(t.car_class_letter, Some("X"));
         assert_eq!(t.drivetrain, Some("AWD"));
         assert_eq!(t.fields.gear, Some(12));
-        assert_eq!(t.gear_label, Some(Gear::Other(12)));
-        assert_eq!(t.gear_label.unwrap().to_string(), "12");
+        assert_eq!(t.gear, Some(Gear::Other(12)));
+        assert_eq!(t.gear.unwrap().to_string(), "12");
         assert_eq!(tail_byte(FH5, Format::Fh5), Some(0xA5));
         // FORMATS.md: puddles are F32 depths, Speed at 256, Gear at 319, tail at 323.
         assert_eq!(FH5[132..136], 0.5f32.to_le_bytes());
@@ -652,8 +731,8 @@ mod fixtures {
         assert_eq!(t.car_class_letter, Some("R"));
         assert_eq!(t.drivetrain, Some("AWD"));
         assert_eq!(t.fields.gear, Some(6));
-        assert_eq!(t.gear_label, Some(Gear::Forward(6)));
-        assert_eq!(t.gear_label.unwrap().to_string(), "6");
+        assert_eq!(t.gear, Some(Gear::Forward(6)));
+        assert_eq!(t.gear.unwrap().to_string(), "6");
         assert_eq!(tail_byte(FH6, Format::Fh6), Some(0xA6));
         // FORMATS.md: puddles are S32 flags, CarGroup at 232, Speed at 256.
         assert_eq!(FH6[132..136], 1i32.to_le_bytes());

@@ -810,8 +810,9 @@ fn a_file_that_is_not_a_capture_is_named_with_its_first_bytes() {
     let e = Reader::open(text.path()).expect_err("not a capture");
     let m = e.to_string();
     assert!(m.contains(&text.display()), "{m}");
-    assert!(m.contains("not a pcap or pcapng capture"), "{m}");
+    assert!(m.contains("is not a capture forza-relay reads"), "{m}");
     assert!(m.contains("5b 6c 69 73"), "{m}: '[lis' in hex");
+    assert!(m.contains("not a whole number of datagrams"), "{m}");
 
     let empty = TempPath::file("empty.pcap", "");
     let m = Reader::open(empty.path()).expect_err("empty").to_string();
@@ -926,6 +927,464 @@ fn a_capture_without_udp_or_without_the_port_says_what_it_holds() {
         .to_string();
     assert!(m.contains("no UDP datagrams to port 5401"), "{m}");
     assert!(m.contains("--port 5400"), "{m}");
+}
+
+// ---------------------------------------------------------------------------
+// Damaged captures, built byte by byte (issue 12 item 8): one bad record, block
+// or option costs only itself, counted; everything else is read.
+
+/// The Forza payloads of the damaged captures: fh6, TimestampMS = `i`.
+fn forza_payload(i: u32) -> Vec<u8> {
+    Spec::new(Format::Fh6, i).build()
+}
+
+/// An IPv4/UDP packet of [`forza_payload`] `i`, 10.0.0.2:50000 → 10.0.0.1:5400.
+fn forza_frame(i: u32) -> Vec<u8> {
+    ip_udp(
+        addr("10.0.0.2:50000"),
+        addr("10.0.0.1:5400"),
+        &forza_payload(i),
+    )
+}
+
+/// A little-endian pcap of link type RAW: `nanos` picks the nanosecond magic.
+/// Records are (seconds, fraction, bytes), the fraction written as given.
+fn pcap_bytes(nanos: bool, records: &[(u32, u32, Vec<u8>)]) -> Vec<u8> {
+    let magic: u32 = if nanos { 0xA1B2_3C4D } else { 0xA1B2_C3D4 };
+    let mut b = Vec::new();
+    b.extend_from_slice(&magic.to_le_bytes());
+    b.extend_from_slice(&2u16.to_le_bytes());
+    b.extend_from_slice(&4u16.to_le_bytes());
+    b.extend_from_slice(&[0; 8]); // time zone, accuracy
+    b.extend_from_slice(&262_144u32.to_le_bytes());
+    b.extend_from_slice(&101u32.to_le_bytes());
+    for (seconds, fraction, data) in records {
+        b.extend_from_slice(&seconds.to_le_bytes());
+        b.extend_from_slice(&fraction.to_le_bytes());
+        b.extend_from_slice(&(data.len() as u32).to_le_bytes());
+        b.extend_from_slice(&(data.len() as u32).to_le_bytes());
+        b.extend_from_slice(data);
+    }
+    b
+}
+
+/// One little-endian pcapng block: type, length, `body` padded to 4, length.
+fn ng_block(kind: u32, body: &[u8]) -> Vec<u8> {
+    let padded = body.len().next_multiple_of(4);
+    let total = (12 + padded) as u32;
+    let mut b = Vec::new();
+    b.extend_from_slice(&kind.to_le_bytes());
+    b.extend_from_slice(&total.to_le_bytes());
+    b.extend_from_slice(body);
+    b.resize(8 + padded, 0);
+    b.extend_from_slice(&total.to_le_bytes());
+    b
+}
+
+/// One pcapng option: code, length, `value` padded to 4.
+fn ng_option(code: u16, value: &[u8]) -> Vec<u8> {
+    let mut b = Vec::new();
+    b.extend_from_slice(&code.to_le_bytes());
+    b.extend_from_slice(&(value.len() as u16).to_le_bytes());
+    b.extend_from_slice(value);
+    b.resize(4 + value.len().next_multiple_of(4), 0);
+    b
+}
+
+/// A Section Header Block with `options`.
+fn ng_section(options: &[u8]) -> Vec<u8> {
+    let mut body = Vec::new();
+    body.extend_from_slice(&0x1A2B_3C4Du32.to_le_bytes());
+    body.extend_from_slice(&1u16.to_le_bytes());
+    body.extend_from_slice(&0u16.to_le_bytes());
+    body.extend_from_slice(&(-1i64).to_le_bytes()); // section length: not given
+    body.extend_from_slice(options);
+    ng_block(0x0A0D_0D0A, &body)
+}
+
+/// An Interface Description Block of link type RAW with `options`.
+fn ng_interface(options: &[u8]) -> Vec<u8> {
+    let mut body = Vec::new();
+    body.extend_from_slice(&101u16.to_le_bytes());
+    body.extend_from_slice(&0u16.to_le_bytes());
+    body.extend_from_slice(&0u32.to_le_bytes()); // snap length: none
+    body.extend_from_slice(options);
+    ng_block(1, &body)
+}
+
+/// An Enhanced Packet Block on `interface` at `ticks` holding `data`, whose
+/// captured length is written as `captured` (normally `data.len()`).
+fn ng_packet(interface: u32, ticks: u64, data: &[u8], captured: u32, options: &[u8]) -> Vec<u8> {
+    let mut body = Vec::new();
+    body.extend_from_slice(&interface.to_le_bytes());
+    body.extend_from_slice(&((ticks >> 32) as u32).to_le_bytes());
+    body.extend_from_slice(&(ticks as u32).to_le_bytes());
+    body.extend_from_slice(&captured.to_le_bytes());
+    body.extend_from_slice(&(data.len() as u32).to_le_bytes());
+    body.extend_from_slice(data);
+    body.resize(20 + data.len().next_multiple_of(4), 0);
+    body.extend_from_slice(options);
+    ng_block(6, &body)
+}
+
+/// A pcapng's start: a section, and interface 0 of link type RAW.
+fn ng_start() -> Vec<u8> {
+    [ng_section(&[]), ng_interface(&[])].concat()
+}
+
+/// An Enhanced Packet Block on interface 0 at `ticks` holding [`forza_frame`] `i`.
+fn ng_forza(i: u32, ticks: u64) -> Vec<u8> {
+    let frame = forza_frame(i);
+    ng_packet(0, ticks, &frame, frame.len() as u32, &[])
+}
+
+/// Reads `bytes` as a capture: the Forza TimestampMS of every datagram, and the
+/// scan. Fails the test on any error.
+#[track_caller]
+fn read_damaged(name: &str, bytes: &[u8]) -> (Vec<u32>, Vec<Datagram>, Streams) {
+    let (_dir, path) = temp_file(name);
+    std::fs::write(&path, bytes).expect("write the capture");
+    let got = read_all(&path);
+    let stamps = got
+        .iter()
+        .map(|d| view(&d.payload, Format::Fh6).timestamp_ms())
+        .collect();
+    let streams = Streams::scan(&path).unwrap_or_else(|e| panic!("{name}: {e}"));
+    (stamps, got, streams)
+}
+
+/// 9 MiB: over pcap-file's 8 MB read buffer, which reported such a record as a cut.
+const HUGE: usize = 9 << 20;
+
+#[test]
+fn issue12_a_record_or_block_over_8_mb_is_read_past_and_everything_after_it_is_read() {
+    let huge = vec![0x45u8; HUGE];
+    let mut records: Vec<(u32, u32, Vec<u8>)> =
+        (0..3).map(|i| (1_000 + i, 0, forza_frame(i))).collect();
+    records.push((1_003, 0, huge.clone()));
+    records.extend((3..6).map(|i| (1_004 + i, 0, forza_frame(i))));
+    let (stamps, _, streams) = read_damaged("huge.pcap", &pcap_bytes(false, &records));
+    assert_eq!(stamps, [0, 1, 2, 3, 4, 5], "every record after the big one");
+    assert!(streams.truncated.is_none(), "not a cut");
+    assert_eq!(streams.frames, 7);
+    assert_eq!(streams.skipped.oversized, 1, "the big record, counted");
+    assert_eq!(streams.skipped.total(), 1);
+
+    let mut ng = ng_start();
+    ng.extend(ng_forza(0, 1));
+    ng.extend(ng_packet(0, 2, &huge, HUGE as u32, &[]));
+    // A custom block (0x40000BAD) as big, which no reader needs.
+    ng.extend(ng_block(0x4000_0BAD, &huge));
+    ng.extend(ng_forza(1, 3));
+    let (stamps, _, streams) = read_damaged("huge.pcapng", &ng);
+    assert_eq!(stamps, [0, 1]);
+    assert!(streams.truncated.is_none());
+    assert_eq!(
+        (
+            streams.frames,
+            streams.skipped.oversized,
+            streams.damage.any()
+        ),
+        (3, 1, false)
+    );
+}
+
+#[test]
+fn issue12_a_timestamp_fraction_of_a_second_or_more_costs_only_that_time() {
+    for nanos in [false, true] {
+        let second: u32 = if nanos { 1_000_000_000 } else { 1_000_000 };
+        let records = vec![
+            (1_000, 0, forza_frame(0)),
+            (1_000, second / 2, forza_frame(1)),
+            (1_000, second, forza_frame(2)), // a whole second: impossible
+            (1_001, u32::MAX, forza_frame(3)),
+            (1_001, 0, forza_frame(4)),
+        ];
+        let what = if nanos { "nanoseconds" } else { "microseconds" };
+        let (stamps, got, streams) = read_damaged("fraction.pcap", &pcap_bytes(nanos, &records));
+        assert_eq!(stamps, [0, 1, 2, 3, 4], "{what}: every packet");
+        let half = UNIX_EPOCH + Duration::from_millis(1_000_500);
+        let times: Vec<SystemTime> = got.iter().map(|d| d.time).collect();
+        assert_eq!(
+            times,
+            [
+                UNIX_EPOCH + Duration::from_secs(1_000),
+                half,
+                half,
+                half,
+                UNIX_EPOCH + Duration::from_secs(1_001)
+            ],
+            "{what}: a bad time is the previous packet's"
+        );
+        assert_eq!(streams.damage.timestamps, 2, "{what}");
+        assert!(streams.truncated.is_none(), "{what}");
+    }
+}
+
+#[test]
+fn issue12_bad_options_and_blocks_in_a_pcapng_are_skipped_counted_and_read_past() {
+    let not_utf8 = ng_option(1, &[0xFF, 0xFE, b'x']);
+    let mut ng = ng_section(&not_utf8);
+    // if_tsresol must be one byte: this one is two, so the default (µs) holds.
+    ng.extend(ng_interface(
+        &[ng_option(9, &[9, 9]), not_utf8.clone()].concat(),
+    ));
+    // A name resolution block whose record runs past its end.
+    let mut nrb = Vec::new();
+    nrb.extend_from_slice(&1u16.to_le_bytes()); // IPv4 record
+    nrb.extend_from_slice(&200u16.to_le_bytes()); // 200 bytes: far more than there are
+    nrb.extend_from_slice(&[10, 0, 0, 1, 0xFF, 0xFE]);
+    ng.extend(ng_block(4, &nrb));
+    let frame = |i| forza_frame(i);
+    let len = |i| forza_frame(i).len() as u32;
+    ng.extend(ng_packet(0, 1_000_000, &frame(0), len(0), &not_utf8));
+    // Captured length beyond its block.
+    ng.extend(ng_packet(0, 1_000_001, &frame(1), 4_000, &[]));
+    // On interface 7, which the file never described.
+    ng.extend(ng_packet(7, 1_000_002, &frame(2), len(2), &[]));
+    // An interface block too short for its fields: numbered 1, and unusable.
+    ng.extend(ng_block(1, &[1, 0]));
+    ng.extend(ng_packet(1, 1_000_003, &frame(3), len(3), &[]));
+    ng.extend(ng_packet(0, 2_000_000, &frame(4), len(4), &[]));
+    let (stamps, got, streams) = read_damaged("damaged.pcapng", &ng);
+    assert_eq!(stamps, [0, 4], "the two good packets");
+    assert_eq!(
+        got.iter().map(|d| d.time).collect::<Vec<_>>(),
+        [
+            UNIX_EPOCH + Duration::from_secs(1),
+            UNIX_EPOCH + Duration::from_secs(2)
+        ],
+        "microseconds"
+    );
+    assert!(streams.truncated.is_none());
+    assert_eq!(streams.frames, 5);
+    assert_eq!(streams.skipped.bad_records, 2, "too long, and interface 7");
+    assert_eq!(streams.skipped.other_link, 1, "on the broken interface");
+    assert_eq!(streams.damage.options, 1, "the two-byte if_tsresol");
+    assert_eq!(streams.damage.blocks, 1, "the short interface block");
+}
+
+#[test]
+fn a_pcapng_block_whose_length_cannot_be_right_ends_the_reading_after_what_came_before() {
+    let mut ng = ng_start();
+    ng.extend(ng_forza(0, 1));
+    let mut bad = ng_forza(1, 2);
+    bad[4] = 13; // a length not a multiple of 4
+    ng.extend(bad);
+    let (_dir, path) = temp_file("bad-length.pcapng");
+    std::fs::write(&path, &ng).expect("write");
+    let mut reader = Reader::open(&path).expect("open");
+    assert!(reader.next().expect("one").is_ok());
+    let e = reader.next().expect("the damage").expect_err("damaged");
+    assert!(matches!(e, CaptureError::Corrupt { packets: 1, .. }), "{e}");
+    assert!(e.to_string().contains("multiple of 4"), "{e}");
+    assert!(reader.next().is_none());
+    let streams = Streams::scan(&path).expect("what came before");
+    assert_eq!(streams.streams[0].packets, 1);
+    assert!(streams.truncated.is_some());
+}
+
+// ---------------------------------------------------------------------------
+// Many streams (issue 12 item 7)
+
+/// Distinct destinations in the many-streams capture, one datagram each, besides
+/// its two real streams.
+const SINGLE_STREAMS: u32 = 200_000;
+/// Destination ports among them.
+const SINGLE_PORTS: u32 = 50_000;
+/// The first of them: above the two real streams' ports.
+const FIRST_SINGLE_PORT: u32 = 10_000;
+
+/// A capture of 100 fh6 packets to 127.0.0.1:5400 and 50 fm7 packets to
+/// 127.0.0.1:5300, then [`SINGLE_STREAMS`] datagrams each to a destination of
+/// its own, written with the crate's writer.
+fn many_streams_capture(path: &Path) {
+    let mut w = Writer::create(path).expect("create");
+    let from = addr("127.0.0.1:50000");
+    for i in 0..100u32 {
+        let t = at(Duration::from_millis(u64::from(i) * 10));
+        w.write(t, from, addr("127.0.0.1:5400"), &forza_payload(i))
+            .expect("write");
+        if i % 2 == 0 {
+            let fm7 = Spec::new(Format::Fm7, i).build();
+            w.write(t, from, addr("127.0.0.1:5300"), &fm7)
+                .expect("write");
+        }
+    }
+    let t = at(Duration::from_secs(1));
+    for i in 0..SINGLE_STREAMS {
+        let ip = std::net::Ipv4Addr::from(0x0A00_0000 | i);
+        let to = SocketAddr::from((ip, (FIRST_SINGLE_PORT + i % SINGLE_PORTS) as u16));
+        w.write(t, from, to, b"x").expect("write");
+    }
+    w.flush().expect("flush");
+}
+
+#[test]
+fn issue12_a_capture_of_many_streams_lists_the_top_20_and_counts_the_rest() {
+    let (_dir, path) = temp_file("many-streams.pcap");
+    many_streams_capture(&path);
+    let file = path.display().to_string();
+    let done = Bin::run(&["replay", &file, "--to", "127.0.0.1:9"], None);
+    assert_eq!(done.code(), 2, "several ports");
+    let listed: Vec<&str> = done
+        .stderr
+        .lines()
+        .filter(|l| l.trim_start().starts_with("--port"))
+        .collect();
+    assert_eq!(
+        listed.len(),
+        20,
+        "{}",
+        &done.stderr[..done.stderr.len().min(4_000)]
+    );
+    assert!(
+        listed[0].contains("--port 5400") && listed[0].contains("100 packets of 324 bytes"),
+        "{}",
+        listed[0]
+    );
+    assert!(
+        listed[1].contains("--port 5300") && listed[1].contains("50 packets of 311 bytes (fm7)"),
+        "{}",
+        listed[1]
+    );
+    assert_eq!(u64::from(SINGLE_STREAMS) + 2 - 20, 199_982);
+    assert_eq!(SINGLE_PORTS + 2, 50_002);
+    done.assert_stderr_has(&["to 50,002 destination ports", "and 199,982 more streams"]);
+    assert!(
+        done.stderr.lines().count() < 30,
+        "{}",
+        done.stderr.lines().count()
+    );
+
+    let streams = Streams::scan(&path).expect("scan");
+    let sel = streams.select(Some(5400)).expect("the Forza port");
+    assert_eq!(sel.packets, 100);
+    assert_eq!(sel.duration(), Duration::from_millis(990));
+    let sel = streams.select(Some(10_000)).expect("a single's port");
+    assert_eq!(sel.packets, u64::from(SINGLE_STREAMS / SINGLE_PORTS));
+    let e = streams
+        .select(Some(7))
+        .expect_err("no such port")
+        .to_string();
+    assert_eq!(
+        e.lines().filter(|l| l.contains("--port")).count(),
+        20,
+        "{e}"
+    );
+    assert!(e.contains("and 199,982 more streams"), "{e}");
+}
+
+// ---------------------------------------------------------------------------
+// Raw dumps: Forza datagrams back to back, as many tools save them (issue 13
+// item 2)
+
+/// `n` packets of `format`, TimestampMS 1000, 1016, …, back to back.
+fn raw_dump(path: &Path, format: Format, n: u32) -> Vec<Vec<u8>> {
+    let packets: Vec<Vec<u8>> = (0..n)
+        .map(|i| Spec::new(format, 1_000 + 16 * i).build())
+        .collect();
+    std::fs::write(path, packets.concat()).expect("write the dump");
+    packets
+}
+
+#[test]
+fn issue13_a_raw_dump_is_replayed_complete_and_paced_at_the_rate_given() {
+    let _timing = timing_lock();
+    let dir = TempPath::dir("raw-replay");
+    for (format, n, rate) in [(Format::Fh6, 60, Some(120u32)), (Format::Fm7, 24, None)] {
+        let path = dir.path().join(format!("{}.bin", format.id()));
+        let sent = raw_dump(&path, format, n);
+        let (socket, to) = receiver();
+        let file = path.display().to_string();
+        let mut args = vec!["replay".to_owned(), file, "--to".to_owned(), to.to_string()];
+        if let Some(rate) = rate {
+            args.extend(["--rate".to_owned(), rate.to_string()]);
+        }
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let bin = Bin::spawn(&args, None);
+        let got = receive(&socket, sent.len());
+        let done = bin.wait();
+        assert_eq!(done.code(), 0, "{}", done.stderr);
+        assert_eq!(got.len(), sent.len(), "{format}: every datagram");
+        for (i, ((_, bytes), sent)) in got.iter().zip(&sent).enumerate() {
+            assert!(bytes == sent, "{format}: datagram {i} differs");
+        }
+        let rate = rate.unwrap_or(60);
+        let len = format.len();
+        done.assert_stderr_has(&[
+            &format!("a raw dump of {n} datagrams of {len} bytes"),
+            &format!("{rate} a second"),
+        ]);
+        assert_nothing_waiting(&socket);
+        assert_paced(&got, Duration::from_secs(1) / rate);
+    }
+}
+
+#[test]
+fn issue13_a_raw_dump_is_exported_with_a_row_per_datagram() {
+    let dir = TempPath::dir("raw-export");
+    let dump = dir.path().join("drive.bin");
+    raw_dump(&dump, Format::Fm2023, 45);
+    let out = dir.path().join("drive.csv");
+    let done = Bin::run(
+        &[
+            "export",
+            "--file",
+            &dump.display().to_string(),
+            "--output",
+            &out.display().to_string(),
+        ],
+        None,
+    );
+    assert_eq!(done.code(), 0, "{}", done.stderr);
+    let mut csv = csv::Reader::from_path(&out).expect("the CSV");
+    let column = csv
+        .headers()
+        .expect("a header")
+        .iter()
+        .position(|h| h == "TimestampMS")
+        .expect("a TimestampMS column");
+    let stamps: Vec<u32> = csv
+        .records()
+        .map(|r| r.expect("a row")[column].parse().expect("a number"))
+        .collect();
+    assert_eq!(
+        stamps,
+        (0..45).map(|i| 1_000 + 16 * i).collect::<Vec<u32>>()
+    );
+}
+
+#[test]
+fn issue13_a_file_that_is_neither_says_which_inputs_are_understood() {
+    let dir = TempPath::dir("raw-bad");
+    let odd = dir.path().join("odd.bin");
+    std::fs::write(&odd, vec![0u8; 1_000]).expect("write");
+    let done = Bin::run(
+        &["replay", &odd.display().to_string(), "--to", "127.0.0.1:9"],
+        None,
+    );
+    assert_eq!(done.code(), 2, "{}", done.stderr);
+    done.assert_stderr_has(&[
+        "pcap",
+        "pcapng",
+        "raw dumps of Forza datagrams back to back (232, 311, 324 or 331 bytes each)",
+        "its 1,000 bytes are not a whole number of datagrams of any of those lengths",
+    ]);
+    // The right size, but not Forza packets: IsRaceOn is 0 or 1 in every one.
+    let floats = dir.path().join("floats.bin");
+    std::fs::write(&floats, [1.5f32.to_le_bytes(); 81].concat()).expect("write");
+    let done = Bin::run(
+        &[
+            "replay",
+            &floats.display().to_string(),
+            "--to",
+            "127.0.0.1:9",
+        ],
+        None,
+    );
+    assert_eq!(done.code(), 2, "{}", done.stderr);
+    done.assert_stderr_has(&["datagram 1 of 324 bytes has IsRaceOn = 1069547520"]);
 }
 
 // ---------------------------------------------------------------------------
@@ -1137,7 +1596,9 @@ fn binary_replay_sends_the_chosen_stream_and_prints_the_final_line() {
     let done = bin.wait();
     assert_eq!(done.code(), 0, "{}", done.stderr);
     done.assert_stderr_has(&[
-        "replaying 40 packets to port 5400 (0.2 s at speed 2)",
+        &format!(
+            "replaying {file} to {to}: the 40 packets sent to port 5400 at speed 2, over 0.2 s"
+        ),
         &format!("replay finished: sent 40 packets to {to} in 0."),
     ]);
     for (i, (_, bytes)) in got.iter().enumerate() {
@@ -1145,6 +1606,92 @@ fn binary_replay_sends_the_chosen_stream_and_prints_the_final_line() {
     }
     assert_nothing_waiting(&socket);
     assert_paced(&got, Duration::from_millis(5));
+}
+
+/// A year, as a damaged timestamp might jump.
+const A_YEAR: Duration = Duration::from_secs(365 * 24 * 3_600);
+
+#[test]
+fn issue12_a_gap_of_years_is_replayed_as_one_second_and_said_once() {
+    let _timing = timing_lock();
+    let (_dir, path) = temp_file("jump.pcap");
+    let mut w = Writer::create(&path).expect("create");
+    let (from, to_forza) = (addr("127.0.0.1:50000"), addr("127.0.0.1:5400"));
+    let mut offsets = Vec::new();
+    for i in 0..10u32 {
+        // Two jumps forward by a year, after packets 3 and 6.
+        let jumps = match i {
+            0..=3 => 0,
+            4..=6 => 1,
+            _ => 2,
+        };
+        offsets.push(A_YEAR * jumps + Duration::from_millis(u64::from(i) * 10));
+    }
+    for (i, offset) in offsets.iter().enumerate() {
+        w.write(at(*offset), from, to_forza, &forza_payload(i as u32))
+            .expect("write");
+    }
+    w.flush().expect("flush");
+    drop(w);
+
+    let (socket, to) = receiver();
+    let file = path.display().to_string();
+    let bin = Bin::spawn(&["replay", &file, "--to", &to.to_string()], None);
+    let got = receive(&socket, offsets.len());
+    let done = bin.wait();
+    assert_eq!(done.code(), 0, "{}", done.stderr);
+    assert_eq!(got.len(), offsets.len(), "every packet");
+    for (i, (_, bytes)) in got.iter().enumerate() {
+        assert_eq!(
+            view(bytes, Format::Fh6).timestamp_ms(),
+            i as u32,
+            "in order"
+        );
+    }
+    let gap = |i: usize| (got[i + 1].0 - got[i].0).as_secs_f64();
+    for i in [3, 6] {
+        // 1 s for the year, plus the 10 ms the packets are apart.
+        assert!(
+            (0.9..1.5).contains(&gap(i)),
+            "gap after {i}: {:.3} s",
+            gap(i)
+        );
+    }
+    let said = "2 gaps of more than 10 s between packets";
+    assert_eq!(
+        done.stderr.matches(said).count(),
+        1,
+        "said once:\n{}",
+        done.stderr
+    );
+    done.assert_stderr_has(&["each is replayed as 1 s", "sent to port 5400, over 2.1 s"]);
+}
+
+#[test]
+fn issue13_replay_says_once_when_nothing_listens_at_the_target() {
+    let (_dir, path) = temp_file("nobody.pcap");
+    paced_capture(&path, 20, Duration::from_millis(5));
+    // A port that was free a moment ago: nothing listens there now.
+    let to = UdpSocket::bind("127.0.0.1:0")
+        .and_then(|s| s.local_addr())
+        .expect("a free port");
+    let file = path.display().to_string();
+    let done = Bin::run(
+        &["replay", &file, "--to", &to.to_string(), "--port", "5400"],
+        None,
+    );
+    assert_eq!(done.code(), 0, "{}", done.stderr);
+    let said = format!("nothing is listening at {to} (is the tool running?); still sending");
+    assert_eq!(
+        done.stderr.matches(&said).count(),
+        1,
+        "said once:\n{}",
+        done.stderr
+    );
+    done.assert_stderr_has(&[
+        "replay finished: sent 20 packets",
+        "nothing was listening there",
+    ]);
 }
 
 #[test]
@@ -1199,7 +1746,7 @@ fn binary_replay_loops_until_ctrl_c_or_sigterm_and_prints_the_final_line() {
             ],
             None,
         );
-        bin.wait_for_line("looping");
+        bin.wait_for_line("again and again until Ctrl-C");
         let got = receive(&socket, 25);
         bin.signal(signal);
         let done = bin.wait();

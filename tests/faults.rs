@@ -113,7 +113,7 @@ fn start_relay(input: &str, to: &[String]) -> (Bin, SocketAddr) {
         "run",
         "--listen",
         "127.0.0.1:0",
-        "--input",
+        "--format",
         input,
         "--stats-interval",
         "0",
@@ -772,9 +772,9 @@ fn issue9_a_flood_of_200000_packets_is_counted_exactly_per_destination() {
 
 /// The stream's packet number `i`: classes, race state and puddles vary.
 fn stream_spec(i: u32) -> Spec {
-    let wet = Puddle::Flag(i32::from(i % 3 == 0));
+    let wet = Puddle::Flag(i32::from(i.is_multiple_of(3)));
     Spec::new(Format::Fh6, i)
-        .racing(i % 5 != 0)
+        .racing(!i.is_multiple_of(5))
         .class((i % 8) as i32)
         .puddle([wet, Puddle::Flag(0), Puddle::Flag(0), wet])
 }

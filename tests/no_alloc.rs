@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use forza_relay::capture::record::Recorder;
+use forza_relay::capture::record::{Existing, Recorder};
 use forza_relay::config::{Config, Overrides};
 use forza_relay::relay::Relay;
 use forza_relay::simulate::Simulator;
@@ -116,7 +116,7 @@ max_rate = 100
     let capture =
         std::env::temp_dir().join(format!("forza-relay-no-alloc-{}.pcap", std::process::id()));
     let (producer, tap) = tap::tap(tap::DEFAULT_CAPACITY);
-    let recorder = Recorder::start(&capture, tap, None, || {}).unwrap();
+    let recorder = Recorder::start(&capture, Existing::Replace, tap, None, || {}).unwrap();
     relay.attach(producer);
 
     let sender = thread::spawn(move || {

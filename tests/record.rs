@@ -5,10 +5,12 @@
 mod common;
 
 use std::net::{SocketAddr, UdpSocket};
+use std::path::Path;
 use std::process::Command;
 use std::thread;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
+use forza_relay::capture::record;
 use forza_relay::capture::Reader;
 use forza_relay::wire::Format;
 
@@ -32,30 +34,34 @@ fn datagrams(n: u32) -> Vec<Vec<u8>> {
         .collect()
 }
 
-/// Starts `forza-relay record` on a fresh loopback port and returns it with the
-/// address it records.
-fn start_recording(file: &TempPath, count: u32) -> (Bin, SocketAddr) {
+/// Starts `forza-relay record` on a fresh loopback port into `file`, with
+/// `extra` arguments, and returns it with the address it records.
+fn start_recording(file: &Path, count: u32, extra: &[&str]) -> (Bin, SocketAddr) {
     let count = count.to_string();
-    let mut bin = Bin::spawn(
-        &[
-            "record",
-            "--listen",
-            "127.0.0.1:0",
-            "-o",
-            &file.display(),
-            "--count",
-            &count,
-        ],
-        None,
-    );
+    let file = file.display().to_string();
+    let mut args = vec![
+        "record",
+        "--listen",
+        "127.0.0.1:0",
+        "-o",
+        &file,
+        "--count",
+        &count,
+    ];
+    args.extend_from_slice(extra);
+    let mut bin = Bin::spawn(&args, None);
     let line = bin.wait_for_line("recording what arrives on ");
-    let addr = line
-        .split("arrives on ")
+    (bin, address_in(&line))
+}
+
+/// The address after "arrives on " in `line`.
+#[track_caller]
+fn address_in(line: &str) -> SocketAddr {
+    line.split("arrives on ")
         .nth(1)
         .and_then(|rest| rest.split_whitespace().next())
         .and_then(|a| a.parse().ok())
-        .unwrap_or_else(|| panic!("no address in {line:?}"));
-    (bin, addr)
+        .unwrap_or_else(|| panic!("no address in {line:?}"))
 }
 
 /// Sends `datagrams` from one socket, `gap` apart; returns the sender's port.
@@ -74,9 +80,10 @@ fn send_paced(to: SocketAddr, datagrams: &[Vec<u8>], gap: Duration) -> u16 {
 fn record_then_replay_reproduces_every_payload_byte_and_the_spacing() {
     const N: u32 = 60;
     const GAP: Duration = Duration::from_millis(10);
-    let file = TempPath::file("recorded.pcap", "");
+    let dir = TempPath::dir("record-replay");
+    let file = dir.path().join("recorded.pcap");
     let sent = datagrams(N);
-    let (bin, addr) = start_recording(&file, N);
+    let (bin, addr) = start_recording(&file, N, &[]);
     send_paced(addr, &sent, GAP);
     let done = bin.wait();
     assert_eq!(done.code(), 0, "{}", done.stderr);
@@ -95,7 +102,7 @@ fn record_then_replay_reproduces_every_payload_byte_and_the_spacing() {
         got
     });
     let to = rx_addr.to_string();
-    let replayed = Bin::run(&["replay", &file.display(), "--to", &to], None);
+    let replayed = Bin::run(&["replay", &file.display().to_string(), "--to", &to], None);
     assert_eq!(replayed.code(), 0, "{}", replayed.stderr);
     let got = receiving.join().expect("the receiver thread");
 
@@ -212,7 +219,7 @@ fn recording_while_relaying_1000_packets_a_second_loses_nothing() {
     assert_eq!(last["input"]["received"], N);
     done.assert_stderr_has(&[
         "recording every datagram received into",
-        &format!("recorded {N} datagrams into"),
+        "recorded 2,000 datagrams into",
     ]);
 }
 
@@ -222,14 +229,15 @@ fn tshark_reads_a_recording_as_udp_with_the_right_ports() {
         return;
     }
     const N: u32 = 24;
-    let file = TempPath::file("for-tshark.pcap", "");
-    let (bin, addr) = start_recording(&file, N);
+    let dir = TempPath::dir("for-tshark");
+    let file = dir.path().join("for-tshark.pcap");
+    let (bin, addr) = start_recording(&file, N, &[]);
     let from_port = send_paced(addr, &datagrams(N), Duration::from_millis(2));
     assert_eq!(bin.wait().code(), 0);
     let out = Command::new("tshark")
         .args([
             "-r",
-            &file.display(),
+            &file.display().to_string(),
             "-T",
             "fields",
             "-e",
@@ -258,4 +266,213 @@ fn tshark_reads_a_recording_as_udp_with_the_right_ports() {
             "source port, destination port, UDP length"
         );
     }
+}
+
+/// The record header, IPv4 and UDP headers around each payload in a recording.
+const RECORD_OVERHEAD: u64 = 16 + 20 + 8;
+/// A pcap's file header.
+const PCAP_HEADER: u64 = 24;
+
+/// `forza-relay record` under `ulimit -f` (SIGXFSZ ignored): the file system says
+/// EFBIG past the limit, which is what a full disk looks like to the writer.
+#[test]
+fn issue12_a_full_disk_while_recording_is_logged_counted_and_ends_on_a_whole_record() {
+    const N: u32 = 300;
+    const LIMIT_BLOCKS: u64 = 64; // of 512 bytes: 32 KiB
+    let dir = TempPath::dir("full-disk");
+    let file = dir.path().join("full.pcap");
+    let mut command = Command::new("sh");
+    command
+        .arg("-c")
+        .arg(format!(
+            "trap '' XFSZ; ulimit -f {LIMIT_BLOCKS}; exec \"$0\" \"$@\""
+        ))
+        .arg(env!("CARGO_BIN_EXE_forza-relay"))
+        .args(["record", "--listen", "127.0.0.1:0", "--count"])
+        .arg(N.to_string())
+        .arg("-o")
+        .arg(&file);
+    let mut bin = Bin::spawn_command(command);
+    let addr = address_in(&bin.wait_for_line("recording what arrives on "));
+    let packets: Vec<Vec<u8>> = (0..N).map(|i| Spec::new(Format::Fh6, i).build()).collect();
+    send_paced(addr, &packets, Duration::from_millis(1));
+    let done = bin.wait();
+
+    let record_len = RECORD_OVERHEAD + packets[0].len() as u64;
+    let fit = (LIMIT_BLOCKS * 512 - PCAP_HEADER) / record_len;
+    let size = std::fs::metadata(&file).expect("the recording").len();
+    assert_eq!(size, PCAP_HEADER + fit * record_len, "whole records only");
+    let recorded: Vec<_> = Reader::open(&file)
+        .expect("open the recording")
+        .map(|d| d.expect("a whole record"))
+        .collect();
+    assert_eq!(recorded.len() as u64, fit);
+    for (i, (d, sent)) in recorded.iter().zip(&packets).enumerate() {
+        assert_eq!(&d.payload, sent, "recorded datagram {i}");
+    }
+    let lost = u64::from(N) - fit;
+    let shown = file.display().to_string();
+    done.assert_stderr_has(&[
+        &format!("cannot write to {shown}"),
+        "File too large",
+        &format!("recorded {fit} datagrams into {shown}; {lost} not recorded"),
+    ]);
+    let failure = done.stderr.find("cannot write to").expect("found above");
+    let last = done.stderr.find("recorded ").expect("found above");
+    assert!(
+        failure < last,
+        "the failure is told when it happens:\n{}",
+        done.stderr
+    );
+    assert_eq!(
+        done.stderr.matches("cannot write to").count(),
+        1,
+        "told once:\n{}",
+        done.stderr
+    );
+    assert_eq!(done.code(), 1, "{}", done.stderr);
+}
+
+/// The files in `dir`, by name.
+fn names_in(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .expect("read the folder")
+        .map(|e| {
+            e.expect("an entry")
+                .file_name()
+                .to_string_lossy()
+                .into_owned()
+        })
+        .collect();
+    names.sort();
+    names
+}
+
+#[test]
+fn issue12_record_refuses_an_existing_file_unless_forced() {
+    let dir = TempPath::dir("exists");
+    let file = dir.path().join("drive.pcap");
+    let shown = file.display().to_string();
+    std::fs::write(&file, "last week's drive").expect("write");
+    let done = Bin::run(
+        &[
+            "record",
+            "--listen",
+            "127.0.0.1:0",
+            "-o",
+            &shown,
+            "--duration",
+            "0.2",
+        ],
+        None,
+    );
+    assert_eq!(done.code(), 1, "{}", done.stderr);
+    done.assert_stderr_has(&[&format!("{shown} already exists"), "--force"]);
+    assert_eq!(
+        std::fs::read_to_string(&file).expect("read"),
+        "last week's drive",
+        "untouched"
+    );
+    assert_eq!(names_in(dir.path()), ["drive.pcap"], "nothing else made");
+
+    let (bin, addr) = start_recording(&file, 1, &["--force"]);
+    send_paced(addr, &datagrams(1), Duration::ZERO);
+    let done = bin.wait();
+    assert_eq!(done.code(), 0, "{}", done.stderr);
+    let recorded: Vec<_> = Reader::open(&file)
+        .expect("a capture now")
+        .map(|d| d.expect("a whole record"))
+        .collect();
+    assert_eq!(recorded.len(), 1, "replaced with --force");
+}
+
+#[test]
+fn issue12_time_in_a_record_name_is_expanded_and_never_collides() {
+    let dir = TempPath::dir("time-name");
+    let template = dir.path().join("drive-{time}.pcap");
+    // Earlier drives hold the names of this second and the next 30.
+    let now = SystemTime::now();
+    let mut earlier = Vec::new();
+    for s in 0..30 {
+        let path = record::path_for(&template, now + Duration::from_secs(s));
+        std::fs::write(&path, "an earlier drive").expect("write");
+        earlier.push(path);
+    }
+    let template = template.display().to_string();
+    for _ in 0..2 {
+        let done = Bin::run(
+            &[
+                "record",
+                "--listen",
+                "127.0.0.1:0",
+                "-o",
+                &template,
+                "--duration",
+                "0.1",
+            ],
+            None,
+        );
+        assert_eq!(done.code(), 0, "{}", done.stderr);
+    }
+    for path in &earlier {
+        assert_eq!(
+            std::fs::read_to_string(path).expect("still there"),
+            "an earlier drive",
+            "{} untouched",
+            path.display()
+        );
+    }
+    let names = names_in(dir.path());
+    let new: Vec<&String> = names
+        .iter()
+        .filter(|n| {
+            !earlier
+                .iter()
+                .any(|p| p.file_name().is_some_and(|f| f == n.as_str()))
+        })
+        .collect();
+    assert_eq!(new.len(), 2, "two new recordings: {names:?}");
+    for name in new {
+        assert!(
+            name.starts_with("drive-20") && !name.contains("{time}"),
+            "{name}"
+        );
+        let stem = name.trim_end_matches(".pcap");
+        assert!(
+            stem.ends_with("-1") || stem.ends_with("-2"),
+            "{name}: numbered after the taken name"
+        );
+        let path = dir.path().join(name);
+        assert_eq!(Reader::open(&path).expect("a capture").count(), 0);
+    }
+}
+
+#[test]
+fn issue12_a_record_path_without_time_does_not_replace_the_last_drive() {
+    let dir = TempPath::dir("record-path");
+    let toml = listen_toml("fh6")
+        + "\n[record]\npath = \"laps/drive.pcap\"\n"
+        + &destination_toml("tool", "127.0.0.1:9".parse().expect("addr"), "same", "");
+    let config = dir.path().join("forza-relay.toml");
+    std::fs::write(&config, toml).expect("write the config");
+    let config = config.display().to_string();
+    let laps = dir.path().join("laps");
+    for run in 0..3 {
+        let mut bin = Bin::spawn(&["--config", &config], None);
+        bin.wait_until_running();
+        bin.signal("INT");
+        let done = bin.wait();
+        assert_eq!(done.code(), 0, "{}", done.stderr);
+        if run == 0 {
+            std::fs::write(laps.join("drive.pcap"), "the first drive").expect("write");
+        }
+    }
+    assert_eq!(
+        names_in(&laps),
+        ["drive-1.pcap", "drive-2.pcap", "drive.pcap"]
+    );
+    assert_eq!(
+        std::fs::read_to_string(laps.join("drive.pcap")).expect("read"),
+        "the first drive"
+    );
 }

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use forza_relay::config::{system_look_up, Config, LookUp, Output, Overrides};
 use forza_relay::relay::{Control, Relay};
-use forza_relay::reload::Reloader;
+use forza_relay::reload::{Outcome, Reloader, APPLY_PATIENCE};
 use forza_relay::stats::{DropReason, Snapshot};
 use forza_relay::wire::Format;
 
@@ -35,6 +35,8 @@ struct Rig {
     control: Control,
     thread: Option<JoinHandle<Snapshot>>,
     reloader: Option<Reloader>,
+    /// What the reloader made of each version of the file.
+    outcomes: mpsc::Receiver<Outcome>,
 }
 
 impl Rig {
@@ -55,7 +57,7 @@ impl Rig {
         let (addr, control) = rx
             .recv_timeout(Duration::from_secs(10))
             .expect("the relay starts");
-        let reloader = Reloader::start(
+        let mut reloader = Reloader::start(
             file.path(),
             Overrides::default(),
             config,
@@ -63,13 +65,23 @@ impl Rig {
             look_up,
         )
         .expect("watch the file");
+        let outcomes = reloader.outcomes();
         Rig {
             file,
             addr,
             control,
             thread: Some(thread),
             reloader: Some(reloader),
+            outcomes,
         }
+    }
+
+    /// The reloader's next outcome (at most [`APPLY_WITHIN`]).
+    #[track_caller]
+    fn next_outcome(&self) -> Outcome {
+        self.outcomes
+            .recv_timeout(APPLY_WITHIN)
+            .unwrap_or_else(|e| panic!("the reloader said nothing within {APPLY_WITHIN:?}: {e}"))
     }
 
     /// Saves `toml` as editors do: a new file renamed over the old one.
@@ -160,6 +172,13 @@ impl Stream {
             ts - first
         });
         Stream { stop, sent, thread }
+    }
+
+    /// Waits until `n` packets have gone in all.
+    fn wait_sent(&self, n: u32) {
+        while self.sent.load(Ordering::SeqCst) < n {
+            thread::sleep(Duration::from_millis(5));
+        }
     }
 
     /// Lets `n` more packets go, then stops; returns how many were sent.
@@ -285,7 +304,7 @@ fn reload_under_traffic(
         .map(|(socket, format)| collect(socket, format, done.clone()))
         .collect();
     let stream = Stream::start(rig.addr, 0);
-    thread::sleep(Duration::from_millis(200));
+    stream.wait_sent(80);
     prepare();
     match save {
         Save::Replace => rig.replace(after),
@@ -501,7 +520,10 @@ fn an_invalid_file_changes_nothing_and_a_fixed_one_applies() {
         good.replace("format = \"fh6\"", "format = 6"),
     ] {
         rig.replace(&bad);
-        thread::sleep(Duration::from_millis(600));
+        match rig.next_outcome() {
+            Outcome::Invalid(e) => assert!(!e.problems.is_empty(), "{bad:?}"),
+            other => panic!("{bad:?} gave {other:?}"),
+        }
         let s = rig
             .control
             .snapshot(Duration::from_secs(2))
@@ -610,4 +632,252 @@ fn replace_file(path: &Path, text: &str) {
     let tmp = path.with_extension("tmp");
     std::fs::write(&tmp, text).expect("write the new file");
     std::fs::rename(&tmp, path).expect("rename it over the old one");
+}
+
+/// Starts the binary on the config at `path` and a stream of packets to it,
+/// collecting what each of `receivers` gets.
+struct BinRig {
+    bin: Bin,
+    stream: Stream,
+    done: Arc<AtomicBool>,
+    collectors: Vec<JoinHandle<Vec<Got>>>,
+}
+
+impl BinRig {
+    #[track_caller]
+    fn start(path: &Path, receivers: Vec<UdpSocket>) -> BinRig {
+        let mut bin = Bin::spawn(&["--config", &path.display().to_string()], None);
+        // Logged once the reloader watches the file, and SIGHUP reaches it.
+        let addr = bin.wait_until_running();
+        let done = Arc::new(AtomicBool::new(false));
+        let collectors = receivers
+            .into_iter()
+            .map(|r| collect(r, Format::Fh6, done.clone()))
+            .collect();
+        let stream = Stream::start(addr, 0);
+        stream.wait_sent(80);
+        BinRig {
+            bin,
+            stream,
+            done,
+            collectors,
+        }
+    }
+
+    /// Lets `more` packets go, stops the stream and the binary (exit 0), and
+    /// returns what was sent, what each receiver got, and how the binary ended.
+    #[track_caller]
+    fn stop(self, more: u32) -> (u32, Vec<Vec<Got>>, common::bin::Finished) {
+        let sent = self.stream.stop_after(more);
+        self.done.store(true, Ordering::SeqCst);
+        let got = self
+            .collectors
+            .into_iter()
+            .map(|c| c.join().expect("a receiver thread"))
+            .collect();
+        self.bin.signal("INT");
+        let done = self.bin.wait();
+        assert_eq!(done.code(), 0, "{}", done.stderr);
+        (sent, got, done)
+    }
+}
+
+#[test]
+fn issue12_a_save_written_in_two_parts_is_applied_once() {
+    let (a, a_addr) = receiver();
+    let (c, c_addr) = receiver();
+    let (d, d_addr) = receiver();
+    let head = listen() + &destination_toml("A", a_addr, "same", "");
+    let before = head.clone() + &destination_toml("C", c_addr, "same", "");
+    let after = before.clone() + &destination_toml("D", d_addr, "same", "");
+    let file = TempPath::file("two-parts.toml", &before);
+    let mut rig = BinRig::start(file.path(), vec![a, c, d]);
+    {
+        // A valid file without C, then, half a second later, the rest: as a
+        // slow program (or a network drive) saves it.
+        use std::io::Write as _;
+        let mut f = std::fs::File::create(file.path()).expect("open the file");
+        f.write_all(head.as_bytes()).expect("write the first part");
+        f.flush().expect("flush");
+        thread::sleep(Duration::from_millis(500));
+        f.write_all(&after.as_bytes()[head.len()..])
+            .expect("write the rest");
+    }
+    let line = rig.bin.wait_for_line("configuration applied");
+    assert!(
+        line.ends_with("configuration applied: + D (same)"),
+        "{line}"
+    );
+    let (sent, got, done) = rig.stop(100);
+    assert_every_packet("A", &got[0], sent);
+    assert_every_packet("C", &got[1], sent);
+    assert!(got[2].len() >= 100, "D got {}", got[2].len());
+    let applied = done
+        .stderr
+        .lines()
+        .filter(|l| l.contains("configuration applied"))
+        .count();
+    assert_eq!(applied, 1, "{}", done.stderr);
+    done.assert_summary_line("C", c_addr, "same", u64::from(sent));
+}
+
+#[cfg(unix)]
+#[test]
+fn issue12_a_config_symlinked_into_another_folder_is_reloaded_on_save() {
+    let (a, a_addr) = receiver();
+    let (c, c_addr) = receiver();
+    let real_dir = TempPath::dir("real");
+    let link_dir = TempPath::dir("link");
+    let real = real_dir.path().join("real.toml");
+    let link = link_dir.path().join("forza-relay.toml");
+    let before = listen() + &destination_toml("A", a_addr, "same", "");
+    std::fs::write(&real, &before).expect("write the file");
+    std::os::unix::fs::symlink(&real, &link).expect("link it");
+    let mut rig = BinRig::start(&link, vec![a, c]);
+    replace_file(
+        &real,
+        &(before + &destination_toml("C", c_addr, "same", "")),
+    );
+    let line = rig.bin.wait_for_line("configuration applied");
+    assert!(
+        line.ends_with("configuration applied: + C (same)"),
+        "{line}"
+    );
+    let (sent, got, _) = rig.stop(100);
+    assert_every_packet("A", &got[0], sent);
+    assert!(got[1].len() >= 100, "C got {}", got[1].len());
+}
+
+#[cfg(unix)]
+#[track_caller]
+fn mkfifo(path: &Path) {
+    let status = std::process::Command::new("mkfifo")
+        .arg(path)
+        .status()
+        .expect("run mkfifo");
+    assert!(status.success(), "mkfifo {}", path.display());
+}
+
+#[cfg(unix)]
+#[test]
+fn issue12_a_fifo_as_config_is_refused_by_check_run_and_the_reloader() {
+    let dir = TempPath::dir("fifo");
+    let fifo = dir.path().join("fifo.toml");
+    mkfifo(&fifo);
+    let fifo_text = fifo.display().to_string();
+    for sub in ["check", "run"] {
+        let done = Bin::run(&[sub, "--config", &fifo_text], None);
+        assert_eq!(done.code(), 2, "{sub}: {}", done.stderr);
+        done.assert_stderr_has(&[&format!(
+            "{fifo_text}: cannot read the config file: it is a named pipe (FIFO)"
+        )]);
+    }
+
+    let (a, a_addr) = receiver();
+    let (c, c_addr) = receiver();
+    let path = dir.path().join("live.toml");
+    let good = listen() + &destination_toml("A", a_addr, "same", "");
+    std::fs::write(&path, &good).expect("write the file");
+    let mut rig = BinRig::start(&path, vec![a, c]);
+    std::fs::remove_file(&path).expect("remove the file");
+    mkfifo(&path);
+    rig.bin.wait_for_line("was not reloaded");
+    rig.bin.wait_for_line("it is a named pipe (FIFO)");
+    // A SIGHUP now reads it again, and refuses it again, without blocking.
+    rig.bin.signal("HUP");
+    rig.bin.wait_for_line("it is a named pipe (FIFO)");
+    std::fs::remove_file(&path).expect("remove the FIFO");
+    replace_file(
+        &path,
+        &(good.clone() + &destination_toml("C", c_addr, "same", "")),
+    );
+    let line = rig.bin.wait_for_line("configuration applied");
+    assert!(
+        line.ends_with("configuration applied: + C (same)"),
+        "{line}"
+    );
+    std::fs::remove_file(&path).expect("remove the file");
+    mkfifo(&path);
+    rig.bin.wait_for_line("it is a named pipe (FIFO)");
+    // Stopping never waits for a reader of the FIFO.
+    let (sent, got, _) = rig.stop(50);
+    assert_every_packet("A", &got[0], sent);
+}
+
+#[test]
+fn issue17_sighup_with_nothing_changed_says_so_in_one_line() {
+    let (a, a_addr) = receiver();
+    let file = TempPath::file(
+        "hup.toml",
+        &(listen() + &destination_toml("A", a_addr, "same", "")),
+    );
+    let mut rig = BinRig::start(file.path(), vec![a]);
+    rig.bin.signal("HUP");
+    let line = rig.bin.wait_for_line("SIGHUP");
+    assert!(
+        line.ends_with(&format!("SIGHUP: {} is unchanged", file.display())),
+        "{line}"
+    );
+    let (sent, got, _) = rig.stop(20);
+    assert_every_packet("A", &got[0], sent);
+}
+
+#[test]
+fn issue17_a_key_that_needs_a_restart_is_named_in_a_warning() {
+    let (a, a_addr) = receiver();
+    let before = listen() + &destination_toml("A", a_addr, "same", "");
+    let file = TempPath::file("restart-keys.toml", &before);
+    let mut rig = BinRig::start(file.path(), vec![a]);
+    let after = before.replace("[stats]\n", "[stats]\nformat = \"json\"\n");
+    assert_ne!(after, before);
+    replace_file(file.path(), &after);
+    let line = rig.bin.wait_for_line("takes effect at the next start");
+    assert!(line.contains("[stats] format"), "{line}");
+    let (sent, got, done) = rig.stop(20);
+    assert_every_packet("A", &got[0], sent);
+    // The summaries stayed text, as at the start.
+    assert!(!done.stdout.contains("\"event\""), "{}", done.stdout);
+}
+
+#[test]
+fn issue17_a_slow_apply_is_logged_and_waited_for_until_the_relay_takes_it() {
+    let (_a, a_addr) = receiver();
+    let (_c, c_addr) = receiver();
+    let before = listen() + &destination_toml("A", a_addr, "same", "");
+    let file = TempPath::file("slow.toml", &before);
+    let config = Config::reload_file(file.path(), &Overrides::default(), None, &system_look_up)
+        .expect("a valid file")
+        .config;
+    let mut relay = Relay::bind(&config).expect("the relay binds");
+    let control = relay.control();
+    let mut reloader = Reloader::start(
+        file.path(),
+        Overrides::default(),
+        config,
+        control.clone(),
+        Arc::new(system_look_up),
+    )
+    .expect("watch the file");
+    let outcomes = reloader.outcomes();
+    replace_file(
+        file.path(),
+        &(before + &destination_toml("C", c_addr, "same", "")),
+    );
+    // The loop is not running yet: the reloader says it is waiting, and waits.
+    match outcomes.recv_timeout(APPLY_PATIENCE + APPLY_WITHIN) {
+        Ok(Outcome::Waiting) => {}
+        other => panic!("expected Waiting, got {other:?}"),
+    }
+    let thread = thread::spawn(move || relay.run());
+    match outcomes.recv_timeout(APPLY_WITHIN) {
+        Ok(Outcome::Applied(changes)) => assert_eq!(changes, "+ C (same)"),
+        other => panic!("expected Applied, got {other:?}"),
+    }
+    let s = control
+        .snapshot(Duration::from_secs(2))
+        .expect("the relay answers");
+    assert_eq!(names(&s), ["A", "C"]);
+    drop(reloader);
+    control.stop();
+    thread.join().expect("the relay thread");
 }

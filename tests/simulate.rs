@@ -96,9 +96,9 @@ fn simulate_sends_fm7_at_the_rate_for_the_duration() {
         let speed = f.speed.expect("fm7 has Speed");
         assert!((0.0..95.0).contains(&speed), "packet {i}: {speed} m/s");
         assert!(
-            matches!(t.gear_label, Some(Gear::Forward(1..=6) | Gear::Neutral)),
+            matches!(t.gear, Some(Gear::Forward(1..=6) | Gear::Neutral)),
             "packet {i}: gear {:?}",
-            t.gear_label
+            t.gear
         );
         assert_eq!(t.car_class_letter, Some("R"), "packet {i}");
         let temps = f.tire_temp.expect("fm7 has TireTemp");
@@ -137,6 +137,13 @@ fn demo_shows_the_drive_the_translation_and_the_summary() {
     let mut received = 0;
     for line in &lines {
         assert!(line.contains("CarClass R(6) -> S2(5)"), "{line}");
+        // The last column before the counts: the drive's first lap is lap 1, as
+        // `watch` shows it too (issue 13; tests/watch.rs).
+        let lap = line
+            .split('|')
+            .next()
+            .and_then(|car| car.split_whitespace().last());
+        assert_eq!(lap, Some("1"), "{line}");
         let counts: Vec<u64> = line
             .split('|')
             .nth(1)

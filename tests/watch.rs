@@ -14,11 +14,22 @@ use forza_relay::wire::{field, Format, Packet};
 use common::bin::Bin;
 use common::*;
 
+/// The lap a driver reads for the test packets' LapNumber, which the game counts
+/// from 0 (issue 13: one convention everywhere).
+const DRIVERS_LAP: u16 = LAP_NUMBER + 1;
+
 /// Waits for the "listening on ADDR" line and returns the address.
 #[track_caller]
 fn listening(bin: &mut Bin) -> std::net::SocketAddr {
-    let line = bin.wait_for_line("listening on ");
-    let (_, after) = line.split_once("listening on ").expect("found above");
+    listening_address(&bin.wait_for_line("listening on "))
+}
+
+/// The ADDR of a "listening on ADDR" line.
+#[track_caller]
+fn listening_address(line: &str) -> std::net::SocketAddr {
+    let (_, after) = line
+        .split_once("listening on ")
+        .unwrap_or_else(|| panic!("no \"listening on\" in {line:?}"));
     after
         .split_whitespace()
         .next()
@@ -70,7 +81,7 @@ fn export_to_csv_through_the_binary_until_ctrl_c() {
     bin.signal("INT");
     let done = bin.wait();
     assert_eq!(done.code(), 0, "{}", done.stderr);
-    done.assert_stderr_has(&["4 rows written to", &out_text]);
+    done.assert_stderr_has(&[&format!("{out_text}: 4 rows written")]);
 
     let table = Table::read(text.as_bytes());
     assert_eq!(table.rows.len(), 4);
@@ -219,7 +230,9 @@ fn a_port_in_use_is_a_clear_error_and_exit_1() {
     ] {
         let done = Bin::run(&args, None);
         assert_eq!(done.code(), 1, "{args:?}: {}", done.stderr);
-        done.assert_stderr_has(&[&format!("cannot listen on {addr}"), "already uses port"]);
+        let port = taken.local_addr().expect("bound").port();
+        done.assert_stderr_has(&[&format!("cannot listen on {addr}: port {port} is ")]);
+        done.assert_port_in_use(port, std::process::id());
     }
 }
 
@@ -256,9 +269,10 @@ fn watch_without_a_terminal_prints_a_line_per_second_until_ctrl_c() {
     let done = bin.wait();
     assert_eq!(done.code(), 0, "{}", done.stderr);
     let expected = format!(
-        "speed {:.0} km/h, gear {GEAR}, {:.0} rpm, lap {LAP_NUMBER},",
+        "speed {:.0} km/h, gear {GEAR}, {:.0} rpm, lap {},",
         SPEED * 3.6,
-        CURRENT_ENGINE_RPM
+        CURRENT_ENGINE_RPM,
+        DRIVERS_LAP
     );
     let line = done
         .stdout
@@ -266,6 +280,309 @@ fn watch_without_a_terminal_prints_a_line_per_second_until_ctrl_c() {
         .find(|l| l.starts_with(&expected))
         .unwrap_or_else(|| panic!("no line starting {expected:?}:\n{}", done.stdout));
     assert!(line.ends_with(" Hz, fh6"), "{line}");
+}
+
+/// A `forza-relay` child whose stdout is read line by line while it runs (the
+/// plain lines `watch` prints when stdout is not a terminal).
+struct Piped {
+    child: std::process::Child,
+    lines: std::sync::mpsc::Receiver<(bool, String)>,
+    seen: Vec<String>,
+}
+
+impl Piped {
+    #[track_caller]
+    fn spawn(args: &[&str]) -> Piped {
+        use std::io::BufRead;
+        let mut child = Command::new(env!("CARGO_BIN_EXE_forza-relay"))
+            .args(args)
+            .env_remove("RUST_LOG")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start forza-relay");
+        let (tx, lines) = std::sync::mpsc::channel();
+        let out = child.stdout.take().expect("piped");
+        let err = child.stderr.take().expect("piped");
+        for (is_stdout, stream) in [
+            (true, Box::new(out) as Box<dyn std::io::Read + Send>),
+            (false, Box::new(err)),
+        ] {
+            let tx = tx.clone();
+            std::thread::spawn(move || {
+                for line in std::io::BufReader::new(stream).lines() {
+                    let Ok(line) = line else { break };
+                    if tx.send((is_stdout, line)).is_err() {
+                        break;
+                    }
+                }
+            });
+        }
+        Piped {
+            child,
+            lines,
+            seen: Vec::new(),
+        }
+    }
+
+    /// Calls `tick` every 20 ms until a line (stdout if `stdout`, else stderr)
+    /// satisfies `done`, which it returns; fails after 10 s.
+    #[track_caller]
+    fn until(
+        &mut self,
+        stdout: bool,
+        done: impl Fn(&str) -> bool,
+        mut tick: impl FnMut(),
+    ) -> String {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            tick();
+            while let Ok((is_stdout, line)) = self.lines.recv_timeout(Duration::from_millis(20)) {
+                self.seen.push(line.clone());
+                if is_stdout == stdout && done(&line) {
+                    return line;
+                }
+            }
+        }
+        panic!("no such line within 10 s; seen:\n{}", self.seen.join("\n"));
+    }
+
+    /// The address of the "listening on ADDR" line.
+    #[track_caller]
+    fn listening(&mut self) -> std::net::SocketAddr {
+        listening_address(&self.until(false, |l| l.contains("listening on "), || {}))
+    }
+
+    /// Sends SIGINT and returns the exit code (waiting at most 10 s).
+    #[track_caller]
+    fn interrupt(mut self) -> i32 {
+        let status = Command::new("kill")
+            .arg("-INT")
+            .arg(self.child.id().to_string())
+            .status()
+            .expect("run kill");
+        assert!(status.success());
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            if let Some(status) = self.child.try_wait().expect("try_wait") {
+                return status
+                    .code()
+                    .unwrap_or_else(|| panic!("killed by a signal: {status}"));
+            }
+            assert!(Instant::now() < deadline, "no exit 10 s after SIGINT");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+}
+
+impl Drop for Piped {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// Issue 12 item 2: one datagram with `CurrentEngineRpm = NaN` aborted the
+/// dashboard. Without a terminal, `watch` shows it as "–" (it printed `NaN rpm`)
+/// and goes on to show the next good packet.
+#[test]
+fn issue_12_watch_shows_a_nan_datagram_as_dashes_and_keeps_running() {
+    let mut bin = Piped::spawn(&["watch", "--listen", "127.0.0.1:0", "--format", "fh6"]);
+    let sender = Sender::new(bin.listening());
+    let mut bad = Spec::new(Format::Fh6, 1).build();
+    let mut p = Packet::new_checked(&mut bad[..], Format::Fh6).expect("fh6");
+    p.set_current_engine_rpm(f32::NAN);
+    p.set_speed(f32::INFINITY).expect("fh6 has Speed");
+    let line = bin.until(
+        true,
+        |l| !l.starts_with("no packets yet"),
+        || sender.send(&bad),
+    );
+    assert!(line.starts_with("speed –, gear 3, – rpm, "), "{line}");
+    let good = Spec::new(Format::Fh6, 2).build();
+    let speed = format!("speed {:.0} km/h, ", SPEED * 3.6);
+    let line = bin.until(true, |l| l.starts_with(&speed), || sender.send(&good));
+    assert!(
+        line.contains(&format!("{CURRENT_ENGINE_RPM:.0} rpm")),
+        "{line}"
+    );
+    assert_eq!(bin.interrupt(), 0);
+}
+
+/// FH6's frame in a menu or pause: all zero but TimestampMS and IsRaceOn = 0
+/// (FORMATS.md).
+fn menu_frame(timestamp_ms: u32) -> Vec<u8> {
+    let mut buf = vec![0u8; Format::Fh6.len()];
+    Packet::new_checked(&mut buf[..], Format::Fh6)
+        .expect("fh6")
+        .set_timestamp_ms(timestamp_ms);
+    buf
+}
+
+/// Issue 13 item 7: a menu frame was shown as `0 km/h, gear R`.
+#[test]
+fn issue_13_watch_says_not_racing_for_a_menu_frame() {
+    let mut bin = Piped::spawn(&["watch", "--listen", "127.0.0.1:0", "--format", "fh6"]);
+    let sender = Sender::new(bin.listening());
+    let racing = Spec::new(Format::Fh6, 1).build();
+    let speed = format!("speed {:.0} km/h, ", SPEED * 3.6);
+    bin.until(true, |l| l.starts_with(&speed), || sender.send(&racing));
+    let line = bin.until(
+        true,
+        |l| !l.starts_with(&speed),
+        || sender.send(&menu_frame(2)),
+    );
+    assert!(
+        line.starts_with("not racing (menu or paused); last: "),
+        "{line}"
+    );
+    assert!(line.contains(&speed), "the last racing values: {line}");
+    assert!(!line.contains("gear R"), "{line}");
+    assert_eq!(bin.interrupt(), 0);
+}
+
+/// Issue 13 item 7: export wrote `gear_label R`, `tire_temp_c_fl -17.78` and
+/// `car_class_letter D` for a menu frame. The derived labels are empty; the raw
+/// fields are as sent.
+#[test]
+fn issue_13_export_leaves_derived_labels_empty_for_a_menu_frame() {
+    let dir = TempPath::dir("export-menu");
+    let pcap = dir.path().join("drive.pcap");
+    write_capture(
+        &pcap,
+        &[
+            (0, 5400, Spec::new(Format::Fh6, 100).build()),
+            (16, 5400, menu_frame(116)),
+        ],
+    );
+    let out = dir.path().join("menu.csv");
+    let (pcap_text, out_text) = (pcap.display().to_string(), out.display().to_string());
+    let done = Bin::run(
+        &[
+            "export", "--file", &pcap_text, "--format", "fh6", "--output", &out_text,
+        ],
+        None,
+    );
+    assert_eq!(done.code(), 0, "{}", done.stderr);
+    let table = Table::read(std::fs::File::open(&out).expect("the CSV file"));
+    assert_eq!(table.rows.len(), 2);
+    assert_eq!(table.get(0, "gear_label"), GEAR.to_string());
+    assert_eq!(table.get(0, "car_class_letter"), "S2");
+    assert_eq!(table.get(1, "TimestampMS"), "116");
+    for raw in [
+        "IsRaceOn",
+        "Gear",
+        "TireTempFL",
+        "CarClass",
+        "DrivetrainType",
+        "Speed",
+    ] {
+        assert_eq!(table.get(1, raw), "0", "{raw} as sent");
+    }
+    for derived in [
+        "gear_label",
+        "tire_temp_c_fl",
+        "tire_temp_c_rr",
+        "car_class_letter",
+        "drivetrain",
+        "speed_kmh",
+        "speed_mph",
+        "power_hp",
+        "throttle_pct",
+        "steer_axis",
+        "rev_fraction",
+        "g_lat",
+        "drift_angle_deg",
+    ] {
+        assert_eq!(table.get(1, derived), "", "{derived} of a menu frame");
+    }
+}
+
+/// Issue 13 item 9: the demo showed `lap 1` where `watch` showed `Lap 0` for the
+/// same drive. The simulated drive starts on its first lap: `lap 1` in `watch`
+/// as in the demo (tests/simulate.rs).
+#[test]
+fn issue_13_watch_counts_the_first_lap_of_a_drive_as_lap_1() {
+    let mut bin = Piped::spawn(&["watch", "--listen", "127.0.0.1:0", "--format", "fh6"]);
+    let to = bin.listening().to_string();
+    let mut simulate = Command::new(env!("CARGO_BIN_EXE_forza-relay"))
+        .args([
+            "simulate",
+            "--to",
+            &to,
+            "--format",
+            "fh6",
+            "--duration",
+            "3",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start simulate");
+    let line = bin.until(true, |l| l.starts_with("speed "), || {});
+    let _ = simulate.kill();
+    let _ = simulate.wait();
+    assert!(line.contains(", lap 1, "), "{line}");
+    assert_eq!(bin.interrupt(), 0);
+}
+
+/// Issue 13 item 6: `export --format fh6` of an FM2023 capture wrote only a
+/// header, logged "3 datagrams that are not packets ignored" and exited 0.
+#[test]
+fn issue_13_an_export_that_matched_nothing_fails_and_names_the_format_found() {
+    let dir = TempPath::dir("export-nothing");
+    let pcap = dir.path().join("fm2023.pcap");
+    let datagrams: Vec<(u64, u16, Vec<u8>)> = (0..1_200)
+        .map(|i| (i * 16, 5400, Spec::new(Format::Fm2023, i as u32).build()))
+        .collect();
+    write_capture(&pcap, &datagrams);
+    let out = dir.path().join("x.csv");
+    let (pcap_text, out_text) = (pcap.display().to_string(), out.display().to_string());
+    let done = Bin::run(
+        &[
+            "export", "--file", &pcap_text, "--format", "fh6", "--output", &out_text,
+        ],
+        None,
+    );
+    assert_eq!(done.code(), 1, "{}", done.stderr);
+    done.assert_stderr_has(&[
+        "none of the 1,200 datagrams is in the fh6 format (324 bytes); \
+         they are 331 bytes: fm2023 — use --format fm2023 or auto",
+    ]);
+    // The same capture read as it is exports every row.
+    let done = Bin::run(
+        &[
+            "export", "--file", &pcap_text, "--format", "auto", "--output", &out_text,
+        ],
+        None,
+    );
+    assert_eq!(done.code(), 0, "{}", done.stderr);
+    assert_eq!(
+        Table::read(std::fs::File::open(&out).expect("the CSV"))
+            .rows
+            .len(),
+        1_200
+    );
+}
+
+/// Issue 13 item 6: `watch` said how many datagrams it ignored, not why.
+#[test]
+fn issue_13_watch_says_why_it_ignores_datagrams() {
+    let mut bin = Piped::spawn(&["watch", "--listen", "127.0.0.1:0", "--format", "fh6"]);
+    let sender = Sender::new(bin.listening());
+    let fm7 = Spec::new(Format::Fm7, 1).build();
+    let line = bin.until(true, |l| l.contains(" ignored"), || sender.send(&fm7));
+    assert!(line.starts_with("no packets yet ("), "{line}");
+    for part in [
+        "ignored, not in the fh6 format (324 bytes); ",
+        " 311 bytes: fm7 — use --format fm7 or auto (the last from 127.0.0.1:",
+    ] {
+        assert!(line.contains(part), "{part:?} not in {line:?}");
+    }
+    assert_eq!(bin.interrupt(), 0);
 }
 
 /// Whether `tool` runs (see [`common::require_tool`]).
@@ -315,7 +632,7 @@ fn capture(dir: &Path, name: &str, packets: &[&[u8]], port: u16) -> std::path::P
 /// The Lua script as `forza-relay dissector` prints it, saved in `dir`.
 #[track_caller]
 fn dissector(dir: &Path, args: &[&str]) -> std::path::PathBuf {
-    let out = Command::new(env!("CARGO_BIN_EXE_forza-relay"))
+    let out = common::bin::command()
         .arg("dissector")
         .args(args)
         .output()
@@ -550,7 +867,10 @@ fn export_a_capture_file_to_csv_as_fast_as_it_reads() {
         None,
     );
     assert_eq!(done.code(), 0, "{}", done.stderr);
-    done.assert_stderr_has(&["4 rows written to", &out_text, "port 5400, 4 packets"]);
+    done.assert_stderr_has(&[
+        &format!("{out_text}: 4 rows written"),
+        "port 5400, 4 packets",
+    ]);
 
     let table = Table::read(std::fs::File::open(&out).expect("the CSV file"));
     assert_eq!(table.rows.len(), 4);
@@ -689,9 +1009,10 @@ fn watch_a_capture_file_without_a_terminal_prints_lines_and_ends_with_it() {
     assert_eq!(done.code(), 0, "{}", done.stderr);
     done.assert_stderr_has(&["playing", &pcap_text, "port 5400, 60 packets"]);
     let expected = format!(
-        "speed {:.0} km/h, gear {GEAR}, {:.0} rpm, lap {LAP_NUMBER},",
+        "speed {:.0} km/h, gear {GEAR}, {:.0} rpm, lap {},",
         SPEED * 3.6,
-        CURRENT_ENGINE_RPM
+        CURRENT_ENGINE_RPM,
+        DRIVERS_LAP
     );
     let lines: Vec<&str> = done.stdout.lines().collect();
     assert!(!lines.is_empty(), "no lines:\n{}", done.stderr);
@@ -740,9 +1061,10 @@ fn run_watch_without_a_terminal_prints_lines_and_the_final_summary() {
     done.assert_summary_line("dash", dash_addr, "fh5", sent);
 
     let expected = format!(
-        "speed {:.0} km/h, gear {GEAR}, {:.0} rpm, lap {LAP_NUMBER},",
+        "speed {:.0} km/h, gear {GEAR}, {:.0} rpm, lap {},",
         SPEED * 3.6,
-        CURRENT_ENGINE_RPM
+        CURRENT_ENGINE_RPM,
+        DRIVERS_LAP
     );
     let lines: Vec<&str> = done
         .stdout

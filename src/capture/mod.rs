@@ -5,13 +5,14 @@
 //!   Wireshark, tshark and tcpdump show UDP.
 //! - [`Reader`] reads pcap and pcapng files made by us or by other tools (link
 //!   types Ethernet, raw IP, Linux cooked v1/v2, BSD/Windows loopback), one UDP
-//!   datagram at a time, skipping and counting every other frame.
+//!   datagram at a time, skipping and counting every other frame, and reading
+//!   past (and counting) records of any size and fields that make no sense.
 //! - [`Streams`] lists a capture's UDP streams by destination and picks the one
 //!   to replay ([`Selection`]); [`replay`] sends it with its original spacing.
 //!
-//! Files are the crate `pcap-file`'s; this module adds the IP/UDP and link
-//! headers. Nothing here panics on a file's contents: every problem is a
-//! [`CaptureError`] naming the file.
+//! The file formats are read and written here (pcap-file only names link
+//! types). Nothing here panics on a file's contents: every problem is counted or
+//! is a [`CaptureError`] naming the file.
 
 mod ip;
 mod link;
@@ -25,25 +26,15 @@ use std::fmt;
 use std::io;
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::time::SystemTime;
 
+pub use crate::tap::Datagram;
 pub use link::Link;
-pub use read::{FileFormat, Reader, Skipped};
-pub use streams::{Selection, Stream, Streams};
+pub use read::{
+    Damage, FileFormat, NotRawDump, Reader, Skipped, MAX_RECORD, RAW_DUMP_ADDR, RAW_DUMP_RATE,
+};
+pub use record::{create_new, Existing};
+pub use streams::{Listing, Selection, Stream, Streams, MAX_STREAMS, SHOWN_STREAMS};
 pub use write::Writer;
-
-/// One UDP datagram read from a capture.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Datagram {
-    /// When it was captured.
-    pub time: SystemTime,
-    /// The sender's address and port.
-    pub from: SocketAddr,
-    /// The destination address and port.
-    pub to: SocketAddr,
-    /// The UDP payload (a Forza packet, for the streams this program cares about).
-    pub payload: Vec<u8>,
-}
 
 /// What went wrong with a capture file, naming the file.
 #[derive(Debug)]
@@ -61,6 +52,17 @@ pub enum CaptureError {
         path: PathBuf,
         /// Why.
         source: io::Error,
+    },
+    /// A recording's file exists, and is not to be replaced.
+    Exists {
+        /// The file.
+        path: PathBuf,
+    },
+    /// A recording was to replace something that is not a regular file (a
+    /// FIFO, a device, a folder).
+    NotAFile {
+        /// The path.
+        path: PathBuf,
     },
     /// Reading failed part-way.
     Read {
@@ -83,12 +85,15 @@ pub enum CaptureError {
         /// The file.
         path: PathBuf,
     },
-    /// The file starts with neither a pcap nor a pcapng magic number.
+    /// The file starts with neither a pcap nor a pcapng magic number, and is
+    /// not a raw dump either.
     NotACapture {
         /// The file.
         path: PathBuf,
         /// Its first (up to four) bytes.
         start: Vec<u8>,
+        /// Why it is not a raw dump.
+        why: NotRawDump,
     },
     /// The file ends inside a record (or inside its header, with 0 packets).
     Truncated {
@@ -135,8 +140,10 @@ pub enum CaptureError {
     SeveralPorts {
         /// The file.
         path: PathBuf,
-        /// Its streams, most packets first.
-        streams: Vec<Stream>,
+        /// How many destination ports.
+        ports: usize,
+        /// Its streams with the most packets, and how many more.
+        streams: Listing,
     },
     /// The port given has no datagram in the capture.
     NoSuchPort {
@@ -144,8 +151,8 @@ pub enum CaptureError {
         path: PathBuf,
         /// The port asked for.
         port: u16,
-        /// The streams there are.
-        streams: Vec<Stream>,
+        /// The streams there are: those with the most packets, and how many more.
+        streams: Listing,
     },
     /// The replay's socket could not be opened.
     Socket {
@@ -164,6 +171,17 @@ impl fmt::Display for CaptureError {
             E::Create { path, source } => {
                 write!(f, "cannot create {}: {source}", path.display())
             }
+            E::Exists { path } => write!(
+                f,
+                "{} already exists, and a recording never replaces a file: give another \
+                 name, put {{time}} in it, or add --force to replace it",
+                path.display()
+            ),
+            E::NotAFile { path } => write!(
+                f,
+                "{} is not a regular file (a folder, a FIFO or a device): record into a file",
+                path.display()
+            ),
             E::Read {
                 path,
                 packets,
@@ -178,18 +196,18 @@ impl fmt::Display for CaptureError {
                 write!(f, "cannot write to {}: {source}", path.display())
             }
             E::Empty { path } => write!(f, "{} is empty, not a capture", path.display()),
-            E::NotACapture { path, start } => {
+            E::NotACapture { path, start, why } => {
                 write!(
                     f,
-                    "{} is not a pcap or pcapng capture (it starts with",
+                    "{} is not a capture forza-relay reads; it reads pcap (starting with d4 c3 \
+                     b2 a1 or a1 b2 c3 d4), pcapng (0a 0d 0d 0a) and raw dumps of Forza \
+                     datagrams back to back (232, 311, 324 or 331 bytes each). It starts with",
                     path.display()
                 )?;
                 for b in start {
                     write!(f, " {b:02x}")?;
                 }
-                f.write_str(
-                    "; a pcap starts with d4 c3 b2 a1 or a1 b2 c3 d4, a pcapng with 0a 0d 0d 0a)",
-                )
+                write!(f, ", and {why}")
             }
             E::Truncated { path, packets: 0 } => write!(
                 f,
@@ -236,42 +254,30 @@ impl fmt::Display for CaptureError {
                 path.display(),
                 thousands(*frames)
             ),
-            E::SeveralPorts { path, streams } => {
-                let mut ports: Vec<u16> = streams.iter().map(|s| s.to.port()).collect();
-                ports.sort_unstable();
-                ports.dedup();
-                write!(
-                    f,
-                    "{} holds UDP datagrams to {} destination ports; pick one with --port PORT:",
-                    path.display(),
-                    ports.len()
-                )?;
-                list(f, streams)
-            }
+            E::SeveralPorts {
+                path,
+                ports,
+                streams,
+            } => write!(
+                f,
+                "{} holds UDP datagrams to {} destination ports; pick one with --port PORT:{streams}",
+                path.display(),
+                thousands(*ports as u64)
+            ),
             E::NoSuchPort {
                 path,
                 port,
                 streams,
-            } => {
-                write!(
-                    f,
-                    "{} holds no UDP datagrams to port {port}; its streams are:",
-                    path.display()
-                )?;
-                list(f, streams)
-            }
+            } => write!(
+                f,
+                "{} holds no UDP datagrams to port {port}; its streams are:{streams}",
+                path.display()
+            ),
             E::Socket { to, source } => {
                 write!(f, "cannot open a socket to send to {to}: {source}")
             }
         }
     }
-}
-
-fn list(f: &mut fmt::Formatter<'_>, streams: &[Stream]) -> fmt::Result {
-    for s in streams {
-        write!(f, "\n  --port {:<5}  {s}", s.to.port())?;
-    }
-    Ok(())
 }
 
 impl std::error::Error for CaptureError {
@@ -287,18 +293,7 @@ impl std::error::Error for CaptureError {
     }
 }
 
-/// `n` with a comma every three digits: `3,600`.
-pub(crate) fn thousands(n: u64) -> String {
-    let digits = n.to_string();
-    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
-    for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i) % 3 == 0 {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
-}
+pub(crate) use crate::numbers::thousands;
 
 fn packet_count(n: u64) -> String {
     if n == 1 {
@@ -320,18 +315,5 @@ mod tests {
         send::<Writer>();
         send::<Reader>();
         send::<CaptureError>();
-    }
-
-    #[test]
-    fn thousands_puts_commas_every_three_digits() {
-        for (n, text) in [
-            (0, "0"),
-            (999, "999"),
-            (1_000, "1,000"),
-            (65_507, "65,507"),
-            (1_234_567, "1,234,567"),
-        ] {
-            assert_eq!(thousands(n), text);
-        }
     }
 }

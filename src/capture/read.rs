@@ -1,34 +1,72 @@
 //! Reading captures: pcap or pcapng (told by the magic number), any link type of
-//! [`Link`], one UDP datagram at a time so a capture of any size streams through.
+//! [`Link`], one UDP datagram at a time so a capture of any size streams through;
+//! and raw dumps, Forza datagrams of one length back to back as many tools save
+//! them, without times or addresses (told by their length and content).
+//!
+//! The file is read record by record with a buffer of the reader's own: a record
+//! of any size is read past (one over [`MAX_RECORD`] is skipped and counted), and
+//! a field that makes no sense costs only its record or option, counted
+//! ([`Skipped`], [`Damage`]), as tshark reads on. Only a file that ends inside a
+//! record ([`CaptureError::Truncated`]) or a pcapng block whose length can't be
+//! right ([`CaptureError::Corrupt`]) ends the reading early, after everything
+//! before it.
 
-use std::borrow::Cow;
 use std::fs::File;
-use std::io::{self, Read, Seek};
+use std::io::{self, BufReader, Read, Seek};
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use pcap_file::pcap::PcapReader;
-use pcap_file::pcapng::blocks::interface_description::{
-    InterfaceDescriptionBlock, InterfaceDescriptionOption,
-};
-use pcap_file::pcapng::{Block, PcapNgReader};
-use pcap_file::{PcapError, TsResolution};
-
 use super::ip::Skip;
 use super::link::Link;
-use super::{CaptureError, Datagram};
+use super::{thousands, CaptureError, Datagram};
+use crate::wire::{field, Format};
 
 /// The first four bytes of a pcapng file (a Section Header Block).
 const PCAPNG_MAGIC: [u8; 4] = [0x0A, 0x0D, 0x0D, 0x0A];
-/// pcap's magic numbers, microsecond and nanosecond, in both byte orders.
-const PCAP_MAGICS: [[u8; 4]; 4] = [
-    [0xA1, 0xB2, 0xC3, 0xD4],
-    [0xD4, 0xC3, 0xB2, 0xA1],
-    [0xA1, 0xB2, 0x3C, 0x4D],
-    [0x4D, 0x3C, 0xB2, 0xA1],
+/// pcap's magic numbers as they appear in a file: (bytes, big-endian, nanoseconds).
+const PCAP_MAGICS: [([u8; 4], bool, bool); 4] = [
+    ([0xA1, 0xB2, 0xC3, 0xD4], true, false),
+    ([0xD4, 0xC3, 0xB2, 0xA1], false, false),
+    ([0xA1, 0xB2, 0x3C, 0x4D], true, true),
+    ([0x4D, 0x3C, 0xB2, 0xA1], false, true),
 ];
+/// A pcap file header, and a pcap record header.
+const PCAP_HEADER: usize = 24;
+const PCAP_RECORD_HEADER: usize = 16;
+/// pcapng's byte-order mark, as read in the section's own byte order.
+const BYTE_ORDER_MAGIC: u32 = 0x1A2B_3C4D;
+/// pcapng block types read (pcapng spec, section 11.1); a Section Header Block
+/// starts with [`PCAPNG_MAGIC`].
+const INTERFACE_DESCRIPTION: u32 = 1;
+const OBSOLETE_PACKET: u32 = 2;
+const SIMPLE_PACKET: u32 = 3;
+const ENHANCED_PACKET: u32 = 6;
+/// Interface options read: if_tsresol and if_tsoffset; 0 ends the options.
+const OPT_END: u16 = 0;
+const IF_TSRESOL: u16 = 9;
+const IF_TSOFFSET: u16 = 14;
 /// pcapng's default timestamp resolution: microseconds (if_tsresol = 6).
 const DEFAULT_TSRESOL: u8 = 6;
+/// The longest record read: tcpdump's largest snap length, room for any IP packet
+/// (at most 65,535 bytes) and its link header. Longer ones are skipped and counted.
+pub const MAX_RECORD: usize = 262_144;
+
+/// Datagrams a second a raw dump is read at: it has no times, so datagram `i`
+/// is given the time `i / 60` s after the Unix epoch, one game frame apart.
+pub const RAW_DUMP_RATE: u32 = 60;
+/// The sender and destination a raw dump's datagrams are given: it has neither.
+pub const RAW_DUMP_ADDR: SocketAddr = SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0));
+/// The Forza lengths a raw dump may have, shortest first.
+const RAW_LENGTHS: [usize; 4] = [232, 311, 324, 331];
+const _: () = assert!(
+    RAW_LENGTHS[0] == Format::Sled.len()
+        && RAW_LENGTHS[1] == Format::Fm7.len()
+        && RAW_LENGTHS[2] == Format::Fh6.len()
+        && RAW_LENGTHS[3] == Format::Fm2023.len()
+);
+/// Datagrams of a raw dump looked at to tell its length.
+const RAW_SAMPLE: usize = 256;
 
 /// The file formats read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -37,6 +75,135 @@ pub enum FileFormat {
     Pcap,
     /// pcapng (Wireshark's default).
     PcapNg,
+    /// Forza datagrams of one length back to back, without times or addresses.
+    RawDump {
+        /// The datagrams' length: 232, 311, 324 or 331 bytes.
+        len: usize,
+        /// How many.
+        datagrams: u64,
+    },
+}
+
+impl std::fmt::Display for FileFormat {
+    /// `pcap`, `pcapng`, `a raw dump of 3,600 datagrams of 324 bytes (fh4/fh5/fh6)`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            FileFormat::Pcap => f.write_str("pcap"),
+            FileFormat::PcapNg => f.write_str("pcapng"),
+            FileFormat::RawDump { len, datagrams } => {
+                let games = match Format::ALL.iter().find(|g| g.len() == *len) {
+                    Some(_) if *len == Format::Fh6.len() => "fh4/fh5/fh6".to_owned(),
+                    Some(g) => g.id().to_owned(),
+                    None => "?".to_owned(),
+                };
+                write!(
+                    f,
+                    "a raw dump of {} datagrams of {len} bytes ({games})",
+                    thousands(*datagrams)
+                )
+            }
+        }
+    }
+}
+
+/// Why a file that is neither pcap nor pcapng is not a raw dump either.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NotRawDump {
+    /// Its size is no whole number of datagrams of a Forza length.
+    Size(u64),
+    /// As datagrams of `len` bytes, datagram `index` (from 1) has an IsRaceOn
+    /// other than 0 or 1.
+    RaceOn {
+        /// The length tried.
+        len: usize,
+        /// Which datagram, from 1.
+        index: usize,
+        /// Its IsRaceOn.
+        value: i32,
+    },
+    /// Datagrams of several lengths read alike.
+    Ambiguous(Vec<usize>),
+}
+
+impl std::fmt::Display for NotRawDump {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            NotRawDump::Size(size) => write!(
+                f,
+                "its {} bytes are not a whole number of datagrams of any of those lengths",
+                thousands(*size)
+            ),
+            NotRawDump::RaceOn { len, index, value } => write!(
+                f,
+                "read as a raw dump, datagram {index} of {len} bytes has IsRaceOn = {value}, \
+                 where a Forza packet has 0 or 1"
+            ),
+            NotRawDump::Ambiguous(lens) => {
+                f.write_str("it reads as datagrams of")?;
+                for (i, len) in lens.iter().enumerate() {
+                    let sep = match i {
+                        0 => " ",
+                        i if i + 1 == lens.len() => " or ",
+                        _ => ", ",
+                    };
+                    write!(f, "{sep}{len}")?;
+                }
+                f.write_str(" bytes alike, so its length can't be told")
+            }
+        }
+    }
+}
+
+/// The length of the datagrams of a raw dump of `size` bytes that starts with
+/// `sample` (its first bytes, [`RAW_SAMPLE`] datagrams or all of it): one that
+/// divides the size and gives every datagram looked at an IsRaceOn of 0 or 1;
+/// among several, the one whose TimestampMS most often rises by a frame or so.
+fn raw_dump_length(size: u64, sample: &[u8]) -> Result<usize, NotRawDump> {
+    let race_on_at = field::IS_RACE_ON.offset;
+    let timestamp_at = field::TIMESTAMP_MS.offset;
+    let word = |b: &[u8], at: usize| [b[at], b[at + 1], b[at + 2], b[at + 3]];
+    let mut fits = Vec::new();
+    let mut first_bad = None;
+    for len in RAW_LENGTHS {
+        if size == 0 || !size.is_multiple_of(len as u64) {
+            continue;
+        }
+        let datagrams: Vec<&[u8]> = sample.chunks_exact(len).take(RAW_SAMPLE).collect();
+        let bad = datagrams.iter().enumerate().find_map(|(i, d)| {
+            let value = i32::from_le_bytes(word(d, race_on_at));
+            (value != 0 && value != 1).then_some(NotRawDump::RaceOn {
+                len,
+                index: i + 1,
+                value,
+            })
+        });
+        if let Some(bad) = bad {
+            first_bad.get_or_insert(bad);
+            continue;
+        }
+        // A frame apart is 16 or 33 ms; a second covers pauses in sending.
+        let steps = datagrams
+            .windows(2)
+            .filter(|w| {
+                let step = u32::from_le_bytes(word(w[1], timestamp_at))
+                    .wrapping_sub(u32::from_le_bytes(word(w[0], timestamp_at)));
+                (1..=1_000).contains(&step)
+            })
+            .count();
+        fits.push((len, steps));
+    }
+    let Some(best) = fits.iter().map(|(_, steps)| *steps).max() else {
+        return Err(first_bad.unwrap_or(NotRawDump::Size(size)));
+    };
+    let best: Vec<usize> = fits
+        .iter()
+        .filter(|(_, steps)| *steps == best)
+        .map(|(len, _)| *len)
+        .collect();
+    match best[..] {
+        [len] => Ok(len),
+        _ => Err(NotRawDump::Ambiguous(best)),
+    }
 }
 
 /// Frames read that held no UDP datagram to use, by reason.
@@ -50,12 +217,25 @@ pub struct Skipped {
     pub cut_short: u64,
     /// Frames whose headers make no sense.
     pub malformed: u64,
+    /// Frames on a pcapng interface whose link type is not read here.
+    pub other_link: u64,
+    /// Records longer than [`MAX_RECORD`]: no UDP datagram is that long.
+    pub oversized: u64,
+    /// Records whose own fields make no sense (longer than their block, on an
+    /// interface the file never described).
+    pub bad_records: u64,
 }
 
 impl Skipped {
     /// Every frame skipped.
     pub fn total(&self) -> u64 {
-        self.not_udp + self.fragments + self.cut_short + self.malformed
+        self.not_udp
+            + self.fragments
+            + self.cut_short
+            + self.malformed
+            + self.other_link
+            + self.oversized
+            + self.bad_records
     }
 
     fn add(&mut self, skip: Skip) {
@@ -71,27 +251,74 @@ impl Skipped {
 
 impl std::fmt::Display for Skipped {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let parts = [
-            (self.not_udp, "not UDP"),
-            (self.fragments, "IP fragments"),
-            (self.cut_short, "cut short"),
-            (self.malformed, "malformed"),
-        ];
-        let mut first = true;
-        for (n, what) in parts {
-            if n > 0 {
-                if !first {
-                    f.write_str(", ")?;
-                }
-                write!(f, "{} {what}", super::thousands(n))?;
-                first = false;
-            }
-        }
-        if first {
-            f.write_str("none")?;
-        }
-        Ok(())
+        list(
+            f,
+            &[
+                (self.not_udp, "not UDP"),
+                (self.fragments, "IP fragments"),
+                (self.cut_short, "cut short"),
+                (self.malformed, "malformed"),
+                (self.other_link, "on a link type not read"),
+                (self.oversized, "records over 256 KiB"),
+                (self.bad_records, "records whose fields make no sense"),
+            ],
+        )
     }
+}
+
+/// What was wrong in a capture but read past, besides the frames [`Skipped`].
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Damage {
+    /// Packets whose timestamp has a fraction of a second or more: each is given
+    /// the previous packet's time.
+    pub timestamps: u64,
+    /// pcapng options ignored because their length is wrong for their kind (an
+    /// `if_tsresol` that is not one byte) or runs past their block.
+    pub options: u64,
+    /// pcapng blocks skipped because they are too short for their kind.
+    pub blocks: u64,
+}
+
+impl Damage {
+    /// Whether anything was wrong.
+    pub fn any(&self) -> bool {
+        *self != Damage::default()
+    }
+}
+
+impl std::fmt::Display for Damage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        list(
+            f,
+            &[
+                (
+                    self.timestamps,
+                    "timestamps with a fraction of a second or more (each packet given the \
+                     previous one's time)",
+                ),
+                (self.options, "options of the wrong length ignored"),
+                (self.blocks, "blocks too short for their kind skipped"),
+            ],
+        )
+    }
+}
+
+/// `2 not UDP, 1 IP fragments`: the non-zero counts, or "none".
+fn list(f: &mut std::fmt::Formatter<'_>, parts: &[(u64, &str)]) -> std::fmt::Result {
+    let mut first = true;
+    for (n, what) in parts {
+        if *n > 0 {
+            if !first {
+                f.write_str(", ")?;
+            }
+            write!(f, "{} {what}", thousands(*n))?;
+            first = false;
+        }
+    }
+    if first {
+        f.write_str("none")?;
+    }
+    Ok(())
 }
 
 /// A pcapng interface: its link layer and its clock.
@@ -102,26 +329,10 @@ struct Interface {
     /// if_tsresol: 10^-n seconds per tick, or 2^-n when the top bit is set.
     tsresol: u8,
     /// if_tsoffset: seconds added to every timestamp.
-    tsoffset: u64,
+    tsoffset: i64,
 }
 
 impl Interface {
-    fn of(idb: &InterfaceDescriptionBlock<'_>) -> Interface {
-        let mut interface = Interface {
-            link: Link::from_code(idb.linktype.into()).ok_or(idb.linktype.into()),
-            tsresol: DEFAULT_TSRESOL,
-            tsoffset: 0,
-        };
-        for option in &idb.options {
-            match option {
-                InterfaceDescriptionOption::IfTsResol(r) => interface.tsresol = *r,
-                InterfaceDescriptionOption::IfTsOffset(o) => interface.tsoffset = *o,
-                _ => {}
-            }
-        }
-        interface
-    }
-
     /// The time of a packet stamped `ticks`.
     fn time(&self, ticks: u64) -> SystemTime {
         let ticks = u128::from(ticks);
@@ -136,113 +347,191 @@ impl Interface {
             let exp = u32::from(self.tsresol & 0x7F);
             (ticks * 1_000_000_000).checked_shr(exp).unwrap_or(0)
         };
-        let since = Duration::from_secs(self.tsoffset).saturating_add(Duration::from_nanos(
-            u64::try_from(nanos).unwrap_or(u64::MAX),
-        ));
-        UNIX_EPOCH.checked_add(since).unwrap_or(UNIX_EPOCH)
+        let since = Duration::from_nanos(u64::try_from(nanos).unwrap_or(u64::MAX));
+        let offset = Duration::from_secs(self.tsoffset.unsigned_abs());
+        let time = if self.tsoffset >= 0 {
+            UNIX_EPOCH.checked_add(since.saturating_add(offset))
+        } else {
+            UNIX_EPOCH.checked_add(since.saturating_sub(offset))
+        };
+        time.unwrap_or(UNIX_EPOCH)
     }
 }
 
-enum Source {
+/// How the records of the file are laid out.
+#[derive(Debug)]
+enum Layout {
     Pcap {
-        reader: PcapReader<File>,
         link: Link,
-        resolution: TsResolution,
+        nanos: bool,
+        big_endian: bool,
     },
     PcapNg {
-        reader: PcapNgReader<File>,
+        /// The current section's byte order.
+        big_endian: bool,
+        /// The current section's interfaces, by number.
         interfaces: Vec<Interface>,
+    },
+    RawDump {
+        len: usize,
     },
 }
 
-/// One captured frame, borrowing the reader's buffer.
-struct Frame<'a> {
+/// One packet record of the file, its bytes in the reader's buffer.
+#[derive(Debug, Clone, Copy)]
+struct LinkRecord {
     time: SystemTime,
-    link: Link,
-    data: Cow<'a, [u8]>,
+    /// Its link layer; `None` for a raw dump's bare datagram.
+    link: Option<Link>,
+    len: usize,
 }
 
-/// Reads the UDP datagrams of a pcap or pcapng file, in file order.
+/// Reads the UDP datagrams of a pcap or pcapng file, or the datagrams of a raw
+/// dump, in file order: from a file ([`Reader::open`]) or any seekable input
+/// ([`Reader::new`]).
 ///
-/// An iterator of `Result<Datagram, CaptureError>`: frames without a usable UDP
-/// datagram are skipped and counted ([`Reader::skipped`]); an error ends it (the
-/// file ends inside a record: [`CaptureError::Truncated`], with how many frames
-/// were read fine).
-pub struct Reader {
+/// [`Reader::next_datagram`] lends each datagram from the reader's buffer; as an
+/// iterator it yields owned ones, `Result<Datagram, CaptureError>`. Frames
+/// without a usable UDP datagram are skipped and counted ([`Reader::skipped`]),
+/// damaged fields read past and counted ([`Reader::damage`]). An error ends it:
+/// the file ends inside a record ([`CaptureError::Truncated`], with how many
+/// frames were read fine), a pcapng block's length can't be right
+/// ([`CaptureError::Corrupt`]), or the file can't be read.
+pub struct Reader<R = File> {
     path: PathBuf,
     format: FileFormat,
-    source: Source,
+    input: BufReader<R>,
+    layout: Layout,
+    buf: Vec<u8>,
     frames: u64,
     skipped: Skipped,
+    damage: Damage,
+    /// The link type of the first frame on an interface not read here.
+    other_link: Option<u32>,
     last_time: SystemTime,
     done: bool,
 }
 
-impl std::fmt::Debug for Reader {
+impl<R> std::fmt::Debug for Reader<R> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Reader")
             .field("path", &self.path)
             .field("format", &self.format)
             .field("frames", &self.frames)
             .field("skipped", &self.skipped)
+            .field("damage", &self.damage)
             .finish_non_exhaustive()
+    }
+}
+
+/// What [`Reader`]'s reading found instead of a record.
+enum Stop {
+    /// The file ended where a record could start: the normal end.
+    End,
+    /// Something to report: the reading ends with it.
+    Error(CaptureError),
+}
+
+impl From<CaptureError> for Stop {
+    fn from(e: CaptureError) -> Stop {
+        Stop::Error(e)
     }
 }
 
 impl Reader {
     /// Opens `path` and reads its header.
     pub fn open(path: &Path) -> Result<Reader, CaptureError> {
-        let open_error = |source| CaptureError::Open {
+        let file = File::open(path).map_err(|source| CaptureError::Open {
             path: path.to_owned(),
             source,
+        })?;
+        Reader::new(file, path)
+    }
+}
+
+impl<R: Read + Seek> Reader<R> {
+    /// Reads the header of the capture `input`, called `path` in messages.
+    pub fn new(input: R, path: &Path) -> Result<Reader<R>, CaptureError> {
+        let mut reader = Reader {
+            path: path.to_owned(),
+            format: FileFormat::Pcap,
+            input: BufReader::with_capacity(64 * 1024, input),
+            layout: Layout::PcapNg {
+                big_endian: false,
+                interfaces: Vec::new(),
+            },
+            buf: Vec::new(),
+            frames: 0,
+            skipped: Skipped::default(),
+            damage: Damage::default(),
+            other_link: None,
+            last_time: UNIX_EPOCH,
+            done: false,
         };
-        let mut file = File::open(path).map_err(open_error)?;
         let mut magic = [0u8; 4];
-        let got = read_up_to(&mut file, &mut magic).map_err(open_error)?;
-        file.rewind().map_err(open_error)?;
-        let format = if got == 4 && magic == PCAPNG_MAGIC {
-            FileFormat::PcapNg
-        } else if got == 4 && PCAP_MAGICS.contains(&magic) {
-            FileFormat::Pcap
+        let got = reader.fill(&mut magic)?;
+        if got == 4 && magic == PCAPNG_MAGIC {
+            reader.format = FileFormat::PcapNg;
+            match reader.section_header() {
+                Ok(()) => {}
+                Err(Stop::End) => return Err(reader.cut()),
+                Err(Stop::Error(e)) => return Err(e),
+            }
+        } else if let Some(&(_, big_endian, nanos)) = PCAP_MAGICS
+            .iter()
+            .find(|(bytes, ..)| got == 4 && *bytes == magic)
+        {
+            let mut rest = [0u8; PCAP_HEADER - 4];
+            reader.exactly(&mut rest)?;
+            // The link type is in the low 16 bits; the high ones may flag an FCS.
+            let code = u32_of(&rest[16..20], big_endian) & 0xFFFF;
+            let link = Link::from_code(code).ok_or_else(|| CaptureError::UnsupportedLink {
+                path: path.to_owned(),
+                link: code,
+            })?;
+            reader.layout = Layout::Pcap {
+                link,
+                nanos,
+                big_endian,
+            };
         } else if got == 0 {
             return Err(CaptureError::Empty {
                 path: path.to_owned(),
             });
         } else {
-            return Err(CaptureError::NotACapture {
-                path: path.to_owned(),
-                start: magic[..got].to_vec(),
-            });
-        };
-        let source = match format {
-            FileFormat::Pcap => {
-                let reader = PcapReader::new(file).map_err(|e| error(path, 0, e))?;
-                let header = reader.header();
-                let code = header.datalink.into();
-                let link = Link::from_code(code).ok_or_else(|| CaptureError::UnsupportedLink {
-                    path: path.to_owned(),
-                    link: code,
-                })?;
-                Source::Pcap {
-                    reader,
-                    link,
-                    resolution: header.ts_resolution,
-                }
+            reader.raw_dump(&magic[..got])?;
+        }
+        Ok(reader)
+    }
+
+    /// Takes the file, which starts with `start`, as a raw dump if it is one.
+    fn raw_dump(&mut self, start: &[u8]) -> Result<(), CaptureError> {
+        let path = self.path.clone();
+        let open_error = |source| CaptureError::Open { path, source };
+        let size = self
+            .input
+            .seek(io::SeekFrom::End(0))
+            .map_err(open_error.clone())?;
+        self.input.rewind().map_err(open_error.clone())?;
+        let mut sample = vec![0u8; RAW_SAMPLE * RAW_LENGTHS[3]];
+        let got = self.fill(&mut sample)?;
+        sample.truncate(got);
+        self.input.rewind().map_err(open_error)?;
+        match raw_dump_length(size, &sample) {
+            Ok(len) => {
+                self.format = FileFormat::RawDump {
+                    len,
+                    datagrams: size / len as u64,
+                };
+                self.layout = Layout::RawDump { len };
+                Ok(())
             }
-            FileFormat::PcapNg => Source::PcapNg {
-                reader: PcapNgReader::new(file).map_err(|e| error(path, 0, e))?,
-                interfaces: Vec::new(),
-            },
-        };
-        Ok(Reader {
-            path: path.to_owned(),
-            format,
-            source,
-            frames: 0,
-            skipped: Skipped::default(),
-            last_time: UNIX_EPOCH,
-            done: false,
-        })
+            Err(why) => Err(CaptureError::NotACapture {
+                path: self.path.clone(),
+                start: start.to_vec(),
+                why,
+            }),
+        }
     }
 
     /// The file read.
@@ -250,7 +539,7 @@ impl Reader {
         &self.path
     }
 
-    /// pcap or pcapng.
+    /// pcap, pcapng, or a raw dump and its datagrams' length.
     pub fn format(&self) -> FileFormat {
         self.format
     }
@@ -264,143 +553,472 @@ impl Reader {
     pub fn skipped(&self) -> Skipped {
         self.skipped
     }
-}
 
-impl Iterator for Reader {
-    type Item = Result<Datagram, CaptureError>;
+    /// What was wrong in the file so far, and read past.
+    pub fn damage(&self) -> Damage {
+        self.damage
+    }
 
-    fn next(&mut self) -> Option<Self::Item> {
+    /// The link type of the first frame skipped because its pcapng interface's
+    /// link type is not read here.
+    pub fn other_link(&self) -> Option<u32> {
+        self.other_link
+    }
+
+    /// The next UDP datagram, lent from the reader's buffer; `None` at the end,
+    /// and after an error.
+    pub fn next_datagram(&mut self) -> Option<Result<Datagram<&[u8]>, CaptureError>> {
         if self.done {
             return None;
         }
-        let Reader {
-            path,
-            source,
-            frames,
-            skipped,
-            last_time,
-            done,
-            ..
-        } = self;
-        loop {
-            let frame = match next_frame(source, path, *frames, *last_time) {
-                None => {
-                    *done = true;
-                    return None;
+        let (time, from, to, payload) = loop {
+            let record = match self.next_record() {
+                Ok(record) => record,
+                Err(stop) => {
+                    self.done = true;
+                    return match stop {
+                        Stop::End => None,
+                        Stop::Error(e) => Some(Err(e)),
+                    };
                 }
-                Some(Err(e)) => {
-                    *done = true;
-                    return Some(Err(e));
-                }
-                Some(Ok(None)) => continue,
-                Some(Ok(Some(frame))) => frame,
             };
-            *frames += 1;
-            *last_time = frame.time;
-            match frame.link.udp(&frame.data) {
+            self.frames += 1;
+            self.last_time = record.time;
+            let frame = &self.buf[..record.len];
+            let Some(link) = record.link else {
+                break (record.time, RAW_DUMP_ADDR, RAW_DUMP_ADDR, 0..record.len);
+            };
+            match link.udp(frame) {
                 Ok(udp) => {
-                    return Some(Ok(Datagram {
-                        time: frame.time,
-                        from: udp.from,
-                        to: udp.to,
-                        payload: udp.payload.to_vec(),
-                    }))
+                    // The payload lies inside the frame: where, so that it can be
+                    // lent once this loop's borrows end.
+                    let start = udp.payload.as_ptr() as usize - frame.as_ptr() as usize;
+                    break (
+                        record.time,
+                        udp.from,
+                        udp.to,
+                        start..start + udp.payload.len(),
+                    );
                 }
-                Err(skip) => skipped.add(skip),
+                Err(skip) => self.skipped.add(skip),
             }
+        };
+        Some(Ok(Datagram {
+            time,
+            from,
+            to,
+            payload: &self.buf[payload],
+        }))
+    }
+
+    /// The next packet record, its bytes in `buf`, reading past every other block.
+    fn next_record(&mut self) -> Result<LinkRecord, Stop> {
+        loop {
+            let record = match self.layout {
+                Layout::Pcap {
+                    link,
+                    nanos,
+                    big_endian,
+                } => self.pcap_record(link, nanos, big_endian)?,
+                Layout::PcapNg { .. } => self.pcapng_block()?,
+                Layout::RawDump { len } => Some(self.raw_datagram(len)?),
+            };
+            if let Some(record) = record {
+                return Ok(record);
+            }
+        }
+    }
+
+    /// The next datagram of a raw dump, timed [`RAW_DUMP_RATE`] a second.
+    fn raw_datagram(&mut self, len: usize) -> Result<LinkRecord, Stop> {
+        self.buf.resize(len, 0);
+        let got = read_up_to(&mut self.input, &mut self.buf).map_err(|e| self.read_error(e))?;
+        match got {
+            0 => return Err(Stop::End),
+            n if n < len => return Err(self.cut().into()),
+            _ => {}
+        }
+        let nanos = u128::from(self.frames) * 1_000_000_000 / u128::from(RAW_DUMP_RATE);
+        let since = Duration::from_nanos(u64::try_from(nanos).unwrap_or(u64::MAX));
+        Ok(LinkRecord {
+            time: UNIX_EPOCH + since,
+            link: None,
+            len,
+        })
+    }
+
+    /// The next pcap record; `None` when it was skipped (and counted).
+    fn pcap_record(
+        &mut self,
+        link: Link,
+        nanos: bool,
+        big_endian: bool,
+    ) -> Result<Option<LinkRecord>, Stop> {
+        let mut header = [0u8; PCAP_RECORD_HEADER];
+        match self.fill(&mut header)? {
+            0 => return Err(Stop::End),
+            PCAP_RECORD_HEADER => {}
+            _ => return Err(self.cut().into()),
+        }
+        let seconds = u32_of(&header[0..4], big_endian);
+        let fraction = u32_of(&header[4..8], big_endian);
+        let len = u32_of(&header[8..12], big_endian) as usize;
+        if len > MAX_RECORD {
+            self.skip(len as u64)?;
+            self.skipped.oversized += 1;
+            return Ok(self.skipped_frame());
+        }
+        self.read_into_buf(len)?;
+        let nanos = if nanos {
+            u64::from(fraction)
+        } else {
+            u64::from(fraction) * 1_000
+        };
+        let time = if nanos < 1_000_000_000 {
+            UNIX_EPOCH + Duration::from_secs(seconds.into()) + Duration::from_nanos(nanos)
+        } else {
+            self.damage.timestamps += 1;
+            self.last_time
+        };
+        Ok(Some(LinkRecord {
+            time,
+            link: Some(link),
+            len,
+        }))
+    }
+
+    /// Reads a Section Header Block whose 4-byte type was just read: its byte
+    /// order, then past its options. Its interfaces start from zero.
+    fn section_header(&mut self) -> Result<(), Stop> {
+        let mut head = [0u8; 8];
+        self.exactly(&mut head)?;
+        let big_endian = match u32::from_le_bytes([head[4], head[5], head[6], head[7]]) {
+            BYTE_ORDER_MAGIC => false,
+            m if m.swap_bytes() == BYTE_ORDER_MAGIC => true,
+            _ => {
+                return Err(self
+                    .corrupt("a section header's byte-order mark is wrong")
+                    .into())
+            }
+        };
+        let total = u32_of(&head[..4], big_endian);
+        // Type, length, byte-order mark, version (4), section length (8) and the
+        // length again: 28 bytes around the options.
+        let options = self.block_body(total, 28)?;
+        self.layout = Layout::PcapNg {
+            big_endian,
+            interfaces: Vec::new(),
+        };
+        // Past the version, the section length and the options: none is used.
+        self.skip(12 + options)?;
+        self.block_end(total, big_endian)
+    }
+
+    /// The next pcapng block: a packet record, or `None` after any other block.
+    fn pcapng_block(&mut self) -> Result<Option<LinkRecord>, Stop> {
+        let mut kind = [0u8; 4];
+        match self.fill(&mut kind)? {
+            0 => return Err(Stop::End),
+            4 => {}
+            _ => return Err(self.cut().into()),
+        }
+        if kind == PCAPNG_MAGIC {
+            self.section_header()?;
+            return Ok(None);
+        }
+        let big_endian = match self.layout {
+            Layout::PcapNg { big_endian, .. } => big_endian,
+            Layout::Pcap { .. } | Layout::RawDump { .. } => false,
+        };
+        let mut len = [0u8; 4];
+        self.exactly(&mut len)?;
+        let total = u32_of(&len, big_endian);
+        let mut body = self.block_body(total, 12)?;
+        let record = match u32_of(&kind, big_endian) {
+            INTERFACE_DESCRIPTION => {
+                self.interface(&mut body, big_endian)?;
+                None
+            }
+            ENHANCED_PACKET | OBSOLETE_PACKET if body < 20 => {
+                self.damage.blocks += 1;
+                None
+            }
+            ENHANCED_PACKET => self.packet_block(&mut body, big_endian, false)?,
+            OBSOLETE_PACKET => self.packet_block(&mut body, big_endian, true)?,
+            SIMPLE_PACKET if body < 4 => {
+                self.damage.blocks += 1;
+                None
+            }
+            SIMPLE_PACKET => self.simple_packet(&mut body, big_endian)?,
+            // Name resolution, statistics, custom and any other block: not needed.
+            _ => None,
+        };
+        self.skip(body)?;
+        self.block_end(total, big_endian)?;
+        Ok(record)
+    }
+
+    /// The body length of a block of `total` bytes whose first `header` bytes
+    /// (with the trailing length) are not body; a length that can't be right ends
+    /// the reading.
+    fn block_body(&self, total: u32, header: u32) -> Result<u64, Stop> {
+        if total < header || !total.is_multiple_of(4) {
+            return Err(self
+                .corrupt("a pcapng block's length is too short or not a multiple of 4")
+                .into());
+        }
+        Ok(u64::from(total - header))
+    }
+
+    /// Reads a block's trailing length, which must repeat its leading one.
+    fn block_end(&mut self, total: u32, big_endian: bool) -> Result<(), Stop> {
+        let mut end = [0u8; 4];
+        self.exactly(&mut end)?;
+        if u32_of(&end, big_endian) != total {
+            return Err(self
+                .corrupt("a pcapng block's length at its end differs from its start")
+                .into());
+        }
+        Ok(())
+    }
+
+    /// Reads an Interface Description Block's link type and clock from `body`
+    /// bytes, counting down what it reads.
+    fn interface(&mut self, body: &mut u64, big_endian: bool) -> Result<(), Stop> {
+        let mut interface = Interface {
+            link: Err(u32::MAX),
+            tsresol: DEFAULT_TSRESOL,
+            tsoffset: 0,
+        };
+        if *body < 8 {
+            // Still numbered, so that later interfaces keep their numbers.
+            self.damage.blocks += 1;
+        } else {
+            let mut fixed = [0u8; 8];
+            self.exactly(&mut fixed)?;
+            *body -= 8;
+            let code = u32::from(u16_of(&fixed[..2], big_endian));
+            interface.link = Link::from_code(code).ok_or(code);
+            while *body >= 4 {
+                let mut head = [0u8; 4];
+                self.exactly(&mut head)?;
+                *body -= 4;
+                let code = u16_of(&head[..2], big_endian);
+                let len = u64::from(u16_of(&head[2..], big_endian));
+                let padded = len.next_multiple_of(4);
+                if code == OPT_END {
+                    break;
+                }
+                if padded > *body {
+                    self.damage.options += 1;
+                    break;
+                }
+                match (code, len) {
+                    (IF_TSRESOL, 1) => {
+                        let mut value = [0u8; 1];
+                        self.exactly(&mut value)?;
+                        interface.tsresol = value[0];
+                        self.skip(padded - 1)?;
+                    }
+                    (IF_TSOFFSET, 8) => {
+                        let mut value = [0u8; 8];
+                        self.exactly(&mut value)?;
+                        interface.tsoffset = if big_endian {
+                            i64::from_be_bytes(value)
+                        } else {
+                            i64::from_le_bytes(value)
+                        };
+                    }
+                    (IF_TSRESOL | IF_TSOFFSET, _) => {
+                        self.damage.options += 1;
+                        self.skip(padded)?;
+                    }
+                    _ => self.skip(padded)?,
+                }
+                *body -= padded;
+            }
+        }
+        if let Layout::PcapNg { interfaces, .. } = &mut self.layout {
+            interfaces.push(interface);
+        }
+        Ok(())
+    }
+
+    /// Reads an Enhanced (or obsolete) Packet Block's packet from `body` bytes
+    /// (at least 20), counting down what it reads; `None` when it is skipped.
+    fn packet_block(
+        &mut self,
+        body: &mut u64,
+        big_endian: bool,
+        obsolete: bool,
+    ) -> Result<Option<LinkRecord>, Stop> {
+        let mut fixed = [0u8; 20];
+        self.exactly(&mut fixed)?;
+        *body -= 20;
+        let interface = if obsolete {
+            u32::from(u16_of(&fixed[..2], big_endian))
+        } else {
+            u32_of(&fixed[..4], big_endian)
+        };
+        let ticks = u64::from(u32_of(&fixed[4..8], big_endian)) << 32
+            | u64::from(u32_of(&fixed[8..12], big_endian));
+        let len = u64::from(u32_of(&fixed[12..16], big_endian));
+        if len > *body {
+            self.skipped.bad_records += 1;
+            return Ok(self.skipped_frame());
+        }
+        if len > MAX_RECORD as u64 {
+            self.skipped.oversized += 1;
+            return Ok(self.skipped_frame());
+        }
+        let Some(link) = self.link_of(interface) else {
+            return Ok(self.skipped_frame());
+        };
+        self.read_into_buf(len as usize)?;
+        *body -= len;
+        let time = self.interface_time(interface, ticks);
+        Ok(Some(LinkRecord {
+            time,
+            link: Some(link),
+            len: len as usize,
+        }))
+    }
+
+    /// Reads a Simple Packet Block's packet (interface 0, no timestamp: it takes
+    /// the previous packet's) from `body` bytes (at least 4).
+    fn simple_packet(
+        &mut self,
+        body: &mut u64,
+        big_endian: bool,
+    ) -> Result<Option<LinkRecord>, Stop> {
+        let mut original = [0u8; 4];
+        self.exactly(&mut original)?;
+        *body -= 4;
+        let len = u64::from(u32_of(&original, big_endian)).min(*body);
+        if len > MAX_RECORD as u64 {
+            self.skipped.oversized += 1;
+            return Ok(self.skipped_frame());
+        }
+        let Some(link) = self.link_of(0) else {
+            return Ok(self.skipped_frame());
+        };
+        self.read_into_buf(len as usize)?;
+        *body -= len;
+        Ok(Some(LinkRecord {
+            time: self.last_time,
+            link: Some(link),
+            len: len as usize,
+        }))
+    }
+
+    /// Counts a frame skipped (its reason counted by the caller): no record.
+    fn skipped_frame(&mut self) -> Option<LinkRecord> {
+        self.frames += 1;
+        None
+    }
+
+    /// The link of pcapng interface `id`; `None` (the reason counted as skipped)
+    /// when it was never described or is of a link type not read here.
+    fn link_of(&mut self, id: u32) -> Option<Link> {
+        let Layout::PcapNg { interfaces, .. } = &self.layout else {
+            return None;
+        };
+        match interfaces.get(id as usize).map(|i| i.link) {
+            Some(Ok(link)) => Some(link),
+            Some(Err(code)) => {
+                self.skipped.other_link += 1;
+                self.other_link.get_or_insert(code);
+                None
+            }
+            None => {
+                self.skipped.bad_records += 1;
+                None
+            }
+        }
+    }
+
+    fn interface_time(&self, id: u32, ticks: u64) -> SystemTime {
+        match &self.layout {
+            Layout::PcapNg { interfaces, .. } => interfaces
+                .get(id as usize)
+                .map_or(self.last_time, |i| i.time(ticks)),
+            Layout::Pcap { .. } | Layout::RawDump { .. } => self.last_time,
+        }
+    }
+
+    /// Reads `len` bytes into the buffer.
+    fn read_into_buf(&mut self, len: usize) -> Result<(), Stop> {
+        self.buf.resize(len, 0);
+        let Reader { input, buf, .. } = self;
+        match input.read_exact(buf) {
+            Ok(()) => Ok(()),
+            Err(e) => Err(self.read_error(e).into()),
+        }
+    }
+
+    /// Fills `buf` as far as the file goes; the number of bytes read.
+    fn fill(&mut self, buf: &mut [u8]) -> Result<usize, CaptureError> {
+        read_up_to(&mut self.input, buf).map_err(|e| self.read_error(e))
+    }
+
+    /// Fills `buf`; the file ending first is a cut.
+    fn exactly(&mut self, buf: &mut [u8]) -> Result<(), CaptureError> {
+        match self.input.read_exact(buf) {
+            Ok(()) => Ok(()),
+            Err(e) => Err(self.read_error(e)),
+        }
+    }
+
+    /// Reads past `n` bytes; the file ending first is a cut.
+    fn skip(&mut self, n: u64) -> Result<(), CaptureError> {
+        match io::copy(&mut (&mut self.input).take(n), &mut io::sink()) {
+            Ok(copied) if copied == n => Ok(()),
+            Ok(_) => Err(self.cut()),
+            Err(e) => Err(self.read_error(e)),
+        }
+    }
+
+    fn read_error(&self, e: io::Error) -> CaptureError {
+        if e.kind() == io::ErrorKind::UnexpectedEof {
+            self.cut()
+        } else {
+            CaptureError::Read {
+                path: self.path.clone(),
+                packets: self.frames,
+                source: e,
+            }
+        }
+    }
+
+    fn cut(&self) -> CaptureError {
+        CaptureError::Truncated {
+            path: self.path.clone(),
+            packets: self.frames,
+        }
+    }
+
+    fn corrupt(&self, what: &'static str) -> CaptureError {
+        CaptureError::Corrupt {
+            path: self.path.clone(),
+            packets: self.frames,
+            what,
         }
     }
 }
 
-/// The next record of the file: a frame, or `None` for a pcapng block that holds
-/// no packet (taken in: a section starts, an interface is described).
-fn next_frame<'a>(
-    source: &'a mut Source,
-    path: &Path,
-    frames: u64,
-    last_time: SystemTime,
-) -> Option<Result<Option<Frame<'a>>, CaptureError>> {
-    match source {
-        Source::Pcap {
-            reader,
-            link,
-            resolution,
-        } => {
-            let raw = match reader.next_raw_packet()? {
-                Ok(raw) => raw,
-                Err(e) => return Some(Err(error(path, frames, e))),
-            };
-            let nanos = match resolution {
-                TsResolution::MicroSecond => u64::from(raw.ts_frac) * 1_000,
-                TsResolution::NanoSecond => u64::from(raw.ts_frac),
-            };
-            if nanos >= 1_000_000_000 {
-                return Some(Err(CaptureError::Corrupt {
-                    path: path.to_owned(),
-                    packets: frames,
-                    what: "a timestamp's fraction is a second or more",
-                }));
-            }
-            let since = Duration::from_secs(raw.ts_sec.into()) + Duration::from_nanos(nanos);
-            let time = UNIX_EPOCH.checked_add(since).unwrap_or(UNIX_EPOCH);
-            Some(Ok(Some(Frame {
-                time,
-                link: *link,
-                data: raw.data,
-            })))
-        }
-        Source::PcapNg { reader, interfaces } => {
-            let block = match reader.next_block()? {
-                Ok(block) => block,
-                Err(e) => return Some(Err(error(path, frames, e))),
-            };
-            let (interface_id, ticks, data) = match block {
-                Block::SectionHeader(_) => {
-                    // A new section numbers its interfaces from zero again.
-                    interfaces.clear();
-                    return Some(Ok(None));
-                }
-                Block::InterfaceDescription(idb) => {
-                    interfaces.push(Interface::of(&idb));
-                    return Some(Ok(None));
-                }
-                Block::EnhancedPacket(epb) => {
-                    // pcap-file stores the raw tick count as nanoseconds.
-                    let ticks = u64::try_from(epb.timestamp.as_nanos()).unwrap_or(u64::MAX);
-                    (epb.interface_id, Some(ticks), epb.data)
-                }
-                Block::Packet(pb) => (u32::from(pb.interface_id), Some(pb.timestamp), pb.data),
-                // A Simple Packet Block has no timestamp: it takes the previous one.
-                Block::SimplePacket(spb) => (0, None, spb.data),
-                _ => return Some(Ok(None)),
-            };
-            let Some(interface) = interfaces.get(interface_id as usize) else {
-                return Some(Err(CaptureError::Corrupt {
-                    path: path.to_owned(),
-                    packets: frames,
-                    what: "a packet names an interface the file never described",
-                }));
-            };
-            let link = match interface.link {
-                Ok(link) => link,
-                Err(code) => {
-                    return Some(Err(CaptureError::UnsupportedLink {
-                        path: path.to_owned(),
-                        link: code,
-                    }))
-                }
-            };
-            let time = ticks.map_or(last_time, |t| interface.time(t));
-            Some(Ok(Some(Frame { time, link, data })))
-        }
+impl<R: Read + Seek> Iterator for Reader<R> {
+    type Item = Result<Datagram, CaptureError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        self.next_datagram().map(|d| d.map(|d| d.owned()))
     }
 }
 
-/// Fills `buf` as far as the file goes; the number of bytes read.
-fn read_up_to(file: &mut File, buf: &mut [u8]) -> io::Result<usize> {
+/// Fills `buf` as far as `input` goes; the number of bytes read.
+fn read_up_to(input: &mut impl Read, buf: &mut [u8]) -> io::Result<usize> {
     let mut got = 0;
     while got < buf.len() {
-        match file.read(&mut buf[got..]) {
+        match input.read(&mut buf[got..]) {
             Ok(0) => break,
             Ok(n) => got += n,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
@@ -410,34 +1028,21 @@ fn read_up_to(file: &mut File, buf: &mut [u8]) -> io::Result<usize> {
     Ok(got)
 }
 
-/// A pcap-file error, after `packets` good frames, as a [`CaptureError`].
-fn error(path: &Path, packets: u64, e: PcapError) -> CaptureError {
-    let path = path.to_owned();
-    match e {
-        PcapError::IncompleteBuffer => CaptureError::Truncated { path, packets },
-        PcapError::IoError(e) if e.kind() == io::ErrorKind::UnexpectedEof => {
-            CaptureError::Truncated { path, packets }
-        }
-        PcapError::IoError(source) => CaptureError::Read {
-            path,
-            packets,
-            source,
-        },
-        PcapError::InvalidField(what) => CaptureError::Corrupt {
-            path,
-            packets,
-            what,
-        },
-        PcapError::Utf8Error(_) | PcapError::FromUtf8Error(_) => CaptureError::Corrupt {
-            path,
-            packets,
-            what: "a text option is not UTF-8",
-        },
-        PcapError::InvalidInterfaceId(_) => CaptureError::Corrupt {
-            path,
-            packets,
-            what: "a block names an interface the file never described",
-        },
+fn u32_of(b: &[u8], big_endian: bool) -> u32 {
+    let b = [b[0], b[1], b[2], b[3]];
+    if big_endian {
+        u32::from_be_bytes(b)
+    } else {
+        u32::from_le_bytes(b)
+    }
+}
+
+fn u16_of(b: &[u8], big_endian: bool) -> u16 {
+    let b = [b[0], b[1]];
+    if big_endian {
+        u16::from_be_bytes(b)
+    } else {
+        u16::from_le_bytes(b)
     }
 }
 
@@ -445,7 +1050,7 @@ fn error(path: &Path, packets: u64, e: PcapError) -> CaptureError {
 mod tests {
     use super::*;
 
-    fn interface(tsresol: u8, tsoffset: u64) -> Interface {
+    fn interface(tsresol: u8, tsoffset: i64) -> Interface {
         Interface {
             link: Ok(Link::Raw),
             tsresol,
@@ -485,6 +1090,95 @@ mod tests {
             Duration::new(102, 500_000_000),
             "milliseconds plus an offset of 100 s"
         );
+        assert_eq!(
+            since_epoch(interface(3, -2).time(2_500)),
+            Duration::new(0, 500_000_000),
+            "an offset may be negative"
+        );
+        assert_eq!(
+            since_epoch(interface(255, 0).time(u64::MAX)),
+            Duration::ZERO,
+            "2^-127 s per tick: nothing, and no overflow"
+        );
+    }
+
+    /// `n` datagrams of `len` bytes: IsRaceOn 1, TimestampMS rising by 16 ms.
+    fn dump(len: usize, n: u32) -> Vec<u8> {
+        let mut b = Vec::new();
+        for i in 0..n {
+            let mut d = vec![0u8; len];
+            d[..4].copy_from_slice(&1i32.to_le_bytes());
+            d[4..8].copy_from_slice(&(5_000 + 16 * i).to_le_bytes());
+            b.extend(d);
+        }
+        b
+    }
+
+    #[test]
+    fn a_raw_dump_is_read_a_frame_apart_without_addresses() {
+        let bytes = dump(331, 3);
+        let mut r = Reader::new(std::io::Cursor::new(&bytes), Path::new("dump.bin")).unwrap();
+        assert_eq!(
+            r.format(),
+            FileFormat::RawDump {
+                len: 331,
+                datagrams: 3
+            }
+        );
+        assert_eq!(
+            r.format().to_string(),
+            "a raw dump of 3 datagrams of 331 bytes (fm2023)"
+        );
+        let got: Vec<Datagram> = r.by_ref().map(Result::unwrap).collect();
+        assert_eq!(got.len(), 3);
+        for (i, d) in got.iter().enumerate() {
+            assert_eq!(d.payload, &bytes[i * 331..(i + 1) * 331]);
+            assert_eq!((d.from, d.to), (RAW_DUMP_ADDR, RAW_DUMP_ADDR));
+            let nanos = i as u64 * 1_000_000_000 / 60;
+            assert_eq!(
+                d.time,
+                UNIX_EPOCH + Duration::from_nanos(nanos),
+                "{i} / 60 s"
+            );
+        }
+        assert_eq!((r.frames(), r.skipped().total()), (3, 0));
+    }
+
+    #[test]
+    fn a_raw_dump_s_length_is_told_by_its_size_and_contents() {
+        for len in RAW_LENGTHS {
+            let b = dump(len, 100);
+            assert_eq!(raw_dump_length(b.len() as u64, &b), Ok(len));
+        }
+        // 18,792 bytes: 81 of 232 or 58 of 324. Read as 232-byte datagrams, the
+        // 324-byte ones' IsRaceOn lands on other fields.
+        let b = dump(324, 58);
+        assert_eq!(raw_dump_length(b.len() as u64, &b), Ok(324));
+        // Zeros read alike at any length: IsRaceOn 0, TimestampMS 0.
+        let zeros = vec![0u8; 18_792];
+        assert_eq!(
+            raw_dump_length(18_792, &zeros),
+            Err(NotRawDump::Ambiguous(vec![232, 324]))
+        );
+        assert_eq!(
+            raw_dump_length(1_000, &zeros[..1_000]),
+            Err(NotRawDump::Size(1_000))
+        );
+        assert_eq!(raw_dump_length(0, &[]), Err(NotRawDump::Size(0)));
+        let mut b = dump(311, 3);
+        b[311..315].copy_from_slice(&7i32.to_le_bytes());
+        assert_eq!(
+            raw_dump_length(b.len() as u64, &b),
+            Err(NotRawDump::RaceOn {
+                len: 311,
+                index: 2,
+                value: 7
+            })
+        );
+        assert_eq!(
+            NotRawDump::Ambiguous(vec![232, 311, 324]).to_string(),
+            "it reads as datagrams of 232, 311 or 324 bytes alike, so its length can't be told"
+        );
     }
 
     #[test]
@@ -494,7 +1188,13 @@ mod tests {
         for skip in [Skip::NotUdp, Skip::NotUdp, Skip::Fragment] {
             s.add(skip);
         }
-        assert_eq!(s.to_string(), "2 not UDP, 1 IP fragments");
-        assert_eq!(s.total(), 3);
+        s.oversized = 1;
+        assert_eq!(
+            s.to_string(),
+            "2 not UDP, 1 IP fragments, 1 records over 256 KiB"
+        );
+        assert_eq!(s.total(), 4);
+        assert_eq!(Damage::default().to_string(), "none");
+        assert!(!Damage::default().any());
     }
 }

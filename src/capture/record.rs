@@ -5,14 +5,22 @@
 //! [`Writer`], flushing at least once a second (a crash loses at most the last
 //! second) and at the end. When the disk can't keep up the tap's ring fills and
 //! the relay drops and counts ([`Tap::dropped`]); forwarding never waits.
+//!
+//! When a write fails (the disk is full), the recorder says so at once, once,
+//! keeps the file ending on its last whole record, and from then on counts every
+//! datagram it takes as not recorded ([`Tap::count_not_recorded`]), so the relay
+//! can show the loss while it goes on relaying.
 
+use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime};
 
-use super::{CaptureError, Writer};
+use log::error;
+
+use super::{thousands, CaptureError, Writer};
 use crate::tap::Tap;
 
 /// Longest time between two flushes of the file.
@@ -31,6 +39,152 @@ pub struct Recorded {
     pub dropped: u64,
     /// Datagrams too long for a capture record (over 65,507 bytes), skipped.
     pub too_long: u64,
+    /// Datagrams taken after writing failed (or lost with the write that failed).
+    pub not_recorded: u64,
+    /// Why writing failed, if it did.
+    pub failure: Option<String>,
+}
+
+impl fmt::Display for Recorded {
+    /// `recorded 3,600 datagrams into drive.pcap`, and what is not in it.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "recorded {} datagrams into {}",
+            thousands(self.packets),
+            self.path.display()
+        )?;
+        if self.not_recorded > 0 || self.failure.is_some() {
+            write!(f, "; {} not recorded", thousands(self.not_recorded))?;
+            if let Some(why) = &self.failure {
+                write!(f, " after writing failed ({why})")?;
+            }
+        }
+        if self.dropped > 0 {
+            write!(
+                f,
+                "; {} more arrived while the disk was behind and are not in it (they were \
+                 relayed)",
+                thousands(self.dropped)
+            )?;
+        }
+        if self.too_long > 0 {
+            write!(
+                f,
+                "; {} longer than a capture record holds were left out",
+                thousands(self.too_long)
+            )?;
+        }
+        Ok(())
+    }
+}
+
+/// What to do when a recording's file name is taken.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Existing {
+    /// Fail, naming the file (`record -o FILE`).
+    Refuse,
+    /// Replace it (`record -o FILE --force`), if it is a regular file.
+    Replace,
+    /// Add `-1`, `-2`, … before the extension until the name is free (a
+    /// `[record] path`, and any name with `{time}`).
+    Number,
+}
+
+impl Existing {
+    /// For `record -o PATH [--force]`: replace with `--force`; otherwise number a
+    /// name with `{time}` (one-second names collide on a quick restart), and
+    /// refuse any other.
+    pub fn for_output(path: &Path, force: bool) -> Existing {
+        if force {
+            Existing::Replace
+        } else if path.to_string_lossy().contains(TIME) {
+            Existing::Number
+        } else {
+            Existing::Refuse
+        }
+    }
+}
+
+/// The most numbered names tried before giving up.
+const MAX_NUMBER: u32 = 9_999;
+/// What a recording's name may hold to get the start time.
+const TIME: &str = "{time}";
+
+/// Creates the file of a recording named `template` started at `now`: `{time}`
+/// in the name becomes `now` ([`path_for`]), the folder is made if needed, and
+/// an existing file is never replaced unless `existing` says so. Every
+/// recording's file is made here. Returns the file, empty, and its path.
+pub fn create_new(
+    template: &Path,
+    now: SystemTime,
+    existing: Existing,
+) -> Result<(std::fs::File, PathBuf), CaptureError> {
+    use std::io::ErrorKind;
+
+    let path = path_for(template, now);
+    if let Some(folder) = path.parent().filter(|f| !f.as_os_str().is_empty()) {
+        // A folder that can't be made shows up as the file's error below.
+        let _ = std::fs::create_dir_all(folder);
+    }
+    let create_error = |path: &Path, source| CaptureError::Create {
+        path: path.to_owned(),
+        source,
+    };
+    let new = |path: &Path| {
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(path)
+    };
+    match existing {
+        Existing::Replace => {
+            // A FIFO or a device would block or be clobbered: only a file is replaced.
+            if let Ok(meta) = std::fs::metadata(&path) {
+                if !meta.is_file() {
+                    return Err(CaptureError::NotAFile { path });
+                }
+            }
+            let file = std::fs::File::create(&path).map_err(|e| create_error(&path, e))?;
+            Ok((file, path))
+        }
+        Existing::Refuse => match new(&path) {
+            Ok(file) => Ok((file, path)),
+            Err(e) if e.kind() == ErrorKind::AlreadyExists => Err(CaptureError::Exists { path }),
+            Err(e) => Err(create_error(&path, e)),
+        },
+        Existing::Number => {
+            for n in 0..=MAX_NUMBER {
+                let candidate = if n == 0 {
+                    path.clone()
+                } else {
+                    numbered(&path, n)
+                };
+                match new(&candidate) {
+                    Ok(file) => return Ok((file, candidate)),
+                    Err(e) if e.kind() == ErrorKind::AlreadyExists => {}
+                    Err(e) => return Err(create_error(&candidate, e)),
+                }
+            }
+            Err(create_error(
+                &numbered(&path, MAX_NUMBER),
+                std::io::Error::new(
+                    ErrorKind::AlreadyExists,
+                    format!("that name and {MAX_NUMBER} numbered ones are taken"),
+                ),
+            ))
+        }
+    }
+}
+
+/// `drive.pcap` as `drive-3.pcap`.
+fn numbered(path: &Path, n: u32) -> PathBuf {
+    let stem = path.file_stem().unwrap_or_default().to_string_lossy();
+    let name = match path.extension() {
+        Some(ext) => format!("{stem}-{n}.{}", ext.to_string_lossy()),
+        None => format!("{stem}-{n}"),
+    };
+    path.with_file_name(name)
 }
 
 /// A recording in progress.
@@ -41,16 +195,21 @@ pub struct Recorder {
 }
 
 impl Recorder {
-    /// Creates the file at `path` (an error now, before anything runs, if it
-    /// can't be) and starts writing what `tap` receives. With `limit`, stops
-    /// after that many datagrams and calls `at_limit` (e.g. to stop the relay).
+    /// Creates the file named `template` (see [`create_new`]; an error now,
+    /// before anything runs, if it can't be) and starts writing what `tap`
+    /// receives. With `limit`, stops after taking that many datagrams from the
+    /// tap (recorded or not) and calls `at_limit` (e.g. to stop the relay).
+    /// [`Recorder::path`] says which file it writes.
     pub fn start(
-        path: &Path,
+        template: &Path,
+        existing: Existing,
         tap: Tap,
         limit: Option<u64>,
         at_limit: impl FnOnce() + Send + 'static,
     ) -> Result<Recorder, CaptureError> {
-        let writer = Writer::create(path)?;
+        let (file, path) = create_new(template, SystemTime::now(), existing)?;
+        let writer = Writer::new(file, &path)?;
+        let path = path.as_path();
         let stop = Arc::new(AtomicBool::new(false));
         let flag = stop.clone();
         let thread = std::thread::Builder::new()
@@ -87,50 +246,104 @@ impl Recorder {
 
 /// The recorder thread.
 fn record(
-    mut writer: Writer,
+    writer: Writer,
     mut tap: Tap,
     stop: &AtomicBool,
     limit: Option<u64>,
     at_limit: impl FnOnce(),
 ) -> Result<Recorded, CaptureError> {
     let mut at_limit = Some(at_limit);
+    let mut file = Output {
+        writer,
+        handed: 0,
+        failure: None,
+    };
+    let mut taken = 0;
     let mut too_long = 0;
     let mut flushed = Instant::now();
     loop {
         // Read the flag before draining: what arrived before the stop is written.
         let stopping = stop.load(Ordering::SeqCst);
-        let mut wrote = false;
-        while limit.is_none_or(|n| writer.packets() < n) {
+        let mut took = false;
+        while limit.is_none_or(|n| taken < n) {
             let Some(d) = tap.pop() else { break };
-            match writer.write(d.time, d.from, d.to, d.payload) {
-                Ok(()) => wrote = true,
-                Err(CaptureError::TooLong { .. }) => too_long += 1,
-                Err(e) => return Err(e),
+            taken += 1;
+            took = true;
+            if file.failure.is_some() {
+                tap.count_not_recorded(1);
+                continue;
+            }
+            file.handed += 1;
+            let result = file.writer.write(d.time, d.from, d.to, d.payload);
+            match result {
+                Ok(()) => {}
+                Err(CaptureError::TooLong { .. }) => {
+                    file.handed -= 1;
+                    too_long += 1;
+                }
+                Err(e) => file.failed(e, &tap),
             }
         }
-        if limit.is_some_and(|n| writer.packets() >= n) {
+        if limit.is_some_and(|n| taken >= n) {
             if let Some(f) = at_limit.take() {
                 f();
             }
         }
         if flushed.elapsed() >= FLUSH_EVERY {
-            writer.flush()?;
+            file.flush(&tap);
             flushed = Instant::now();
         }
         if stopping {
             break;
         }
-        if !wrote {
+        if !took {
             std::thread::sleep(IDLE_SLEEP);
         }
     }
-    writer.flush()?;
+    file.flush(&tap);
     Ok(Recorded {
-        path: writer.path().to_owned(),
-        packets: writer.packets(),
+        path: file.writer.path().to_owned(),
+        packets: file.writer.packets(),
         dropped: tap.dropped(),
         too_long,
+        not_recorded: tap.not_recorded(),
+        failure: file.failure,
     })
+}
+
+/// The recorder's writer, and what became of the datagrams handed to it.
+struct Output {
+    writer: Writer,
+    /// Datagrams handed to the writer (those too long for a record excepted).
+    handed: u64,
+    /// Why writing failed, once it has.
+    failure: Option<String>,
+}
+
+impl Output {
+    fn flush(&mut self, tap: &Tap) {
+        if self.failure.is_none() {
+            if let Err(e) = self.writer.flush() {
+                self.failed(e, tap);
+            }
+        }
+    }
+
+    /// Says once that writing failed, and counts what the file lost with it.
+    fn failed(&mut self, e: CaptureError, tap: &Tap) {
+        let lost = self.handed.saturating_sub(self.writer.packets());
+        tap.count_not_recorded(lost);
+        error!(
+            "{e}; the recording keeps its first {} datagrams, and every datagram from now \
+             on is counted as not recorded (relaying goes on)",
+            thousands(self.writer.packets())
+        );
+        let why = match e {
+            CaptureError::Write { source, .. } => source.to_string(),
+            other => other.to_string(),
+        };
+        self.failure = Some(why);
+    }
 }
 
 /// `path` with `{time}` replaced by the start time (UTC) as
@@ -138,7 +351,7 @@ fn record(
 /// a file of its own.
 pub fn path_for(path: &Path, now: SystemTime) -> PathBuf {
     let text = path.to_string_lossy();
-    if !text.contains("{time}") {
+    if !text.contains(TIME) {
         return path.to_owned();
     }
     let stamp = humantime::format_rfc3339_seconds(now).to_string();
@@ -147,7 +360,7 @@ pub fn path_for(path: &Path, now: SystemTime) -> PathBuf {
         .trim_end_matches('Z')
         .replace('T', "_")
         .replace(':', "-");
-    PathBuf::from(text.replace("{time}", &stamp))
+    PathBuf::from(text.replace(TIME, &stamp))
 }
 
 #[cfg(test)]
@@ -170,7 +383,7 @@ mod tests {
     fn everything_tapped_before_finish_is_in_the_file() {
         let path = temp("all");
         let (mut tx, rx) = tap(DEFAULT_CAPACITY);
-        let recorder = Recorder::start(&path, rx, None, || {}).unwrap();
+        let recorder = Recorder::start(&path, Existing::Replace, rx, None, || {}).unwrap();
         let from: SocketAddr = "127.0.0.1:50000".parse().unwrap();
         let to: SocketAddr = "127.0.0.1:5400".parse().unwrap();
         let t0 = UNIX_EPOCH + Duration::from_secs(1_764_000_000);
@@ -184,9 +397,15 @@ mod tests {
         }
         let recorded = recorder.finish().unwrap();
         assert_eq!(
-            (recorded.packets, recorded.dropped, recorded.too_long),
-            (500, 0, 0)
+            (
+                recorded.packets,
+                recorded.dropped,
+                recorded.too_long,
+                recorded.not_recorded
+            ),
+            (500, 0, 0, 0)
         );
+        assert_eq!(recorded.failure, None);
         let read: Vec<_> = Reader::open(&path).unwrap().map(Result::unwrap).collect();
         assert_eq!(read.len(), 500);
         for (i, d) in read.iter().enumerate() {
@@ -203,7 +422,7 @@ mod tests {
         let (mut tx, rx) = tap(DEFAULT_CAPACITY);
         let called = Arc::new(AtomicBool::new(false));
         let flag = called.clone();
-        let recorder = Recorder::start(&path, rx, Some(3), move || {
+        let recorder = Recorder::start(&path, Existing::Replace, rx, Some(3), move || {
             flag.store(true, Ordering::SeqCst)
         })
         .unwrap();
@@ -218,6 +437,55 @@ mod tests {
         assert!(called.load(Ordering::SeqCst), "the limit was reached");
         assert_eq!(recorder.finish().unwrap().packets, 3);
         let _ = std::fs::remove_file(&path);
+    }
+
+    #[test]
+    fn numbered_names_go_before_the_extension() {
+        assert_eq!(
+            numbered(Path::new("laps/drive.pcap"), 2),
+            PathBuf::from("laps/drive-2.pcap")
+        );
+        assert_eq!(numbered(Path::new("drive"), 1), PathBuf::from("drive-1"));
+        assert_eq!(
+            numbered(Path::new("a.b.pcapng"), 10),
+            PathBuf::from("a.b-10.pcapng")
+        );
+    }
+
+    #[test]
+    fn only_force_replaces_and_a_time_name_is_numbered() {
+        let plain = Path::new("drive.pcap");
+        let timed = Path::new("drive-{time}.pcap");
+        assert_eq!(Existing::for_output(plain, false), Existing::Refuse);
+        assert_eq!(Existing::for_output(timed, false), Existing::Number);
+        assert_eq!(Existing::for_output(plain, true), Existing::Replace);
+        assert_eq!(Existing::for_output(timed, true), Existing::Replace);
+    }
+
+    #[test]
+    fn create_new_never_opens_a_taken_name_unless_replacing() {
+        let dir = temp("create-new");
+        std::fs::create_dir_all(&dir).unwrap();
+        let taken = dir.join("drive.pcap");
+        std::fs::write(&taken, "kept").unwrap();
+        let t = SystemTime::now();
+        let e = create_new(&taken, t, Existing::Refuse).unwrap_err();
+        assert!(matches!(e, CaptureError::Exists { .. }), "{e}");
+        let (_, first) = create_new(&taken, t, Existing::Number).unwrap();
+        let (_, second) = create_new(&taken, t, Existing::Number).unwrap();
+        assert_eq!(
+            (first, second),
+            (dir.join("drive-1.pcap"), dir.join("drive-2.pcap"))
+        );
+        assert_eq!(std::fs::read_to_string(&taken).unwrap(), "kept");
+        let (_, replaced) = create_new(&taken, t, Existing::Replace).unwrap();
+        assert_eq!(replaced, taken);
+        assert_eq!(std::fs::read(&taken).unwrap(), b"", "replaced");
+        let e = create_new(&dir, t, Existing::Replace).unwrap_err();
+        assert!(matches!(e, CaptureError::NotAFile { .. }), "{e}");
+        let (_, nested) = create_new(&dir.join("a/b/c.pcap"), t, Existing::Refuse).unwrap();
+        assert!(nested.is_file(), "folders made");
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]

@@ -2,19 +2,28 @@
 //!
 //! Every datagram is due at `start + offset / speed`, its offset taken from the
 //! capture's timestamps and `start` fixed once: lateness never accumulates, however
-//! long the replay runs. Waiting sleeps until shortly before the due time and spins
+//! long the replay runs. A gap over [`LONG_GAP`] (a clock jump, a damaged
+//! timestamp that would make a replay wait for years) is played as
+//! [`LONG_GAP_PLAYED`]. Waiting sleeps until shortly before the due time and spins
 //! the rest, since a sleep may overshoot by a scheduler tick.
 
+use std::fmt;
 use std::io;
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, UdpSocket};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use super::{thousands, CaptureError, Reader, Selection};
+use log::warn;
+
+use super::{thousands, CaptureError, FileFormat, Reader, Selection, Streams, RAW_DUMP_RATE};
 
 /// The slowest replay accepted: a thousand times slower than captured.
 pub const MIN_SPEED: f64 = 0.001;
+/// The longest gap between two datagrams replayed as captured.
+pub const LONG_GAP: Duration = Duration::from_secs(10);
+/// How long a longer gap is replayed.
+pub const LONG_GAP_PLAYED: Duration = Duration::from_secs(1);
 /// How long before a due time sleeping stops and spinning starts. Windows wakes a
 /// sleeper up to a millisecond late even with its high-resolution timer.
 #[cfg(windows)]
@@ -44,6 +53,170 @@ pub fn check_speed(speed: f64) -> Result<f64, String> {
     }
 }
 
+/// The most datagrams a second `--rate` gives a raw dump.
+pub const MAX_RATE: u32 = 10_000;
+
+/// Checks a `--rate` value: 1 to [`MAX_RATE`] datagrams a second.
+pub fn check_rate(rate: u32) -> Result<u32, String> {
+    if (1..=MAX_RATE).contains(&rate) {
+        Ok(rate)
+    } else {
+        Err(format!(
+            "{rate} is not a rate: give datagrams a second from 1 to {}, like 60 (a game \
+             frame apart)",
+            thousands(u64::from(MAX_RATE))
+        ))
+    }
+}
+
+/// What `forza-relay replay` is asked to do, its values checked
+/// ([`check_speed`], [`check_rate`]).
+#[derive(Debug, Clone, Copy)]
+pub struct Request<'a> {
+    /// The capture or raw dump.
+    pub file: &'a Path,
+    /// Where to send.
+    pub to: SocketAddr,
+    /// The destination port whose datagrams to replay (`--port`).
+    pub port: Option<u16>,
+    /// Play this many times faster than captured.
+    pub speed: f64,
+    /// Datagrams a second for a raw dump, which has no times [default: 60].
+    pub rate: Option<u32>,
+    /// Start again at the end, until stopped.
+    pub repeat: bool,
+}
+
+/// A replay ready to run: the file read through once, its datagrams picked.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    /// The file.
+    pub file: PathBuf,
+    /// pcap, pcapng, or a raw dump.
+    pub format: FileFormat,
+    /// The datagrams replayed.
+    pub selection: Selection,
+    /// How: the speed includes a raw dump's rate.
+    pub options: Options,
+    /// What to tell before starting, once each: where the file ends early, long
+    /// gaps, damage read past, options that do not apply.
+    pub warnings: Vec<String>,
+    /// How long a pass takes.
+    pub length: Duration,
+}
+
+impl Plan {
+    /// Reads the file of `request` through and picks what to replay.
+    pub fn new(request: &Request<'_>) -> Result<Plan, CaptureError> {
+        let streams = Streams::scan(request.file)?;
+        let mut warnings = Vec::new();
+        if let Some(cut) = &streams.truncated {
+            warnings.push(format!("{cut}; replaying the packets before it"));
+        }
+        if streams.damage.any() {
+            warnings.push(format!(
+                "{} is damaged; read past {}",
+                request.file.display(),
+                streams.damage
+            ));
+        }
+        let raw = matches!(streams.format, FileFormat::RawDump { .. });
+        if raw && request.port.is_some() {
+            warnings.push("--port is ignored: a raw dump has no ports".to_owned());
+        }
+        if !raw && request.rate.is_some() {
+            warnings.push(format!(
+                "--rate is ignored: {} has the time of each packet",
+                request.file.display()
+            ));
+        }
+        let selection = streams.select(request.port)?;
+        warnings.extend(selection.long_gaps_note());
+        // A raw dump's times are RAW_DUMP_RATE a second: another rate is a speed.
+        let rate = match (raw, request.rate) {
+            (true, Some(rate)) => f64::from(rate) / f64::from(RAW_DUMP_RATE),
+            _ => 1.0,
+        };
+        let options = Options {
+            to: request.to,
+            speed: request.speed * rate,
+            repeat: request.repeat,
+        };
+        Ok(Plan {
+            file: request.file.to_owned(),
+            format: streams.format,
+            length: selection.played.div_f64(options.speed),
+            selection,
+            options,
+            warnings,
+        })
+    }
+
+    /// Runs the replay: [`replay`] of the plan.
+    pub fn run(
+        &self,
+        stop: &AtomicBool,
+        progress: &mut dyn FnMut(&Progress),
+    ) -> Result<Report, CaptureError> {
+        replay(&self.file, &self.selection, &self.options, stop, progress)
+    }
+}
+
+impl fmt::Display for Plan {
+    /// `replaying drive.pcap to 127.0.0.1:9000: the 2,500 packets sent to port
+    /// 5400, over 41.7 s at speed 2, again and again until Ctrl-C`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "replaying {} to {}: ",
+            self.file.display(),
+            self.options.to
+        )?;
+        let sel = &self.selection;
+        match self.format {
+            FileFormat::RawDump { .. } => {
+                let rate = self.options.speed * f64::from(RAW_DUMP_RATE);
+                write!(f, "{}, {} a second", self.format, Number(rate))?;
+            }
+            _ => {
+                let noun = if sel.packets == 1 {
+                    "packet"
+                } else {
+                    "packets"
+                };
+                write!(
+                    f,
+                    "the {} {noun} sent to port {}",
+                    thousands(sel.packets),
+                    sel.port
+                )?;
+                if self.options.speed != 1.0 {
+                    write!(f, " at speed {}", Number(self.options.speed))?;
+                }
+            }
+        }
+        write!(f, ", over {:.1} s", self.length.as_secs_f64())?;
+        if self.options.repeat {
+            f.write_str(", again and again until Ctrl-C")?;
+        }
+        Ok(())
+    }
+}
+
+/// A speed or a rate as typed: `2`, `0.5`, `1,000`.
+struct Number(f64);
+
+impl fmt::Display for Number {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let n = self.0;
+        if n.fract() == 0.0 && n >= 0.0 && n < u64::MAX as f64 {
+            f.write_str(&thousands(n as u64))
+        } else {
+            write!(f, "{n}")
+        }
+    }
+}
+
 /// How to replay.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Options {
@@ -56,11 +229,23 @@ pub struct Options {
 }
 
 /// When each datagram is due: one start instant, and offsets scaled by the speed.
-#[derive(Debug, Clone, Copy, PartialEq)]
+///
+/// Within a pass the offsets are taken in file order: the first datagram is due
+/// at the pass's start, and a gap over [`LONG_GAP`] after the latest offset so
+/// far is shortened to [`LONG_GAP_PLAYED`] (as [`Selection::played`] counts
+/// it, so that a looping replay's passes follow on).
+#[derive(Debug, Clone, PartialEq)]
 pub struct Schedule {
     start: Instant,
     speed: f64,
     period: Duration,
+    /// The pass the fields below are for.
+    pass: u64,
+    /// The latest offset seen in the pass.
+    high: Option<Duration>,
+    /// Capture time not played in the pass: before its first datagram, and cut
+    /// from long gaps.
+    cut: Duration,
 }
 
 impl Schedule {
@@ -68,12 +253,15 @@ impl Schedule {
     pub fn new(start: Instant, speed: f64, selection: &Selection) -> Schedule {
         let gap = match selection.packets {
             0 | 1 => SINGLE_GAP,
-            n => selection.duration() / u32::try_from(n - 1).unwrap_or(u32::MAX),
+            n => selection.played / u32::try_from(n - 1).unwrap_or(u32::MAX),
         };
         Schedule {
             start,
             speed,
-            period: selection.duration() + gap.max(MIN_GAP),
+            period: selection.played + gap.max(MIN_GAP),
+            pass: 0,
+            high: None,
+            cut: Duration::ZERO,
         }
     }
 
@@ -83,9 +271,29 @@ impl Schedule {
     }
 
     /// When the datagram `offset` after the capture's first is due in pass `pass`
-    /// (0 for the first).
-    pub fn due(&self, pass: u64, offset: Duration) -> Instant {
-        let capture = pass as f64 * self.period.as_secs_f64() + offset.as_secs_f64();
+    /// (0 for the first). Call it for the datagrams of a pass in file order; asking
+    /// again for the same datagram gives the same answer.
+    pub fn due(&mut self, pass: u64, offset: Duration) -> Instant {
+        if pass != self.pass {
+            self.pass = pass;
+            self.high = None;
+        }
+        match self.high {
+            None => {
+                self.cut = offset;
+                self.high = Some(offset);
+            }
+            Some(high) if offset > high => {
+                let gap = offset - high;
+                if gap > LONG_GAP {
+                    self.cut += gap - LONG_GAP_PLAYED;
+                }
+                self.high = Some(offset);
+            }
+            Some(_) => {}
+        }
+        let played = offset.saturating_sub(self.cut);
+        let capture = pass as f64 * self.period.as_secs_f64() + played.as_secs_f64();
         let wall = Duration::try_from_secs_f64(capture / self.speed).unwrap_or(Duration::MAX);
         // Only past any clock's range (centuries): then it is due now.
         self.start.checked_add(wall).unwrap_or(self.start)
@@ -116,6 +324,9 @@ pub struct Report {
     pub failed: u64,
     /// The first refusal's message.
     pub first_error: Option<String>,
+    /// Sends after which the OS said nothing listens at the destination (an
+    /// ICMP port unreachable; each was sent again, as the relay does).
+    pub refused: u64,
     /// Passes started.
     pub passes: u64,
     /// From the first datagram to the end.
@@ -138,6 +349,13 @@ impl std::fmt::Display for Report {
         )?;
         if self.passes > 1 {
             write!(f, " ({} passes)", thousands(self.passes))?;
+        }
+        if self.refused > 0 {
+            write!(
+                f,
+                "; nothing was listening there {} times",
+                thousands(self.refused)
+            )?;
         }
         if self.failed > 0 {
             write!(f, "; {} could not be sent", thousands(self.failed))?;
@@ -165,7 +383,7 @@ pub fn replay(
     stop: &AtomicBool,
     progress: &mut dyn FnMut(&Progress),
 ) -> Result<Report, CaptureError> {
-    let socket = bind(options.to).map_err(|source| CaptureError::Socket {
+    let socket = connect(options.to).map_err(|source| CaptureError::Socket {
         to: options.to,
         source,
     })?;
@@ -174,6 +392,7 @@ pub fn replay(
         sent: 0,
         failed: 0,
         first_error: None,
+        refused: 0,
         passes: 0,
         elapsed: Duration::ZERO,
         stopped: false,
@@ -182,22 +401,24 @@ pub fn replay(
     'passes: for pass in 0.. {
         report.passes = pass + 1;
         let mut sent_in_pass = 0;
-        for d in Reader::open(path)? {
+        let mut reader = Reader::open(path)?;
+        while let Some(d) = reader.next_datagram() {
             let d = match d {
                 Ok(d) => d,
-                Err(CaptureError::Truncated { .. }) => break,
+                // The scan reported where the reading ends early.
+                Err(CaptureError::Truncated { .. } | CaptureError::Corrupt { .. }) => break,
                 Err(e) => return Err(e),
             };
             if !selection.matches(&d) {
                 continue;
             }
-            let schedule = *schedule
+            let schedule = schedule
                 .get_or_insert_with(|| Schedule::new(Instant::now(), options.speed, selection));
             if !wait_until(schedule.due(pass, selection.offset(d.time)), stop) {
                 report.stopped = true;
                 break 'passes;
             }
-            match send(&socket, &d.payload, options.to) {
+            match send(&socket, d.payload, &mut report) {
                 Ok(()) => {
                     report.sent += 1;
                     sent_in_pass += 1;
@@ -223,27 +444,50 @@ pub fn replay(
             break;
         }
     }
-    if let Some(s) = schedule {
+    if let Some(s) = &schedule {
         report.elapsed = s.start.elapsed();
     }
     Ok(report)
 }
 
-/// A socket of `to`'s family on an ephemeral port.
-fn bind(to: SocketAddr) -> io::Result<UdpSocket> {
+/// A socket of `to`'s family on an ephemeral port, connected to `to` so that
+/// the OS reports when nothing listens there.
+fn connect(to: SocketAddr) -> io::Result<UdpSocket> {
     let any: SocketAddr = if to.is_ipv4() {
         (Ipv4Addr::UNSPECIFIED, 0).into()
     } else {
         (Ipv6Addr::UNSPECIFIED, 0).into()
     };
-    UdpSocket::bind(any)
+    let socket = UdpSocket::bind(any)?;
+    socket.connect(to)?;
+    Ok(socket)
 }
 
-fn send(socket: &UdpSocket, payload: &[u8], to: SocketAddr) -> io::Result<()> {
+/// One send. An earlier datagram's ICMP "port unreachable" comes back on a later
+/// send (Windows calls it a reset), which it fails: that send is tried once more,
+/// counted, and the first one said (nothing is listening yet, or any more).
+fn send(socket: &UdpSocket, payload: &[u8], report: &mut Report) -> io::Result<()> {
+    let mut retried = false;
     loop {
-        match socket.send_to(payload, to) {
+        match socket.send(payload) {
             Ok(_) => return Ok(()),
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e)
+                if !retried
+                    && matches!(
+                        e.kind(),
+                        io::ErrorKind::ConnectionRefused | io::ErrorKind::ConnectionReset
+                    ) =>
+            {
+                if report.refused == 0 {
+                    warn!(
+                        "nothing is listening at {} (is the tool running?); still sending",
+                        report.to
+                    );
+                }
+                report.refused += 1;
+                retried = true;
+            }
             Err(e) => return Err(e),
         }
     }
@@ -282,13 +526,15 @@ mod tests {
             packets,
             first,
             last: first + Duration::from_millis(ms),
+            played: Duration::from_millis(ms),
+            long_gaps: 0,
         }
     }
 
     #[test]
     fn due_times_scale_with_speed_from_one_start() {
         let start = Instant::now();
-        let s = Schedule::new(start, 2.0, &selection(101, 1_000));
+        let mut s = Schedule::new(start, 2.0, &selection(101, 1_000));
         assert_eq!(
             s.period(),
             Duration::from_millis(1_010),
@@ -308,6 +554,32 @@ mod tests {
     }
 
     #[test]
+    fn a_long_gap_is_played_as_one_second_and_each_pass_starts_afresh() {
+        let start = Instant::now();
+        let ms = Duration::from_millis;
+        let year = Duration::from_secs(365 * 86_400);
+        let mut sel = selection(4, 0);
+        sel.played = ms(2_020);
+        let mut s = Schedule::new(start, 1.0, &sel);
+        // The first in file order is due at once, whatever its offset.
+        assert_eq!(s.due(0, ms(5)), start);
+        assert_eq!(s.due(0, ms(15)), start + ms(10));
+        assert_eq!(s.due(0, ms(15)), start + ms(10), "asked again");
+        assert_eq!(s.due(0, year), start + ms(1_010), "a year played as 1 s");
+        assert_eq!(s.due(0, ms(1)), start, "back in time: at once");
+        assert_eq!(s.due(0, year + ms(10)), start + ms(1_020));
+        assert_eq!(s.due(0, 2 * year), start + ms(2_020), "and again");
+        let period = s.period();
+        assert_eq!(period, ms(2_020) + ms(2_020) / 3);
+        assert_eq!(
+            s.due(1, ms(5)),
+            start + period,
+            "the next pass from its start"
+        );
+        assert_eq!(s.due(1, year), start + period + ms(1_000));
+    }
+
+    #[test]
     fn a_single_datagram_loops_at_60_hz_and_equal_times_at_1_khz() {
         let start = Instant::now();
         assert_eq!(
@@ -317,6 +589,54 @@ mod tests {
         assert_eq!(
             Schedule::new(start, 1.0, &selection(50, 0)).period(),
             MIN_GAP
+        );
+    }
+
+    #[test]
+    fn rates_are_checked() {
+        assert_eq!(check_rate(60), Ok(60));
+        assert_eq!(check_rate(MAX_RATE), Ok(MAX_RATE));
+        for bad in [0, MAX_RATE + 1] {
+            let e = check_rate(bad).expect_err("refused");
+            assert!(e.starts_with(&format!("{bad} is not a rate")), "{e}");
+        }
+    }
+
+    #[test]
+    fn the_plan_reads_as_one_sentence() {
+        let plan = |format, speed, repeat| Plan {
+            file: PathBuf::from("drive.pcap"),
+            format,
+            selection: Selection {
+                packets: 2_500,
+                ..selection(2_500, 41_650)
+            },
+            options: Options {
+                to: "127.0.0.1:47402".parse().expect("an address"),
+                speed,
+                repeat,
+            },
+            warnings: Vec::new(),
+            length: Duration::from_millis(41_650).div_f64(speed),
+        };
+        assert_eq!(
+            plan(FileFormat::Pcap, 1.0, false).to_string(),
+            "replaying drive.pcap to 127.0.0.1:47402: the 2,500 packets sent to port 5400, \
+             over 41.6 s"
+        );
+        assert_eq!(
+            plan(FileFormat::PcapNg, 0.5, true).to_string(),
+            "replaying drive.pcap to 127.0.0.1:47402: the 2,500 packets sent to port 5400 at \
+             speed 0.5, over 83.3 s, again and again until Ctrl-C"
+        );
+        let raw = FileFormat::RawDump {
+            len: 324,
+            datagrams: 2_500,
+        };
+        assert_eq!(
+            plan(raw, 2.0, false).to_string(),
+            "replaying drive.pcap to 127.0.0.1:47402: a raw dump of 2,500 datagrams of 324 \
+             bytes (fh4/fh5/fh6), 120 a second, over 20.8 s"
         );
     }
 
@@ -350,6 +670,7 @@ mod tests {
             sent: 3_600,
             failed: 0,
             first_error: None,
+            refused: 0,
             passes: 1,
             elapsed: Duration::from_millis(30_004),
             stopped: false,
@@ -361,11 +682,13 @@ mod tests {
         r.stopped = true;
         r.passes = 3;
         r.failed = 2;
-        r.first_error = Some("Connection refused".to_owned());
+        r.first_error = Some("Network is unreachable".to_owned());
+        r.refused = 1_500;
         assert_eq!(
             r.to_string(),
             "replay stopped: sent 3,600 packets to 127.0.0.1:9000 in 30.00 s (3 passes); \
-             2 could not be sent (first: Connection refused)"
+             nothing was listening there 1,500 times; 2 could not be sent (first: Network is \
+             unreachable)"
         );
     }
 }

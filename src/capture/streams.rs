@@ -1,20 +1,33 @@
 //! The UDP streams in a capture, and picking the one to replay.
 
+use std::collections::hash_map::DefaultHasher;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt;
+use std::hash::{Hash, Hasher};
+use std::io::{Read, Seek};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
 use crate::wire::{detect, Format};
 
-use super::read::{Reader, Skipped};
+use super::read::{Damage, FileFormat, Reader, Skipped};
+use super::replay::{LONG_GAP, LONG_GAP_PLAYED};
 use super::{thousands, CaptureError, Datagram};
 
 /// Senders listed per stream; more are counted.
 const MAX_SOURCES: usize = 8;
 /// Payload lengths named in a stream's description; more are counted.
 const SHOWN_LENGTHS: usize = 3;
+/// Payload lengths counted per stream; datagrams of others are counted together.
+const MAX_LENGTHS: usize = 64;
+/// Destinations counted stream by stream; those seen after are only counted.
+pub const MAX_STREAMS: usize = 1_000;
+/// Streams an error message lists, most packets first; the rest are counted.
+pub const SHOWN_STREAMS: usize = 20;
+/// Fingerprints kept to count distinct senders and the destinations beyond
+/// [`MAX_STREAMS`] (8 bytes each); past this many, those counts are lower bounds.
+const MAX_FINGERPRINTS: usize = 1 << 20;
 
 /// The datagrams of a capture sent to one address and port.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -25,10 +38,15 @@ pub struct Stream {
     pub sources: Vec<SocketAddr>,
     /// Senders beyond [`Stream::sources`].
     pub more_sources: u64,
+    /// Whether [`Stream::more_sources`] is exact, or a lower bound (the capture
+    /// has over a million senders).
+    pub more_sources_exact: bool,
     /// Datagrams.
     pub packets: u64,
-    /// Datagrams by payload length.
+    /// Datagrams by payload length, for the first [`MAX_LENGTHS`] lengths seen.
     pub lengths: BTreeMap<usize, u64>,
+    /// Datagrams of other lengths.
+    pub other_lengths: u64,
     /// The earliest timestamp.
     pub first: SystemTime,
     /// The latest timestamp.
@@ -39,33 +57,43 @@ pub struct Stream {
 }
 
 impl Stream {
-    fn new(d: &Datagram) -> Stream {
+    fn new(d: &Datagram<&[u8]>) -> Stream {
         Stream {
             to: d.to,
             sources: Vec::new(),
             more_sources: 0,
+            more_sources_exact: true,
             packets: 0,
             lengths: BTreeMap::new(),
+            other_lengths: 0,
             first: d.time,
             last: d.time,
             horizon: None,
         }
     }
 
-    /// Counts `d`; `new_sender` when its sender has not sent to this stream before.
-    fn add(&mut self, d: &Datagram, new_sender: bool) {
+    /// Counts `d`; `new_sender` when its sender has not sent to this stream
+    /// before (`None`: can't tell, the fingerprints are full).
+    fn add(&mut self, d: &Datagram<&[u8]>, new_sender: Option<bool>) {
         self.packets += 1;
-        *self.lengths.entry(d.payload.len()).or_default() += 1;
+        let len = d.payload.len();
+        let counted = self.lengths.len();
+        match self.lengths.get_mut(&len) {
+            Some(n) => *n += 1,
+            None if counted < MAX_LENGTHS => {
+                self.lengths.insert(len, 1);
+            }
+            None => self.other_lengths += 1,
+        }
         self.first = self.first.min(d.time);
         self.last = self.last.max(d.time);
-        if new_sender {
-            if self.sources.len() < MAX_SOURCES {
-                self.sources.push(d.from);
-            } else {
-                self.more_sources += 1;
-            }
+        match new_sender {
+            Some(true) if self.sources.len() < MAX_SOURCES => self.sources.push(d.from),
+            Some(true) => self.more_sources += 1,
+            Some(false) => {}
+            None => self.more_sources_exact = false,
         }
-        if let Some(f) = detect(&d.payload).filter(|f| f.is_horizon()) {
+        if let Some(f) = detect(d.payload).filter(|f| f.is_horizon()) {
             self.horizon = Some(f);
         }
     }
@@ -92,8 +120,13 @@ impl fmt::Display for Stream {
         for (i, s) in self.sources.iter().enumerate() {
             write!(f, "{}{s}", if i == 0 { " " } else { ", " })?;
         }
-        if self.more_sources > 0 {
-            write!(f, " and {} more", thousands(self.more_sources))?;
+        if self.more_sources > 0 || !self.more_sources_exact {
+            let at_least = if self.more_sources_exact {
+                ""
+            } else {
+                "at least "
+            };
+            write!(f, " and {at_least}{} more", thousands(self.more_sources))?;
         }
         let noun = if self.packets == 1 {
             "packet"
@@ -110,9 +143,9 @@ impl fmt::Display for Stream {
                 None => Ok(()),
             }
         };
-        if let [(len, _)] = by_count[..] {
+        if let ([(len, _)], 0) = (&by_count[..], self.other_lengths) {
             f.write_str(" of ")?;
-            return length(f, len);
+            return length(f, *len);
         }
         f.write_str(":")?;
         for (i, (len, n)) in by_count.iter().take(SHOWN_LENGTHS).enumerate() {
@@ -123,34 +156,161 @@ impl fmt::Display for Stream {
             let others = by_count.len() - SHOWN_LENGTHS;
             write!(f, " and {} other lengths", thousands(others as u64))?;
         }
+        if self.other_lengths > 0 {
+            write!(
+                f,
+                " and {} of lengths not counted one by one",
+                thousands(self.other_lengths)
+            )?;
+        }
         Ok(())
     }
 }
 
-/// Streams being counted, datagram by datagram.
+/// The datagrams of a capture to one destination port: what a replay of that
+/// port plays.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Port {
+    packets: u64,
+    first: SystemTime,
+    last: SystemTime,
+    /// The first one's time, in file order: where a replay starts.
+    start: SystemTime,
+    /// The latest time so far, in file order.
+    high: SystemTime,
+    /// Time cut from gaps over [`LONG_GAP`], each played as [`LONG_GAP_PLAYED`].
+    cut: Duration,
+    /// Those gaps.
+    long_gaps: u64,
+}
+
+impl Port {
+    fn new(time: SystemTime) -> Port {
+        Port {
+            packets: 0,
+            first: time,
+            last: time,
+            start: time,
+            high: time,
+            cut: Duration::ZERO,
+            long_gaps: 0,
+        }
+    }
+
+    /// Counts a datagram of `time`, as a replay will pace it
+    /// ([`Schedule::due`](super::replay::Schedule::due)).
+    fn add(&mut self, time: SystemTime) {
+        self.packets += 1;
+        self.first = self.first.min(time);
+        self.last = self.last.max(time);
+        if let Ok(gap) = time.duration_since(self.high) {
+            if gap > LONG_GAP {
+                self.cut += gap - LONG_GAP_PLAYED;
+                self.long_gaps += 1;
+            }
+            self.high = time;
+        }
+    }
+
+    /// How long a replay takes, from the first datagram to the last.
+    fn played(&self) -> Duration {
+        self.high
+            .duration_since(self.start)
+            .unwrap_or_default()
+            .saturating_sub(self.cut)
+    }
+}
+
+/// Streams being counted, datagram by datagram, in bounded memory: at most
+/// [`MAX_STREAMS`] streams in detail, 65,536 ports, [`MAX_FINGERPRINTS`]
+/// fingerprints.
 #[derive(Debug, Default)]
 struct Tally {
     streams: Vec<Stream>,
     /// Where each destination's stream is in `streams`.
     index: HashMap<SocketAddr, usize>,
-    /// Every (destination, sender) pair seen.
-    pairs: HashSet<(SocketAddr, SocketAddr)>,
+    /// Fingerprints of (destination, sender) pairs of the streams counted in
+    /// detail, and of the destinations beyond them.
+    seen: HashSet<u64>,
+    /// Destinations beyond `streams`.
+    others: u64,
+    /// Some fingerprint could not be kept: `others` and some `more_sources` are
+    /// lower bounds.
+    seen_full: bool,
+    ports: HashMap<u16, Port>,
 }
 
 impl Tally {
-    fn add(&mut self, d: &Datagram) {
-        let i = *self.index.entry(d.to).or_insert_with(|| {
-            self.streams.push(Stream::new(d));
-            self.streams.len() - 1
-        });
-        let new_sender = self.pairs.insert((d.to, d.from));
+    fn add(&mut self, d: &Datagram<&[u8]>) {
+        self.ports
+            .entry(d.to.port())
+            .or_insert_with(|| Port::new(d.time))
+            .add(d.time);
+        let i = match self.index.get(&d.to) {
+            Some(&i) => i,
+            None if self.streams.len() < MAX_STREAMS => {
+                self.streams.push(Stream::new(d));
+                self.index.insert(d.to, self.streams.len() - 1);
+                self.streams.len() - 1
+            }
+            None => {
+                if self.remember(fingerprint(b'd', d.to, None)) == Some(true) {
+                    self.others += 1;
+                }
+                return;
+            }
+        };
+        let new_sender = self.remember(fingerprint(b'p', d.to, Some(d.from)));
         self.streams[i].add(d, new_sender);
     }
 
-    /// The streams, most packets first; equal counts in order of appearance.
-    fn into_streams(mut self) -> Vec<Stream> {
-        self.streams.sort_by_key(|s| std::cmp::Reverse(s.packets));
-        self.streams
+    /// Whether `print` is new; `None` when it can't be told (the set is full).
+    fn remember(&mut self, print: u64) -> Option<bool> {
+        if self.seen.contains(&print) {
+            Some(false)
+        } else if self.seen.len() < MAX_FINGERPRINTS {
+            self.seen.insert(print);
+            Some(true)
+        } else {
+            self.seen_full = true;
+            None
+        }
+    }
+}
+
+/// 64 bits standing for a destination (`kind` b'd') or a (destination, sender)
+/// pair (`kind` b'p'): two of a million collide with odds of about 1 in 30
+/// million.
+fn fingerprint(kind: u8, to: SocketAddr, from: Option<SocketAddr>) -> u64 {
+    let mut h = DefaultHasher::new();
+    (kind, to, from).hash(&mut h);
+    h.finish()
+}
+
+/// Streams as an error lists them: the first [`SHOWN_STREAMS`] by packets, and
+/// how many more there are.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Listing {
+    /// The streams listed, most packets first.
+    pub streams: Vec<Stream>,
+    /// Streams not listed.
+    pub more: u64,
+    /// Whether `more` is exact, or a lower bound.
+    pub exact: bool,
+}
+
+impl fmt::Display for Listing {
+    /// One line per stream, each with the `--port` that picks it.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for s in &self.streams {
+            write!(f, "\n  --port {:<5}  {s}", s.to.port())?;
+        }
+        if self.more > 0 || !self.exact {
+            let at_least = if self.exact { "" } else { "at least " };
+            let noun = if self.more == 1 { "stream" } else { "streams" };
+            write!(f, "\n  and {at_least}{} more {noun}", thousands(self.more))?;
+        }
+        Ok(())
     }
 }
 
@@ -159,89 +319,146 @@ impl Tally {
 pub struct Streams {
     /// The file read.
     pub path: PathBuf,
-    /// The streams, most packets first.
+    /// pcap, pcapng, or a raw dump (whose datagrams have no addresses: every one
+    /// is to [`RAW_DUMP_ADDR`](super::RAW_DUMP_ADDR), port 0).
+    pub format: FileFormat,
+    /// The streams counted in detail (the first [`MAX_STREAMS`] destinations
+    /// seen), most packets first.
     pub streams: Vec<Stream>,
+    /// Destinations seen after those, only counted.
+    pub more_streams: u64,
+    /// Whether every count is exact, or some (more than a million senders or
+    /// destinations) are lower bounds.
+    pub exact: bool,
     /// Frames read, UDP or not.
     pub frames: u64,
     /// Frames that held no usable UDP datagram.
     pub skipped: Skipped,
-    /// Set when the file ends inside a record: everything before it was read
-    /// (a capture cut off by a crash or a full disk). Other errors fail the scan.
+    /// What was wrong in the file but read past.
+    pub damage: Damage,
+    /// Set when the reading ended early: the file ends inside a record (a
+    /// capture cut off by a crash or a full disk), or a pcapng block's length
+    /// can't be right. Everything before was read. Other errors fail the scan.
     pub truncated: Option<CaptureError>,
+    /// Every destination port, counted whole.
+    ports: HashMap<u16, Port>,
 }
 
 impl Streams {
     /// Reads the capture at `path` to its end.
     pub fn scan(path: &Path) -> Result<Streams, CaptureError> {
-        let mut reader = Reader::open(path)?;
+        Streams::read(Reader::open(path)?)
+    }
+
+    /// Reads a capture held in memory (called "capture" in messages).
+    pub fn read_bytes(bytes: &[u8]) -> Result<Streams, CaptureError> {
+        Streams::read(Reader::new(
+            std::io::Cursor::new(bytes),
+            Path::new("capture"),
+        )?)
+    }
+
+    /// Reads `reader`'s capture to its end.
+    pub fn read<R: Read + Seek>(mut reader: Reader<R>) -> Result<Streams, CaptureError> {
+        let path = reader.path().to_owned();
+        let path = path.as_path();
         let mut tally = Tally::default();
         let mut truncated = None;
-        for d in reader.by_ref() {
-            let d = match d {
-                Ok(d) => d,
-                Err(e @ CaptureError::Truncated { .. }) => {
+        while let Some(d) = reader.next_datagram() {
+            match d {
+                Ok(d) => tally.add(&d),
+                Err(e @ (CaptureError::Truncated { .. } | CaptureError::Corrupt { .. })) => {
                     truncated = Some(e);
-                    break;
                 }
                 Err(e) => return Err(e),
-            };
-            tally.add(&d);
+            }
         }
-        Ok(Streams {
+        if tally.streams.is_empty() {
+            if let Some(link) = reader.other_link() {
+                return Err(CaptureError::UnsupportedLink {
+                    path: path.to_owned(),
+                    link,
+                });
+            }
+        }
+        let mut streams = Streams::of(path, tally, reader.frames(), reader.skipped());
+        streams.format = reader.format();
+        streams.damage = reader.damage();
+        streams.truncated = truncated;
+        Ok(streams)
+    }
+
+    fn of(path: &Path, tally: Tally, frames: u64, skipped: Skipped) -> Streams {
+        let mut streams = tally.streams;
+        // Stable: equal counts stay in order of appearance.
+        streams.sort_by_key(|s| std::cmp::Reverse(s.packets));
+        Streams {
             path: path.to_owned(),
-            streams: tally.into_streams(),
-            frames: reader.frames(),
-            skipped: reader.skipped(),
-            truncated,
-        })
+            format: FileFormat::Pcap,
+            streams,
+            more_streams: tally.others,
+            exact: !tally.seen_full,
+            frames,
+            skipped,
+            damage: Damage::default(),
+            truncated: None,
+            ports: tally.ports,
+        }
+    }
+
+    /// The streams an error lists.
+    pub fn listing(&self) -> Listing {
+        let shown = self.streams.len().min(SHOWN_STREAMS);
+        Listing {
+            streams: self.streams[..shown].to_vec(),
+            more: (self.streams.len() - shown) as u64 + self.more_streams,
+            exact: self.exact,
+        }
     }
 
     /// The datagrams to replay: those to `port`, or when it is `None`, those of the
     /// one destination port the capture holds.
     ///
     /// Fails when nothing matches, and without a port when the capture holds
-    /// datagrams to several ports (the error lists the streams).
+    /// datagrams to several ports (the error lists the streams). A raw dump has
+    /// no ports: every datagram is selected, whatever the port.
     pub fn select(&self, port: Option<u16>) -> Result<Selection, CaptureError> {
-        if self.streams.is_empty() {
+        let port = match self.format {
+            FileFormat::RawDump { .. } => None,
+            _ => port,
+        };
+        if self.ports.is_empty() {
             return Err(CaptureError::NoUdp {
                 path: self.path.clone(),
                 frames: self.frames,
                 skipped: self.skipped,
             });
         }
-        let port = match port {
-            Some(p) => p,
-            None => {
-                let first = self.streams[0].to.port();
-                if self.streams.iter().any(|s| s.to.port() != first) {
-                    return Err(CaptureError::SeveralPorts {
-                        path: self.path.clone(),
-                        streams: self.streams.clone(),
-                    });
-                }
-                first
+        let port = match (port, self.ports.keys().next()) {
+            (Some(p), _) => p,
+            (None, Some(&only)) if self.ports.len() == 1 => only,
+            (None, _) => {
+                return Err(CaptureError::SeveralPorts {
+                    path: self.path.clone(),
+                    ports: self.ports.len(),
+                    streams: self.listing(),
+                })
             }
         };
-        let chosen: Vec<&Stream> = self
-            .streams
-            .iter()
-            .filter(|s| s.to.port() == port)
-            .collect();
-        let (Some(first), Some(last)) = (
-            chosen.iter().map(|s| s.first).min(),
-            chosen.iter().map(|s| s.last).max(),
-        ) else {
+        let Some(p) = self.ports.get(&port) else {
             return Err(CaptureError::NoSuchPort {
                 path: self.path.clone(),
                 port,
-                streams: self.streams.clone(),
+                streams: self.listing(),
             });
         };
         Ok(Selection {
             port,
-            packets: chosen.iter().map(|s| s.packets).sum(),
-            first,
-            last,
+            packets: p.packets,
+            first: p.first,
+            last: p.last,
+            played: p.played(),
+            long_gaps: p.long_gaps,
         })
     }
 }
@@ -257,17 +474,40 @@ pub struct Selection {
     pub first: SystemTime,
     /// The latest timestamp among them.
     pub last: SystemTime,
+    /// How long a replay of them takes at speed 1: from the first in the file to
+    /// the latest, each gap over [`LONG_GAP`] played as [`LONG_GAP_PLAYED`].
+    pub played: Duration,
+    /// Gaps over [`LONG_GAP`] between one and the next (a clock jump, a damaged
+    /// timestamp).
+    pub long_gaps: u64,
 }
 
 impl Selection {
     /// Whether `d` is one of them.
-    pub fn matches(&self, d: &Datagram) -> bool {
+    pub fn matches<P>(&self, d: &Datagram<P>) -> bool {
         d.to.port() == self.port
     }
 
     /// From the first timestamp to the last.
     pub fn duration(&self) -> Duration {
         self.last.duration_since(self.first).unwrap_or_default()
+    }
+
+    /// Says the gaps over [`LONG_GAP`] a replay shortens, if there are any.
+    pub fn long_gaps_note(&self) -> Option<String> {
+        let (n, noun, verb) = match self.long_gaps {
+            0 => return None,
+            1 => (1, "gap", "it is"),
+            n => (n, "gaps", "each is"),
+        };
+        Some(format!(
+            "the packets to port {} have {} {noun} of more than {} s between packets (a clock \
+             jump or a damaged timestamp); {verb} replayed as {} s",
+            self.port,
+            thousands(n),
+            LONG_GAP.as_secs(),
+            LONG_GAP_PLAYED.as_secs()
+        ))
     }
 
     /// Where `time` falls after the first timestamp (zero if before it).
@@ -290,16 +530,30 @@ mod tests {
         }
     }
 
-    fn tally(datagrams: &[Datagram]) -> Vec<Stream> {
+    fn tally(datagrams: &[Datagram]) -> Tally {
         let mut t = Tally::default();
         for d in datagrams {
-            t.add(d);
+            t.add(&Datagram {
+                time: d.time,
+                from: d.from,
+                to: d.to,
+                payload: &d.payload[..],
+            });
         }
-        t.into_streams()
+        t
+    }
+
+    fn streams(ds: &[Datagram]) -> Streams {
+        Streams::of(
+            Path::new("drive.pcap"),
+            tally(ds),
+            ds.len() as u64,
+            Skipped::default(),
+        )
     }
 
     fn stream_of(datagrams: &[Datagram]) -> Stream {
-        let mut streams = tally(datagrams);
+        let mut streams = streams(datagrams).streams;
         assert_eq!(streams.len(), 1, "one destination");
         streams.remove(0)
     }
@@ -363,16 +617,6 @@ mod tests {
         );
     }
 
-    fn streams(ds: &[Datagram]) -> Streams {
-        Streams {
-            path: PathBuf::from("drive.pcap"),
-            streams: tally(ds),
-            frames: ds.len() as u64,
-            skipped: Skipped::default(),
-            truncated: None,
-        }
-    }
-
     #[test]
     fn one_port_is_chosen_without_asking() {
         let s = streams(&[
@@ -407,5 +651,77 @@ mod tests {
         let e = s.select(Some(5401)).expect_err("no such port").to_string();
         assert!(e.contains("no UDP datagrams to port 5401"), "{e}");
         assert!(e.contains("127.0.0.1:5400 ←"), "{e}");
+    }
+
+    #[test]
+    fn the_table_is_bounded_and_the_rest_counted_while_ports_stay_exact() {
+        let mut ds = Vec::new();
+        for i in 0..MAX_STREAMS + 5 {
+            let to = format!("10.0.{}.{}:{}", i / 256, i % 256, 1_000 + i % 3);
+            ds.push(datagram("10.1.0.1:9", &to, 8, i as u64));
+        }
+        // A stream after the table is full, and a second datagram to one beyond it.
+        ds.push(datagram("10.1.0.1:9", "127.0.0.1:5400", 324, 5_000));
+        ds.push(datagram("10.1.0.1:9", "127.0.0.1:5400", 324, 5_016));
+        let s = streams(&ds);
+        assert_eq!(s.streams.len(), MAX_STREAMS);
+        assert_eq!(s.more_streams, 6, "five of 8 bytes and the one to 5400");
+        assert!(s.exact);
+        let sel = s.select(Some(5400)).expect("counted by port");
+        assert_eq!(sel.long_gaps, 0);
+        assert_eq!(
+            (sel.packets, sel.duration()),
+            (2, Duration::from_millis(16))
+        );
+        let listing = s.listing();
+        assert_eq!(listing.streams.len(), SHOWN_STREAMS);
+        assert_eq!(listing.more, (MAX_STREAMS + 6 - SHOWN_STREAMS) as u64);
+        assert!(listing.to_string().ends_with("\n  and 986 more streams"));
+        let e = s.select(None).expect_err("four ports").to_string();
+        assert!(e.contains("to 4 destination ports"), "{e}");
+    }
+
+    #[test]
+    fn lengths_past_the_counted_ones_are_counted_together() {
+        let ds: Vec<Datagram> = (0..MAX_LENGTHS + 2)
+            .map(|len| datagram("127.0.0.1:5", "127.0.0.1:53", len, 0))
+            .collect();
+        let s = stream_of(&ds);
+        assert_eq!((s.lengths.len(), s.other_lengths), (MAX_LENGTHS, 2));
+        assert!(
+            s.to_string()
+                .ends_with("and 61 other lengths and 2 of lengths not counted one by one"),
+            "{s}"
+        );
+    }
+
+    #[test]
+    fn a_gap_over_ten_seconds_counts_as_one_and_is_noted() {
+        let day = 86_400_000;
+        let s = streams(&[
+            datagram("127.0.0.1:5", "127.0.0.1:5400", 324, 0),
+            datagram("127.0.0.1:5", "127.0.0.1:5400", 324, 10_000),
+            datagram("127.0.0.1:5", "127.0.0.1:5400", 324, day),
+            // Back in time: no gap, and the next gap is from the latest.
+            datagram("127.0.0.1:5", "127.0.0.1:5400", 324, 5),
+            datagram("127.0.0.1:5", "127.0.0.1:5400", 324, day + 16),
+            datagram("127.0.0.1:5", "127.0.0.1:5400", 324, 2 * day),
+        ]);
+        let sel = s.select(None).expect("one port");
+        assert_eq!(sel.long_gaps, 2, "10 s exactly is not over");
+        assert_eq!(
+            sel.played,
+            Duration::from_millis(10_000 + 1_000 + 16 + 1_000)
+        );
+        assert_eq!(sel.duration(), Duration::from_millis(2 * day));
+        assert_eq!(
+            sel.long_gaps_note().as_deref(),
+            Some(
+                "the packets to port 5400 have 2 gaps of more than 10 s between packets (a \
+                 clock jump or a damaged timestamp); each is replayed as 1 s"
+            )
+        );
+        let plain = streams(&[datagram("127.0.0.1:5", "127.0.0.1:5400", 324, 0)]);
+        assert_eq!(plain.select(None).unwrap().long_gaps_note(), None);
     }
 }

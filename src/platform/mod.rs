@@ -8,5 +8,17 @@
 mod imp;
 
 pub use imp::{
-    hold_console_on_error, on_console_close, prepare_listener, prepare_udp_socket, summary_printed,
+    hold_console_on_error, on_signals, prepare_listener, prepare_udp_socket, summary_printed,
 };
+
+/// What the user or the system asks of the program, whatever the platform
+/// calls it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Signal {
+    /// Stop, with the final summary: SIGINT (Ctrl-C) and SIGTERM on Unix;
+    /// Ctrl-C, Ctrl-Break, the console window closing, log-off and shut-down
+    /// on Windows.
+    Stop,
+    /// Read the configuration again: SIGHUP on Unix.
+    Reload,
+}

@@ -2,6 +2,8 @@
 
 use std::io;
 
+use super::Signal;
+
 /// Nothing to do: the terminal keeps the error on screen.
 pub fn hold_console_on_error(_started_without_arguments: bool) {}
 
@@ -17,9 +19,33 @@ pub fn prepare_listener(_socket: &socket2::Socket) -> io::Result<()> {
     Ok(())
 }
 
-/// Nothing to do: closing a terminal sends SIGHUP, which the Ctrl-C handler
-/// (the `ctrlc` crate's `termination` feature) already turns into a stop.
-pub fn on_console_close(_stop: impl Fn() + Send + Sync + 'static) -> io::Result<()> {
+/// Calls `on` on a thread of its own for each SIGINT or SIGTERM ([`Signal::Stop`])
+/// and SIGHUP ([`Signal::Reload`]), from now until the program ends. None of
+/// them ends the program by itself any more; what they do is the app's
+/// ([`crate::app::Signals`]), which also tells a SIGHUP from a closed terminal.
+/// Call it once.
+#[cfg(unix)]
+pub fn on_signals(on: impl Fn(Signal) + Send + Sync + 'static) -> io::Result<()> {
+    use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+
+    let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM, SIGHUP])?;
+    std::thread::Builder::new()
+        .name("signals".to_owned())
+        .spawn(move || {
+            for signal in signals.forever() {
+                on(if signal == SIGHUP {
+                    Signal::Reload
+                } else {
+                    Signal::Stop
+                });
+            }
+        })?;
+    Ok(())
+}
+
+/// No signals to catch on this platform: the program stops when it is killed.
+#[cfg(not(unix))]
+pub fn on_signals(_on: impl Fn(Signal) + Send + Sync + 'static) -> io::Result<()> {
     Ok(())
 }
 

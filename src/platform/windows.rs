@@ -8,11 +8,11 @@
 //! - Without `SO_EXCLUSIVEADDRUSE`, a program that sets `SO_REUSEADDR` can bind
 //!   the listener's port too and take some of the game's packets:
 //!   [`prepare_listener`] asks for the port alone.
-//! - Closing the console window sends `CTRL_CLOSE_EVENT` and ends the process
-//!   when the handler returns (or after about 5 s). The `ctrlc` crate sees that
-//!   event too, but its handler returns at once, so the process usually dies
-//!   before the final summary is printed: [`on_console_close`] adds a handler that
-//!   stops the relay and waits, bounded, for [`summary_printed`].
+//! - Ctrl-C and Ctrl-Break, and closing the console window (or logging off, or
+//!   shutting down), come to a console handler ([`on_signals`]), which asks the
+//!   program to stop. Windows ends the process when the handler of a close
+//!   event returns (or after about 5 s), so that handler waits, bounded, for
+//!   [`summary_printed`] before returning.
 
 use std::io::{self, BufRead, IsTerminal, Write};
 use std::os::windows::io::AsRawSocket;
@@ -25,8 +25,11 @@ use windows_sys::Win32::Networking::WinSock::{
     SOCKET_ERROR, SOL_SOCKET, SO_EXCLUSIVEADDRUSE,
 };
 use windows_sys::Win32::System::Console::{
-    SetConsoleCtrlHandler, CTRL_CLOSE_EVENT, CTRL_LOGOFF_EVENT, CTRL_SHUTDOWN_EVENT,
+    SetConsoleCtrlHandler, CTRL_BREAK_EVENT, CTRL_CLOSE_EVENT, CTRL_C_EVENT, CTRL_LOGOFF_EVENT,
+    CTRL_SHUTDOWN_EVENT,
 };
+
+use super::Signal;
 
 const TRUE: BOOL = 1;
 const FALSE: BOOL = 0;
@@ -110,19 +113,19 @@ fn last_socket_error() -> io::Error {
     io::Error::from_raw_os_error(unsafe { WSAGetLastError() })
 }
 
-/// What the close handler calls.
-static STOP: OnceLock<Box<dyn Fn() + Send + Sync>> = OnceLock::new();
+/// What the console handler calls.
+static ON_SIGNAL: OnceLock<Box<dyn Fn(Signal) + Send + Sync>> = OnceLock::new();
 /// Set by [`summary_printed`]; the close handler waits on it.
 static PRINTED: Mutex<bool> = Mutex::new(false);
 static PRINTED_CHANGED: Condvar = Condvar::new();
 
-/// Calls `stop` when the console window is closed (or the user logs off, or
-/// Windows shuts down), then holds the process until [`summary_printed`] is
-/// called, at most a few seconds. Call it once, after `ctrlc::set_handler`:
-/// Windows asks the newest handler first, and ctrlc's claims every event.
-pub fn on_console_close(stop: impl Fn() + Send + Sync + 'static) -> io::Result<()> {
-    STOP.set(Box::new(stop))
-        .map_err(|_| io::Error::other("on_console_close was already called"))?;
+/// Calls `on` with [`Signal::Stop`] for Ctrl-C, Ctrl-Break, the console window
+/// closing, log-off and shut-down. For the last three it then holds the process
+/// until [`summary_printed`] is called, at most a few seconds. Call it once.
+pub fn on_signals(on: impl Fn(Signal) + Send + Sync + 'static) -> io::Result<()> {
+    ON_SIGNAL
+        .set(Box::new(on))
+        .map_err(|_| io::Error::other("on_signals was already called"))?;
     // SAFETY: `on_control` is a plain function that lives as long as the program.
     if unsafe { SetConsoleCtrlHandler(Some(on_control), TRUE) } == FALSE {
         return Err(io::Error::last_os_error());
@@ -139,15 +142,19 @@ pub fn summary_printed() {
 
 /// The console control handler; Windows runs it on a thread of its own.
 unsafe extern "system" fn on_control(event: u32) -> BOOL {
-    if !matches!(
+    let closing = matches!(
         event,
         CTRL_CLOSE_EVENT | CTRL_LOGOFF_EVENT | CTRL_SHUTDOWN_EVENT
-    ) {
-        // Ctrl-C and Ctrl-Break: the ctrlc handler's.
+    );
+    if !closing && !matches!(event, CTRL_C_EVENT | CTRL_BREAK_EVENT) {
         return FALSE;
     }
-    if let Some(stop) = STOP.get() {
-        stop();
+    if let Some(on) = ON_SIGNAL.get() {
+        on(Signal::Stop);
+    }
+    if !closing {
+        // Handled: the program stops by itself, with its summary.
+        return TRUE;
     }
     let printed = PRINTED.lock().unwrap_or_else(|e| e.into_inner());
     let (printed, _) = PRINTED_CHANGED
@@ -164,39 +171,41 @@ unsafe extern "system" fn on_control(event: u32) -> BOOL {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::atomic::{AtomicUsize, Ordering};
     use std::sync::Arc;
-    use windows_sys::Win32::System::Console::CTRL_C_EVENT;
 
     // One test: the handler's state is process-wide.
     #[test]
-    fn the_close_handler_stops_the_relay_and_returns_only_after_the_summary() {
-        let stopped = Arc::new(AtomicBool::new(false));
-        let summary_out = Arc::new(AtomicBool::new(false));
-        let (s, p) = (stopped.clone(), summary_out.clone());
-        on_console_close(move || {
-            s.store(true, Ordering::SeqCst);
-            // Like main: the loop ends, the summary is printed, then the notice.
-            let p = p.clone();
-            std::thread::spawn(move || {
-                std::thread::sleep(Duration::from_millis(50));
-                p.store(true, Ordering::SeqCst);
-                summary_printed();
-            });
+    fn ctrl_c_stops_and_closing_stops_and_returns_only_after_the_summary() {
+        let stops = Arc::new(AtomicUsize::new(0));
+        let summary_out = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (s, p) = (stops.clone(), summary_out.clone());
+        on_signals(move |signal| {
+            assert_eq!(signal, Signal::Stop);
+            if s.fetch_add(1, Ordering::SeqCst) == 1 {
+                // Like main: the loop ends, the summary is printed, then the notice.
+                let p = p.clone();
+                std::thread::spawn(move || {
+                    std::thread::sleep(Duration::from_millis(50));
+                    p.store(true, Ordering::SeqCst);
+                    summary_printed();
+                });
+            }
         })
         .expect("the first registration");
-        assert!(on_console_close(|| {}).is_err(), "a second registration");
+        assert!(on_signals(|_| {}).is_err(), "a second registration");
 
         // SAFETY: called as Windows would, on a thread of its own.
         assert_eq!(
             unsafe { on_control(CTRL_C_EVENT) },
-            FALSE,
-            "Ctrl-C is ctrlc's"
+            TRUE,
+            "Ctrl-C is handled"
         );
-        assert!(!stopped.load(Ordering::SeqCst));
+        assert_eq!(stops.load(Ordering::SeqCst), 1);
+        assert!(!summary_out.load(Ordering::SeqCst), "Ctrl-C does not wait");
 
         assert_eq!(unsafe { on_control(CTRL_CLOSE_EVENT) }, TRUE);
-        assert!(stopped.load(Ordering::SeqCst));
+        assert_eq!(stops.load(Ordering::SeqCst), 2);
         assert!(
             summary_out.load(Ordering::SeqCst),
             "returned before the summary"

@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 
 use super::{Simulator, RACE_OFF_FRAMES};
 use crate::config::{self, ConfigError, Problem};
+use crate::numbers::{Count, Thousands};
 use crate::stats::Elapsed;
 use crate::wire::{Format, FORMAT_IDS, MAX_LEN};
 
@@ -196,6 +197,9 @@ pub struct SendReport {
     pub sent: u64,
     /// Sends that failed.
     pub send_errors: u64,
+    /// Sends refused because nothing listened at the target (each frame was
+    /// sent again).
+    pub refused: u64,
     /// The first send error, if any.
     pub first_error: Option<String>,
     /// Times the schedule fell far behind and restarted.
@@ -209,16 +213,23 @@ impl fmt::Display for SendReport {
         let secs = self.elapsed.as_secs_f64();
         write!(
             f,
-            "sent {} packets to {} in {}",
-            self.sent,
+            "sent {} to {} in {}",
+            Count(self.sent, "packet"),
             self.to,
             Elapsed(self.elapsed)
         )?;
         if secs > 0.0 {
             write!(f, " ({:.1}/s)", self.sent as f64 / secs)?;
         }
+        if self.refused > 0 {
+            write!(
+                f,
+                "; nothing was listening there ({} refused)",
+                Thousands(self.refused)
+            )?;
+        }
         if self.send_errors > 0 {
-            write!(f, "; {} sends failed", self.send_errors)?;
+            write!(f, "; {} sends failed", Thousands(self.send_errors))?;
             if let Some(e) = &self.first_error {
                 write!(f, " (first: {e})")?;
             }
@@ -227,7 +238,7 @@ impl fmt::Display for SendReport {
             write!(
                 f,
                 "; fell behind and restarted the schedule {} times",
-                self.restarts
+                Thousands(self.restarts)
             )?;
         }
         Ok(())
@@ -244,6 +255,10 @@ pub fn send(options: &SendOptions, stop: &AtomicBool) -> io::Result<SendReport> 
         (Ipv4Addr::UNSPECIFIED, 0).into()
     };
     let socket = UdpSocket::bind(any)?;
+    // Connected, so a closed port's ICMP comes back as "refused" on the next
+    // send: said once, as the relay does for a destination.
+    socket.connect(options.to)?;
+    let mut refused = false;
     let mut sim = Simulator::new(options.format, options.seed);
     let mut buf = [0u8; MAX_LEN];
     let total = options.frames();
@@ -254,6 +269,7 @@ pub fn send(options: &SendOptions, stop: &AtomicBool) -> io::Result<SendReport> 
         to: options.to,
         sent: 0,
         send_errors: 0,
+        refused: 0,
         first_error: None,
         restarts: 0,
         elapsed: Duration::ZERO,
@@ -280,10 +296,25 @@ pub fn send(options: &SendOptions, stop: &AtomicBool) -> io::Result<SendReport> 
         let len = sim
             .frame(dt, &mut buf)
             .expect("a MAX_LEN buffer holds every format");
+        let mut retried = false;
         loop {
-            match socket.send_to(&buf[..len], options.to) {
+            match socket.send(&buf[..len]) {
                 Ok(_) => report.sent += 1,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                // The refusal of an earlier frame: this one was not sent yet.
+                Err(e) if e.kind() == io::ErrorKind::ConnectionRefused && !retried => {
+                    if !refused {
+                        refused = true;
+                        log::warn!(
+                            "{}: nothing is listening on that port (is forza-relay or the \
+                             tool running?); still sending to it",
+                            options.to
+                        );
+                    }
+                    report.refused += 1;
+                    retried = true;
+                    continue;
+                }
                 Err(e) => {
                     report.send_errors += 1;
                     if report.first_error.is_none() {

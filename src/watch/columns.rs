@@ -64,7 +64,8 @@ impl Serialize for Cell {
     }
 }
 
-/// The values [`Telemetry`] derives from the fields, by their names there.
+/// The values [`Telemetry`] derives from the fields, by the names it serialises
+/// them under.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Derived {
     /// `speed_kmh`.
@@ -125,7 +126,7 @@ impl Derived {
         Derived::Drivetrain,
     ];
 
-    /// Its name: the [`Telemetry`] member's.
+    /// Its name: the one [`Telemetry`] serialises it under.
     pub const fn name(self) -> &'static str {
         match self {
             Derived::SpeedKmh => "speed_kmh",
@@ -160,17 +161,17 @@ impl Derived {
             Derived::SpeedKmh => float(t.speed_kmh),
             Derived::SpeedMph => float(t.speed_mph),
             Derived::PowerHp => float(t.power_hp),
-            Derived::GearLabel => t.gear_label.map_or(Cell::Null, Cell::Gear),
+            Derived::GearLabel => t.gear.map_or(Cell::Null, Cell::Gear),
             Derived::ThrottlePct => float(t.throttle_pct),
             Derived::BrakePct => float(t.brake_pct),
             Derived::ClutchPct => float(t.clutch_pct),
             Derived::HandbrakePct => float(t.handbrake_pct),
             Derived::SteerAxis => float(t.steer_axis),
-            Derived::RevFraction => Cell::Float(t.rev_fraction),
-            Derived::GLat => Cell::Float(t.g_lat),
-            Derived::GLong => Cell::Float(t.g_long),
-            Derived::GVert => Cell::Float(t.g_vert),
-            Derived::DriftAngleDeg => Cell::Float(t.drift_angle_deg),
+            Derived::RevFraction => float(t.rev_fraction),
+            Derived::GLat => float(t.g_lat),
+            Derived::GLong => float(t.g_long),
+            Derived::GVert => float(t.g_vert),
+            Derived::DriftAngleDeg => float(t.drift_angle_deg),
             Derived::TireTempC => float(t.tire_temp_c.map(|w| w.into_array()[wheel])),
             Derived::CarClassLetter => text(t.car_class_letter),
             Derived::Drivetrain => text(t.drivetrain),
@@ -414,7 +415,10 @@ mod tests {
     /// forgotten here fails.
     #[test]
     fn derived_lists_every_derived_value_of_telemetry() {
-        let t = Telemetry::from_bytes(&[0u8; 324], Format::Fh6).unwrap();
+        let mut buf = [0u8; 324];
+        let mut p = Packet::new_checked(&mut buf[..], Format::Fh6).unwrap();
+        p.set_is_race_on(1);
+        let t = Telemetry::decode(&p);
         let json = serde_json::to_value(t).unwrap();
         let fields = serde_json::to_value(t.fields).unwrap();
         let mut from_telemetry = BTreeSet::new();

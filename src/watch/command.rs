@@ -1,49 +1,60 @@
-//! The `watch`, `export` and `dissector` subcommands: their options turned once
-//! into [`WatchOptions`] / [`ExportOptions`], the source opened (`--listen ADDR`,
-//! or `--file CAPTURE [--port P]`: paced for `watch`, as fast as it reads for
-//! `export`), errors turned into a message and an exit code (1: could not start
-//! or failed, 2: a bad option or an unreadable capture).
+//! The `watch`, `export` and `dissector` subcommands: their options, as typed
+//! ([`WatchCommand`], [`ExportCommand`]), turned once into [`WatchOptions`] /
+//! [`ExportOptions`], the source opened (`--listen ADDR`, or `--file CAPTURE
+//! [--port P]`: paced for `watch`, as fast as it reads for `export`), errors
+//! turned into a [`Failure`] (1: could not start or failed, 2: a bad option or
+//! an unreadable capture). Each stops on the program's [`Signals`].
 
 use std::fs::File;
 use std::io::{self, IsTerminal, Write};
 use std::net::SocketAddr;
-use std::path::Path;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::path::{Path, PathBuf};
 
 use log::{info, warn};
 
 use super::columns::{self, Column};
 use super::dashboard::{watch, WatchOptions};
 use super::dissector;
-use super::export::{export, ExportOptions, Table};
+use super::export::{export, ExportError, ExportOptions, Table};
 use super::source::{CaptureSource, Pace, Source, UdpSource};
-use crate::cli::{DissectorArgs, ExportArgs, WatchArgs};
+use crate::app::commands::to_stdout;
+use crate::app::{Failure, Signals};
 use crate::config::{parse_listen, Input, DEFAULT_LISTEN};
+use crate::relay::StartError;
 
-/// Why a subcommand failed: what to print, and the exit code.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Failure {
-    /// 1: could not start or failed while running; 2: a bad option.
-    pub code: u8,
-    /// The message, naming the value at fault.
-    pub message: String,
+/// Where `watch` and `export` read packets from, and as what, as typed.
+#[derive(Debug, Clone, Default)]
+pub struct SourceOptions {
+    /// `--listen ADDR` (the default address when neither it nor a file is given).
+    pub listen: Option<String>,
+    /// `--file CAPTURE`.
+    pub file: Option<PathBuf>,
+    /// `--port P`: which stream of the capture.
+    pub port: Option<u16>,
+    /// `--format`: the input format (auto when `None`).
+    pub format: Option<String>,
 }
 
-impl Failure {
-    fn usage(message: impl Into<String>) -> Failure {
-        Failure {
-            code: 2,
-            message: message.into(),
-        }
-    }
+/// What `watch` is asked.
+#[derive(Debug, Clone, Default)]
+pub struct WatchCommand {
+    /// Where the packets come from.
+    pub source: SourceOptions,
+}
 
-    fn start(message: impl Into<String>) -> Failure {
-        Failure {
-            code: 1,
-            message: message.into(),
-        }
-    }
+/// What `export` is asked.
+#[derive(Debug, Clone, Default)]
+pub struct ExportCommand {
+    /// Where the packets come from.
+    pub source: SourceOptions,
+    /// The file to write, `-` for standard output.
+    pub output: PathBuf,
+    /// `--as csv|jsonl` (from the output's extension when `None`).
+    pub table: Option<String>,
+    /// `--fields A,B,C` (every column when `None`).
+    pub fields: Option<String>,
+    /// `--only-race-on`.
+    pub only_race_on: bool,
 }
 
 fn listen_addr(text: Option<&str>) -> Result<SocketAddr, Failure> {
@@ -62,21 +73,14 @@ fn input(text: Option<&str>) -> Result<Input, Failure> {
     }
 }
 
+/// A socket on `addr`; a port in use is worded as `run` words it.
 fn bind(addr: SocketAddr) -> Result<UdpSource, Failure> {
-    UdpSource::bind(addr).map_err(|e| {
-        let hint = match e.kind() {
-            io::ErrorKind::AddrInUse => format!(
-                " (another program already uses port {}: forza-relay run, SimHub, another \
-                 watch? Stop it, or watch a destination port of the relay instead)",
-                addr.port()
-            ),
-            io::ErrorKind::AddrNotAvailable => {
-                " (that IP is not an address of this computer; 0.0.0.0 means all of them)"
-                    .to_owned()
-            }
-            _ => String::new(),
-        };
-        Failure::start(format!("cannot listen on {addr}: {e}{hint}"))
+    UdpSource::bind(addr).map_err(|source| {
+        Failure::start(StartError::Listen {
+            addr,
+            place: "--listen".to_owned(),
+            source,
+        })
     })
 }
 
@@ -106,33 +110,28 @@ fn open_source(
     Ok(source)
 }
 
-/// A flag set by Ctrl-C, SIGTERM or the console closing.
-fn stop_flag() -> Arc<AtomicBool> {
-    let stop = Arc::new(AtomicBool::new(false));
-    let flag = Arc::clone(&stop);
-    if let Err(e) = ctrlc::set_handler(move || flag.store(true, Ordering::Relaxed)) {
-        warn!("Ctrl-C may not stop cleanly: {e}");
-    }
-    stop
-}
-
 /// `forza-relay watch`.
-pub fn watch_command(args: &WatchArgs) -> Result<(), Failure> {
+pub fn watch_command(command: &WatchCommand, signals: &Signals) -> Result<(), Failure> {
+    let source_options = &command.source;
     let options = WatchOptions {
-        input: input(args.source.format.as_deref())?,
+        input: input(source_options.format.as_deref())?,
     };
     let mut source = open_source(
-        args.source.listen.as_deref(),
-        args.source.file.as_deref(),
-        args.source.port,
+        source_options.listen.as_deref(),
+        source_options.file.as_deref(),
+        source_options.port,
         Pace::Recorded,
     )?;
-    let stop = stop_flag();
     if !io::stdout().is_terminal() {
         // "listening on ADDR" (the port bound, for scripts) or "playing FILE (...)".
         info!("{}", source.describe());
     }
-    watch(&mut *source, &options, &stop).map_err(|e| Failure::start(format!("watch stopped: {e}")))
+    let screen = io::stdout().is_terminal();
+    match watch(&mut *source, &options, &signals.stop_flag()) {
+        // The terminal's window was closed: nothing left to show.
+        Err(_) if screen && !io::stdout().is_terminal() => Ok(()),
+        result => result.map_err(|e| Failure::start(format!("watch stopped: {e}"))),
+    }
 }
 
 /// The table format for `--as`, or guessed from the output file's extension.
@@ -151,55 +150,63 @@ fn table(arg: Option<&str>, output: &Path) -> Result<Table, Failure> {
 }
 
 /// `forza-relay export`.
-pub fn export_command(args: &ExportArgs) -> Result<(), Failure> {
-    let columns = match &args.fields {
-        Some(spec) => columns::select(spec).map_err(|e| Failure::usage(e.to_string()))?,
+pub fn export_command(command: &ExportCommand, signals: &Signals) -> Result<(), Failure> {
+    let columns = match &command.fields {
+        Some(spec) => columns::select(spec).map_err(Failure::usage)?,
         None => Column::all(),
     };
     let options = ExportOptions {
-        input: input(args.source.format.as_deref())?,
-        table: table(args.table.as_deref(), &args.output)?,
+        input: input(command.source.format.as_deref())?,
+        table: table(command.table.as_deref(), &command.output)?,
         columns,
-        only_race_on: args.only_race_on,
+        skip_not_racing: command.only_race_on,
     };
     // Opened before the output is created, so a bad capture or a port in use
     // leaves an existing output file alone.
     let mut source = open_source(
-        args.source.listen.as_deref(),
-        args.source.file.as_deref(),
-        args.source.port,
+        command.source.listen.as_deref(),
+        command.source.file.as_deref(),
+        command.source.port,
         Pace::Fastest,
     )?;
-    let to_stdout = args.output.as_os_str() == "-";
+    let to_stdout = command.output.as_os_str() == "-";
     let out: Box<dyn Write> = if to_stdout {
         Box::new(io::stdout().lock())
     } else {
-        let file = File::create(&args.output)
-            .map_err(|e| Failure::start(format!("cannot create {}: {e}", args.output.display())))?;
+        let file = File::create(&command.output).map_err(|e| {
+            Failure::start(format!("cannot create {}: {e}", command.output.display()))
+        })?;
         Box::new(file)
     };
-    let stop = stop_flag();
     info!("{}", source.describe());
     let target = if to_stdout {
         "standard output".to_owned()
     } else {
-        args.output.display().to_string()
+        command.output.display().to_string()
     };
-    if args.source.file.is_some() {
+    if command.source.file.is_some() {
         info!("writing to {target}");
     } else {
         info!("writing to {target}; press Ctrl-C to stop");
     }
-    let summary = export(&mut *source, out, &options, &stop, |why| warn!("{why}"))
-        .map_err(|e| Failure::start(format!("{e} ({target})")))?;
-    info!("{summary} to {target}");
-    Ok(())
+    match export(&mut *source, out, &options, &signals.stop_flag(), |why| {
+        warn!("{why}")
+    }) {
+        Ok(summary) => {
+            info!("{target}: {summary}");
+            Ok(())
+        }
+        // Its reader is gone (`| head`): nothing more to do.
+        Err(ExportError::Write(e)) if e.kind() == io::ErrorKind::BrokenPipe => Ok(()),
+        Err(e) => Err(Failure::start(format!("{e} ({target})"))),
+    }
 }
 
-/// `forza-relay dissector`.
-pub fn dissector_command(args: &DissectorArgs) -> Result<(), Failure> {
+/// `forza-relay dissector`: the Lua dissector for UDP `port`, on standard output.
+pub fn dissector_command(port: u16) -> Result<(), Failure> {
     let mut out = io::stdout().lock();
-    out.write_all(dissector::lua(args.port).as_bytes())
-        .and_then(|()| out.flush())
-        .map_err(|e| Failure::start(format!("cannot write the dissector: {e}")))
+    to_stdout(
+        out.write_all(dissector::lua(port).as_bytes())
+            .and_then(|()| out.flush()),
+    )
 }

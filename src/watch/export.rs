@@ -13,6 +13,7 @@ use std::time::{Duration, Instant, SystemTime};
 use serde::ser::{SerializeMap, Serializer as _};
 
 use super::columns::{Column, Row};
+use super::model::Ignored;
 use super::source::{Next, Source};
 use super::Reader;
 use crate::config::Input;
@@ -55,19 +56,34 @@ pub struct ExportOptions {
     pub table: Table,
     /// The columns, in order.
     pub columns: Vec<Column>,
-    /// Skip packets with IsRaceOn = 0.
-    pub only_race_on: bool,
+    /// Skip every packet with IsRaceOn = 0 (`--only-race-on`; unlike a
+    /// destination's `only_race_on`, which passes the race-end frame).
+    pub skip_not_racing: bool,
 }
 
 /// What an export did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ExportSummary {
     /// Rows written.
     pub rows: u64,
-    /// Packets skipped for IsRaceOn = 0 (with `only_race_on`).
+    /// Packets skipped for IsRaceOn = 0 (with `skip_not_racing`).
     pub not_racing: u64,
     /// Datagrams that were not packets of the input format (or of any format).
-    pub ignored: u64,
+    pub ignored: Ignored,
+    /// The input format the datagrams were read as.
+    pub input: Input,
+}
+
+impl ExportSummary {
+    /// An empty summary of reading `input`.
+    pub fn new(input: Input) -> ExportSummary {
+        ExportSummary {
+            rows: 0,
+            not_racing: 0,
+            ignored: Ignored::default(),
+            input,
+        }
+    }
 }
 
 impl fmt::Display for ExportSummary {
@@ -76,12 +92,8 @@ impl fmt::Display for ExportSummary {
         if self.not_racing > 0 {
             write!(f, ", {} with IsRaceOn = 0 skipped", self.not_racing)?;
         }
-        if self.ignored > 0 {
-            write!(
-                f,
-                ", {} datagrams that are not packets ignored",
-                self.ignored
-            )?;
+        if self.ignored.count() > 0 {
+            write!(f, "; {}", self.ignored.explain(self.input))?;
         }
         Ok(())
     }
@@ -94,6 +106,10 @@ pub enum ExportError {
     Source(io::Error),
     /// Writing the output failed.
     Write(io::Error),
+    /// Datagrams were read, and not one was a packet of the input format: the
+    /// output holds only a header (issue 13). Its message names the format the
+    /// datagrams have.
+    NothingMatched(ExportSummary),
 }
 
 impl fmt::Display for ExportError {
@@ -101,6 +117,7 @@ impl fmt::Display for ExportError {
         match self {
             ExportError::Source(e) => write!(f, "reading datagrams failed: {e}"),
             ExportError::Write(e) => write!(f, "writing the export failed: {e}"),
+            ExportError::NothingMatched(s) => f.write_str(&s.ignored.nothing_matched(s.input)),
         }
     }
 }
@@ -109,7 +126,9 @@ impl std::error::Error for ExportError {}
 
 /// Writes one row per packet of `source` to `out` until the source ends or `stop`
 /// is set, then flushes. With `on_ignored`, the first datagram that is not a packet
-/// is described to it once (for a warning).
+/// is described to it once (for a warning). When datagrams were read and none was
+/// a packet of the input format, the rows written (none) are flushed and the
+/// result is [`ExportError::NothingMatched`].
 pub fn export<W: Write>(
     source: &mut dyn Source,
     out: W,
@@ -119,7 +138,7 @@ pub fn export<W: Write>(
 ) -> Result<ExportSummary, ExportError> {
     let mut writer = Writer::new(out, options)?;
     let mut reader = Reader::new(options.input);
-    let mut summary = ExportSummary::default();
+    let mut summary = ExportSummary::new(options.input);
     let mut first: Option<SystemTime> = None;
     let mut flushed = Instant::now();
     while !stop.load(Ordering::Relaxed) {
@@ -135,14 +154,14 @@ pub fn export<W: Write>(
             Next::End => break,
         };
         let Some(format) = reader.format_of(d.payload) else {
-            if summary.ignored == 0 {
+            if summary.ignored.count() == 0 {
                 on_ignored(&reader.why_ignored(d.payload.len()));
             }
-            summary.ignored += 1;
+            summary.ignored.add(d.payload.len());
             continue;
         };
         let packet = Packet::new_unchecked(d.payload, format);
-        if options.only_race_on && !packet.race_on() {
+        if options.skip_not_racing && !packet.race_on() {
             summary.not_racing += 1;
             continue;
         }
@@ -165,6 +184,9 @@ pub fn export<W: Write>(
         }
     }
     writer.flush()?;
+    if summary.rows == 0 && summary.not_racing == 0 && summary.ignored.count() > 0 {
+        return Err(ExportError::NothingMatched(summary));
+    }
     Ok(summary)
 }
 
@@ -304,20 +326,19 @@ mod tests {
             input: Input::Auto,
             table,
             columns: Column::all(),
-            only_race_on: false,
+            skip_not_racing: false,
         }
     }
 
     #[test]
     fn csv_has_a_header_and_one_row_per_packet_by_column_name() {
         let (out, summary, warnings) = run(&options(Table::Csv));
+        assert_eq!((summary.rows, summary.not_racing), (3, 0));
+        assert_eq!(summary.ignored.count(), 1);
         assert_eq!(
-            summary,
-            ExportSummary {
-                rows: 3,
-                not_racing: 0,
-                ignored: 1
-            }
+            summary.to_string(),
+            "3 rows written; 1 datagram ignored, not in any Forza format (lengths: sled 232, \
+             fm7 311, fm2023 331, fh4/fh5/fh6 324); it is of no Forza length (100 bytes)"
         );
         assert_eq!(warnings.len(), 1);
         assert!(warnings[0].contains("100-byte"), "{warnings:?}");
@@ -381,22 +402,22 @@ mod tests {
     }
 
     #[test]
-    fn fields_and_only_race_on_select_columns_and_rows() {
+    fn fields_and_skip_not_racing_select_columns_and_rows() {
         let o = ExportOptions {
             input: Input::Fixed(Format::Fh6),
             columns: columns::select("TimestampMS,speed_kmh,TireTemp").unwrap(),
-            only_race_on: true,
+            skip_not_racing: true,
             ..options(Table::Csv)
         };
         let (out, summary, warnings) = run(&o);
         // The sled packet and the 100-byte datagram are not fh6 packets.
+        assert_eq!((summary.rows, summary.not_racing), (1, 1));
+        assert_eq!(summary.ignored.count(), 2);
         assert_eq!(
-            summary,
-            ExportSummary {
-                rows: 1,
-                not_racing: 1,
-                ignored: 2
-            }
+            summary.to_string(),
+            "1 rows written, 1 with IsRaceOn = 0 skipped; 2 datagrams ignored, not in the fh6 \
+             format (324 bytes); 1 is 232 bytes (sled), 1 is 100 bytes (no Forza format) \
+             — use --format sled or auto"
         );
         assert!(warnings[0].contains("fh6"), "{warnings:?}");
         let mut r = csv::Reader::from_reader(&out[..]);
@@ -414,6 +435,42 @@ mod tests {
         let rows: Vec<csv::StringRecord> = r.records().map(Result::unwrap).collect();
         assert_eq!(rows.len(), 1);
         assert_eq!(&rows[0][0], "1000");
+    }
+
+    /// Issue 13 item 6: an export that matched nothing exited 0 with a header.
+    #[test]
+    fn an_export_that_matched_nothing_is_an_error_naming_the_format_found() {
+        let o = ExportOptions {
+            input: Input::Fixed(Format::Fm7),
+            ..options(Table::Csv)
+        };
+        let mut out = Vec::new();
+        let e = export(&mut source(), &mut out, &o, &AtomicBool::new(false), |_| {})
+            .expect_err("no fm7 packet");
+        let ExportError::NothingMatched(summary) = &e else {
+            panic!("{e:?}");
+        };
+        assert_eq!((summary.rows, summary.ignored.count()), (0, 4));
+        assert_eq!(
+            e.to_string(),
+            "none of the 4 datagrams is in the fm7 format (311 bytes); 1 is 232 bytes (sled), \
+             2 are 324 bytes (fh4, fh5 or fh6), 1 is 100 bytes (no Forza format) \
+             — use --format auto (or one of sled, fh4, fh5, fh6)"
+        );
+        // The header is written and flushed all the same.
+        let mut r = csv::Reader::from_reader(&out[..]);
+        assert_eq!(r.headers().unwrap().get(0), Some("recv_time"));
+        assert_eq!(r.records().count(), 0);
+        // Nothing read at all is no error: an empty capture exports no rows.
+        let summary = export(
+            &mut MemorySource::new(),
+            &mut Vec::new(),
+            &o,
+            &AtomicBool::new(false),
+            |_| {},
+        )
+        .unwrap();
+        assert_eq!(summary.rows, 0);
     }
 
     #[test]

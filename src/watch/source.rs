@@ -1,12 +1,16 @@
 //! Where the viewers' datagrams come from: one small trait, so the dashboard and the
 //! exporter read a UDP socket, a capture file or the relay's tap alike.
 //!
-//! A [`Source`] lends one datagram at a time from its own buffer; nothing is
-//! allocated per datagram. [`Source::next`] waits at most the time it is given, so a
-//! consumer can redraw, read keys or check a stop flag between datagrams. A source
-//! that plays a capture at its own pace answers [`Next::Idle`] until the next
-//! datagram is due; one fed by the relay's tap gives the receive time as wall-clock
-//! time (an `Instant` anchored to a `SystemTime` taken once).
+//! A [`Source`] lends one datagram at a time ([`Received`]), borrowed from a buffer
+//! it owns: [`UdpSource`] and [`TapSource`] reuse one buffer and allocate nothing
+//! per datagram, [`CaptureSource`] lends the payload the capture reader read (one
+//! allocation per record, on the viewer's thread) and [`MemorySource`] the one it
+//! was given. [`Source::next`] waits at most the time it is given, so a consumer
+//! can redraw, read keys or check a stop flag between datagrams. A source that
+//! plays a capture at its own pace answers [`Next::Idle`] until the next datagram
+//! is due. Every datagram carries its receive time as wall-clock time: the
+//! socket's `SystemTime::now()` on receipt, the time a capture recorded, or the
+//! time the relay stamped on the batch it copied into the tap.
 
 use std::collections::VecDeque;
 use std::io;
@@ -20,9 +24,11 @@ use crate::capture::{self, replay::Schedule, CaptureError, Selection, Streams};
 use crate::socket;
 use crate::tap::Tap;
 
-/// One received datagram, borrowed from the source.
+/// One datagram as a source received it, borrowed from the source. (Not the
+/// capture reader's owned `capture::Datagram`, nor the tap's, which also carries
+/// the listening address.)
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Datagram<'a> {
+pub struct Received<'a> {
     /// When it was received (wall clock: a capture file records it so).
     pub time: SystemTime,
     /// Who sent it.
@@ -35,7 +41,7 @@ pub struct Datagram<'a> {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Next<'a> {
     /// A datagram.
-    Datagram(Datagram<'a>),
+    Datagram(Received<'a>),
     /// Nothing within the time given; ask again.
     Idle,
     /// The source has no more datagrams (end of a capture file, the relay stopped).
@@ -110,7 +116,7 @@ impl Source for UdpSource {
         let timeout = timeout.max(Duration::from_millis(1));
         self.socket.set_read_timeout(Some(timeout))?;
         match self.socket.recv_from(&mut self.buf) {
-            Ok((n, from)) => Ok(Next::Datagram(Datagram {
+            Ok((n, from)) => Ok(Next::Datagram(Received {
                 time: SystemTime::now(),
                 from: canonical(from),
                 payload: &self.buf[..n],
@@ -163,7 +169,7 @@ impl Source for MemorySource {
         match self.queue.pop_front() {
             Some((time, from, payload)) => {
                 self.current = payload;
-                Ok(Next::Datagram(Datagram {
+                Ok(Next::Datagram(Received {
                     time,
                     from,
                     payload: &self.current,
@@ -300,7 +306,7 @@ impl Source for CaptureSource {
             }
         }
         self.lent = d.payload;
-        Ok(Next::Datagram(Datagram {
+        Ok(Next::Datagram(Received {
             time: d.time,
             from: d.from,
             payload: &self.lent,
@@ -371,7 +377,7 @@ impl Source for TapSource {
             let done = self.done.load(Ordering::Acquire);
             if self.tap.is_ready() {
                 let d = self.tap.pop().expect("is_ready: a whole record is in");
-                return Ok(Next::Datagram(Datagram {
+                return Ok(Next::Datagram(Received {
                     time: d.time,
                     from: d.from,
                     payload: d.payload,

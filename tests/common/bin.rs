@@ -2,12 +2,11 @@
 //! thread (so the pipe never fills), every wait bounded, the child killed (by its
 //! id) if a test fails while it runs.
 
-use std::io::{BufRead, BufReader, Read};
+use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::path::Path;
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 /// The longest a test waits for the binary to print a line or to exit.
@@ -18,7 +17,9 @@ pub struct Bin {
     child: Child,
     lines: Receiver<String>,
     stderr: Vec<String>,
-    stdout: Option<JoinHandle<String>>,
+    stdout_lines: Receiver<String>,
+    /// Every stdout line taken so far, each with its line end.
+    stdout: String,
 }
 
 /// How a run of the binary ended.
@@ -52,6 +53,20 @@ impl Finished {
             );
         }
     }
+
+    /// Fails the test unless stderr says port `port` is taken, naming the
+    /// process `pid` that holds it where the OS says (Linux here; elsewhere the
+    /// hint without a name is also accepted).
+    #[track_caller]
+    pub fn assert_port_in_use(&self, port: u16, pid: u32) {
+        let named = format!("port {port} is in use by ");
+        let holder = format!("(pid {pid}): stop it, or choose another port");
+        if cfg!(target_os = "linux") || self.stderr.contains(&named) {
+            self.assert_stderr_has(&[&named, &holder]);
+        } else {
+            self.assert_stderr_has(&[&format!("port {port} is already in use")]);
+        }
+    }
 }
 
 impl Finished {
@@ -74,11 +89,28 @@ impl Finished {
     }
 }
 
+/// The command that runs the binary. With `FORZA_RELAY_TEST_RUNNER` set (as
+/// .ci/aarch64.sh sets it to `qemu-aarch64`), through that program: a test
+/// running under qemu-user cannot exec a foreign binary by itself unless the
+/// kernel's binfmt_misc knows qemu, which CI leaves alone. The runner keeps the
+/// process id, so signals and process names still reach the relay.
+pub fn command() -> Command {
+    let exe = env!("CARGO_BIN_EXE_forza-relay");
+    match std::env::var_os("FORZA_RELAY_TEST_RUNNER") {
+        Some(runner) => {
+            let mut command = Command::new(runner);
+            command.arg(exe);
+            command
+        }
+        None => Command::new(exe),
+    }
+}
+
 impl Bin {
     /// Starts the binary with `args`, in `dir` if given, with the default log level.
     #[track_caller]
     pub fn spawn(args: &[&str], dir: Option<&Path>) -> Bin {
-        let mut command = Command::new(env!("CARGO_BIN_EXE_forza-relay"));
+        let mut command = command();
         command.args(args);
         if let Some(dir) = dir {
             command.current_dir(dir);
@@ -106,17 +138,32 @@ impl Bin {
                 }
             }
         });
-        let mut stdout = child.stdout.take().expect("stdout is piped");
-        let stdout = std::thread::spawn(move || {
-            let mut s = String::new();
-            let _ = stdout.read_to_string(&mut s);
-            s
+        let stdout = child.stdout.take().expect("stdout is piped");
+        let (tx, stdout_lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            let mut stdout = BufReader::new(stdout);
+            loop {
+                // Each line with its end, so the text is kept exactly.
+                let mut line = Vec::new();
+                match stdout.read_until(b'\n', &mut line) {
+                    Ok(0) | Err(_) => break,
+                    Ok(_) => {
+                        if tx
+                            .send(String::from_utf8_lossy(&line).into_owned())
+                            .is_err()
+                        {
+                            break;
+                        }
+                    }
+                }
+            }
         });
         Bin {
             child,
             lines,
             stderr: Vec::new(),
-            stdout: Some(stdout),
+            stdout_lines,
+            stdout: String::new(),
         }
     }
 
@@ -151,17 +198,45 @@ impl Bin {
         }
     }
 
+    /// Waits for a stdout line containing `needle` and returns it (without its end).
+    #[track_caller]
+    pub fn wait_for_stdout_line(&mut self, needle: &str) -> String {
+        let deadline = Instant::now() + BIN_TIMEOUT;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.stdout_lines.recv_timeout(left) {
+                Ok(line) => {
+                    self.stdout.push_str(&line);
+                    if line.contains(needle) {
+                        return line.trim_end().to_owned();
+                    }
+                }
+                Err(_) => panic!(
+                    "no stdout line with {needle:?} within {BIN_TIMEOUT:?}; stdout so far:\n{}",
+                    self.stdout
+                ),
+            }
+        }
+    }
+
+    /// Waits for a stderr line with `before` followed by an address, and returns
+    /// the address (`listen on 127.0.0.1:5400 …`, `listening on …`).
+    #[track_caller]
+    pub fn wait_for_address(&mut self, before: &str) -> SocketAddr {
+        let line = self.wait_for_line(before);
+        let after = &line[line.find(before).expect("found above") + before.len()..];
+        after
+            .split_whitespace()
+            .next()
+            .and_then(|a| a.parse().ok())
+            .unwrap_or_else(|| panic!("no address in {line:?}"))
+    }
+
     /// Waits until it is running and returns the address it listens on (it logs
     /// the bound address, so `--listen 127.0.0.1:0` works).
     #[track_caller]
     pub fn wait_until_running(&mut self) -> SocketAddr {
-        let line = self.wait_for_line("listen on ");
-        let after = &line[line.find("listen on ").expect("found above") + "listen on ".len()..];
-        let addr = after
-            .split_whitespace()
-            .next()
-            .and_then(|a| a.parse().ok())
-            .unwrap_or_else(|| panic!("no address in {line:?}"));
+        let addr = self.wait_for_address("listen on ");
         // Logged after the signal handler is installed.
         self.wait_for_line("running; press Ctrl-C to stop");
         addr
@@ -203,14 +278,17 @@ impl Bin {
             }
         };
         self.collect_stderr();
-        let stdout = self
-            .stdout
-            .take()
-            .and_then(|t| t.join().ok())
-            .unwrap_or_default();
+        // The reader ends at end of file: the process and its children are gone.
+        let deadline = Instant::now() + Duration::from_secs(2);
+        while let Ok(line) = self
+            .stdout_lines
+            .recv_timeout(deadline.saturating_duration_since(Instant::now()))
+        {
+            self.stdout.push_str(&line);
+        }
         Finished {
             status,
-            stdout,
+            stdout: std::mem::take(&mut self.stdout),
             stderr: self.stderr.join("\n"),
         }
     }

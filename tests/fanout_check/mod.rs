@@ -525,7 +525,7 @@ struct Recorder {
 impl Sink for Recorder {
     fn deliver(&mut self, id: DestinationId, bytes: &[u8], report: &mut Report<'_>) -> Outcome {
         self.count += 1;
-        let nth = |every: u8| every > 0 && self.count % u64::from(every) == 0;
+        let nth = |every: u8| every > 0 && self.count.is_multiple_of(u64::from(every));
         let outcome = if nth(self.fail_every) {
             report.send_error(SendErrorKind::Other);
             Outcome::Dropped(DropReason::SendError)

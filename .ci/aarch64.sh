@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# The Raspberry Pi build (aarch64-unknown-linux-musl: a static binary for a
+# 64-bit OS on a Pi 3, 4, 5 or Zero 2 W), cross-built with Debian's aarch64
+# linker and its whole test suite run under qemu-user. Called by .ci/run.
+#
+# Rust's musl targets link statically against the musl and C start files that
+# rustup ships (crt-static is the default there), so Debian's glibc cross gcc
+# only has to drive the linker: no musl cross toolchain is needed.
+#
+# No test is skipped: tests that start forza-relay start it through qemu
+# (FORZA_RELAY_TEST_RUNNER below).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+target=aarch64-unknown-linux-musl
+rustup target list --installed | grep -qx "$target" || rustup target add "$target"
+source .ci/cross.sh
+install_missing aarch64-linux-gnu-gcc gcc-aarch64-linux-gnu qemu-aarch64 qemu-user
+
+export CARGO_TARGET_AARCH64_UNKNOWN_LINUX_MUSL_LINKER=aarch64-linux-gnu-gcc
+export CARGO_TARGET_AARCH64_UNKNOWN_LINUX_MUSL_RUNNER=qemu-aarch64
+# Tests start forza-relay through qemu too (tests/common/bin.rs): CI does not
+# register qemu with the kernel's binfmt_misc, a setting of the whole machine.
+export FORZA_RELAY_TEST_RUNNER=qemu-aarch64
+
+skip=()
+
+cargo build --locked --target "$target" --tests
+out="target/$target/debug"
+file "$out/forza-relay" 2>/dev/null || true
+qemu-aarch64 "$out/forza-relay" --version
+qemu-aarch64 "$out/forza-relay" demo --seconds 2
+
+run_cross_tests "aarch64 (qemu)" "$target" "${skip[@]}"

@@ -1,0 +1,296 @@
+//! The glue of `setup`, `doctor` and `autostart`: options in, text out, an
+//! exit code back (0 done, 1 failed or a problem found, 2 bad input).
+
+use std::io::{self, BufRead as _, IsTerminal as _, Write as _};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use super::autostart::{self, Action, Launch};
+use super::doctor::{self, Finding, Report};
+use super::finder::{self, Proposal, Socket};
+use super::tools;
+use crate::config::{Config, Input, StatsFormat, DEFAULT_FILE_NAME, DEFAULT_LISTEN};
+
+/// Options of `setup`.
+#[derive(Debug, Clone, Default)]
+pub struct SetupOptions {
+    /// Write the proposed configuration to this file.
+    pub write: Option<PathBuf>,
+    /// Replace that file if it exists.
+    pub force: bool,
+    /// One JSON object per socket instead of the table and proposal.
+    pub json: bool,
+}
+
+/// `forza-relay setup`: list the UDP sockets, mark the known tools, propose a
+/// configuration, and write it when asked.
+pub fn setup(options: &SetupOptions) -> u8 {
+    let sockets = match finder::udp_sockets() {
+        Ok(sockets) => sockets,
+        Err(e) => {
+            eprintln!("error: cannot list the UDP sockets of this computer: {e}");
+            return 1;
+        }
+    };
+    let proposal = finder::propose(&sockets);
+    let mut out = io::stdout().lock();
+    let printed = if options.json {
+        sockets
+            .iter()
+            .try_for_each(|s| writeln!(out, "{}", socket_json(s)))
+    } else {
+        write!(out, "{}", table(&sockets)).and_then(|()| {
+            writeln!(
+                out,
+                "\nProposed configuration (forza-relay run --config FILE):\n\n{}",
+                proposal.to_toml()
+            )
+        })
+    };
+    if printed.is_err() {
+        // A closed reader (`| head`) has seen what it wanted.
+        return 0;
+    }
+    drop(out);
+    let target = match &options.write {
+        Some(path) => Some(path.clone()),
+        None if !options.json => ask_to_write(&proposal),
+        None => None,
+    };
+    match target {
+        Some(path) => match write_new(&path, &proposal.to_toml(), options.force) {
+            Ok(()) => {
+                eprintln!(
+                    "wrote {}; check it with: forza-relay check --config {}",
+                    path.display(),
+                    path.display()
+                );
+                0
+            }
+            Err(e) => {
+                eprintln!("error: {e}");
+                1
+            }
+        },
+        None => 0,
+    }
+}
+
+/// One socket as `setup --json` prints it.
+pub fn socket_json(s: &Socket) -> String {
+    serde_json::json!({
+        "addr": s.addr.ip().to_string(),
+        "port": s.addr.port(),
+        "pid": s.pid,
+        "process": s.process,
+        "tool": s.tool().map(|t| t.id.as_str()),
+    })
+    .to_string()
+}
+
+/// The sockets as a table, with the tool each one is, or may be.
+fn table(sockets: &[Socket]) -> String {
+    use std::fmt::Write as _;
+    let mut text = format!(
+        "UDP sockets on this computer ({}):\n  {:<40} {:>5} {:>7}  {:<20} TOOL\n",
+        sockets.len(),
+        "ADDRESS",
+        "PORT",
+        "PID",
+        "PROCESS"
+    );
+    for s in sockets {
+        let tool = match s.tool() {
+            Some(t) => t.name.clone(),
+            None => {
+                let maybe: Vec<&str> = tools::by_port(s.addr.port())
+                    .iter()
+                    .map(|t| t.name.as_str())
+                    .collect();
+                if maybe.is_empty() {
+                    String::new()
+                } else {
+                    format!("? the default port of {}", maybe.join(", "))
+                }
+            }
+        };
+        let _ = writeln!(
+            text,
+            "  {:<40} {:>5} {:>7}  {:<20} {tool}",
+            s.addr.ip().to_string(),
+            s.addr.port(),
+            s.pid,
+            s.process
+        );
+    }
+    text
+}
+
+/// On a terminal, offers to write the proposal to forza-relay.toml here when
+/// that file doesn't exist. Without a terminal it never asks.
+fn ask_to_write(proposal: &Proposal) -> Option<PathBuf> {
+    let path = PathBuf::from(DEFAULT_FILE_NAME);
+    if proposal.destinations.is_empty()
+        || path.exists()
+        || !io::stdin().is_terminal()
+        || !io::stderr().is_terminal()
+    {
+        return None;
+    }
+    eprint!("Write it to {}? [y/N] ", path.display());
+    let _ = io::stderr().flush();
+    let mut answer = String::new();
+    io::stdin().lock().read_line(&mut answer).ok()?;
+    answer.trim().eq_ignore_ascii_case("y").then_some(path)
+}
+
+/// Writes `text` to `path`, refusing to replace a file unless `force`.
+fn write_new(path: &Path, text: &str, force: bool) -> io::Result<()> {
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true);
+    if force {
+        options.create(true).truncate(true);
+    } else {
+        options.create_new(true);
+    }
+    let mut file = options.open(path).map_err(|e| match e.kind() {
+        io::ErrorKind::AlreadyExists => io::Error::new(
+            e.kind(),
+            format!("{} exists: add --force to replace it", path.display()),
+        ),
+        _ => io::Error::new(e.kind(), format!("cannot write {}: {e}", path.display())),
+    })?;
+    file.write_all(text.as_bytes())
+}
+
+/// Options of `doctor`.
+#[derive(Debug, Clone)]
+pub struct DoctorOptions {
+    /// How long to wait for datagrams.
+    pub wait: Duration,
+    /// Print one JSON object instead of lines.
+    pub json: bool,
+}
+
+impl Default for DoctorOptions {
+    fn default() -> Self {
+        DoctorOptions {
+            wait: doctor::DEFAULT_WAIT,
+            json: false,
+        }
+    }
+}
+
+/// `--wait SECONDS`: non-negative and finite.
+pub fn wait_seconds(seconds: f64) -> Result<Duration, String> {
+    Duration::try_from_secs_f64(seconds)
+        .map_err(|_| format!("{seconds} is not a number of seconds (0 or more)"))
+}
+
+/// `forza-relay doctor` for the configuration `run` would use (`None` when
+/// there is none): 0 when all is well, 1 for a problem.
+pub fn doctor(config: Option<Config>, options: &DoctorOptions) -> u8 {
+    let (config, first) = match config {
+        Some(config) => {
+            let origin = Finding::ok("configuration", format!("configuration: {}", config.origin));
+            (config, origin)
+        }
+        None => (
+            default_config(),
+            Finding::problem(
+                "configuration",
+                format!(
+                    "no configuration: no --config, no --to, and no {DEFAULT_FILE_NAME} here or \
+                     next to the program; checking the default listen address {DEFAULT_LISTEN}"
+                ),
+                format!("forza-relay setup --write {DEFAULT_FILE_NAME}"),
+            ),
+        ),
+    };
+    // On stderr in both modes: a script reading the JSON waits for this line
+    // before sending.
+    let report = doctor::diagnose(&config, options.wait, &mut |listen| {
+        eprintln!(
+            "waiting up to {} s for datagrams on {listen} (drive in the game now) ...",
+            options.wait.as_secs_f64()
+        );
+    });
+    let report = Report::new(std::iter::once(first).chain(report.checks).collect());
+    print_report(&report, options.json);
+    if report.ok {
+        0
+    } else {
+        1
+    }
+}
+
+fn print_report(report: &Report, json: bool) {
+    let mut out = io::stdout().lock();
+    let _ = if json {
+        writeln!(out, "{}", report.to_json())
+    } else {
+        writeln!(out, "{report}")
+    };
+}
+
+/// What `doctor` checks when there is no configuration: the default listen
+/// address and no destination.
+fn default_config() -> Config {
+    Config {
+        origin: "defaults".to_owned(),
+        listen: DEFAULT_LISTEN,
+        listen_place: "default".to_owned(),
+        input: Input::Auto,
+        allow: Vec::new(),
+        stats_interval: None,
+        stats_format: StatsFormat::Text,
+        destinations: Vec::new(),
+        record: None,
+    }
+}
+
+/// Options of `autostart`.
+#[derive(Debug, Clone)]
+pub struct AutostartOptions {
+    /// on, off or status.
+    pub action: Action,
+    /// With `on`: the configuration to run.
+    pub config: Option<PathBuf>,
+}
+
+/// `forza-relay autostart on|off|status`.
+pub fn autostart(options: &AutostartOptions) -> u8 {
+    let result = match options.action {
+        Action::On => {
+            let Some(config) = &options.config else {
+                eprintln!(
+                    "error: autostart on needs a configuration: --config FILE, or a \
+                     {DEFAULT_FILE_NAME} here or next to the program"
+                );
+                return 2;
+            };
+            match Launch::new(config) {
+                Ok(launch) => autostart::on(&launch),
+                Err(e) => {
+                    eprintln!("error: --config {e}");
+                    return 2;
+                }
+            }
+        }
+        Action::Off => autostart::off(),
+        Action::Status => autostart::status(),
+    };
+    match result {
+        Ok(lines) => {
+            let mut out = io::stdout().lock();
+            for line in lines {
+                let _ = writeln!(out, "{line}");
+            }
+            0
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            1
+        }
+    }
+}

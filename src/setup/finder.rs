@@ -1,0 +1,401 @@
+//! The UDP sockets open on this computer, the processes holding them, and the
+//! tools among them.
+//!
+//! The `listeners` crate reads the OS's tables: /proc/net/udp and udp6 with the
+//! socket inodes of /proc/*/fd on Linux, `GetExtendedUdpTable` with the owner's
+//! pid and image name on Windows, libproc on macOS. UDP has no listening state:
+//! every bound socket is listed, so a tool's own sending sockets (and the game's,
+//! in 5200..5300) show up too.
+
+use std::fmt;
+use std::io;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, UdpSocket};
+
+use serde::Serialize;
+
+use super::tools::{self, Tool};
+use crate::config::{Output, DEFAULT_PORT};
+
+/// One UDP socket bound on this computer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Socket {
+    /// The address it is bound to (0.0.0.0 or :: for every interface).
+    pub addr: SocketAddr,
+    /// The process holding it.
+    pub pid: u32,
+    /// That process's name as the OS gives it (`SimHubWPF.exe` on Windows).
+    pub process: String,
+}
+
+impl Socket {
+    /// The one tool this socket belongs to, when the table is sure.
+    pub fn tool(&self) -> Option<&'static Tool> {
+        match tools::recognise(&self.process, self.addr.port()).as_slice() {
+            [one] => Some(one),
+            _ => None,
+        }
+    }
+}
+
+/// Every UDP socket bound on this computer, sorted by port, address and pid.
+/// Sockets of other users' processes may be missing where the OS hides them
+/// (Linux without root).
+pub fn udp_sockets() -> io::Result<Vec<Socket>> {
+    let all = listeners::get_all().map_err(|e| io::Error::other(e.to_string()))?;
+    let mut sockets: Vec<Socket> = all
+        .into_iter()
+        .filter(|l| l.protocol == listeners::Protocol::UDP)
+        .map(|l| Socket {
+            addr: l.socket,
+            pid: l.process.pid,
+            process: l.process.name,
+        })
+        .collect();
+    sockets.sort_by(|a, b| {
+        (a.addr.port(), a.addr.ip(), a.pid).cmp(&(b.addr.port(), b.addr.ip(), b.pid))
+    });
+    sockets.dedup();
+    Ok(sockets)
+}
+
+/// True when a socket bound to `held` receives what is sent to `wanted`, or
+/// stops a bind to it: the same port, and the same address, or `held` is a
+/// wildcard of the same family (`::` also covers IPv4, as dual-stack sockets do).
+pub fn covers(held: SocketAddr, wanted: SocketAddr) -> bool {
+    if held.port() != wanted.port() {
+        return false;
+    }
+    let (h, w) = (held.ip().to_canonical(), wanted.ip().to_canonical());
+    h == w
+        || (h.is_unspecified() && (h.is_ipv6() || w.is_ipv4()))
+        || (w.is_unspecified() && (w.is_ipv6() || h.is_ipv4()))
+}
+
+/// The sockets among `sockets` on `addr`'s port that cover it, the exact
+/// address first.
+pub fn on(sockets: &[Socket], addr: SocketAddr) -> Vec<&Socket> {
+    let mut found: Vec<&Socket> = sockets.iter().filter(|s| covers(s.addr, addr)).collect();
+    found.sort_by_key(|s| s.addr.ip().to_canonical() != addr.ip().to_canonical());
+    found
+}
+
+/// The process holding a UDP port, as a port-in-use message names it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Holder {
+    /// Its process id.
+    pub pid: u32,
+    /// Its name as the OS gives it.
+    pub process: String,
+    /// The address its socket is bound to.
+    pub addr: SocketAddr,
+    /// The tool the table says it is.
+    pub tool: Option<&'static Tool>,
+}
+
+impl From<&Socket> for Holder {
+    fn from(s: &Socket) -> Self {
+        Holder {
+            pid: s.pid,
+            process: s.process.clone(),
+            addr: s.addr,
+            tool: s.tool(),
+        }
+    }
+}
+
+impl fmt::Display for Holder {
+    /// `SimHubWPF.exe (pid 4312)`, or `SimHubWPF.exe (SimHub, pid 4312)` when
+    /// the table knows the tool.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.tool {
+            Some(tool) => write!(f, "{} ({}, pid {})", self.process, tool.name, self.pid),
+            None => write!(f, "{} (pid {})", self.process, self.pid),
+        }
+    }
+}
+
+/// The process holding the UDP port of `addr`, if this computer will say.
+/// For the port-in-use messages of `run`, `record`, `watch`, `export` and the
+/// web page.
+pub fn holder(addr: SocketAddr) -> Option<Holder> {
+    let sockets = udp_sockets().ok()?;
+    on(&sockets, addr).first().map(|s| Holder::from(*s))
+}
+
+/// Who stopped a bind to `addr` that failed with `error`: the holder when the
+/// port is taken (`AddrInUse`) or, on Windows, refused because a program holds
+/// it exclusively (`WSAEACCES`, which Rust reports as `PermissionDenied`).
+/// `None` for other errors, or when no holder can be found.
+pub fn blocker(addr: SocketAddr, error: &io::Error) -> Option<Holder> {
+    match error.kind() {
+        io::ErrorKind::AddrInUse | io::ErrorKind::PermissionDenied => holder(addr),
+        _ => None,
+    }
+}
+
+/// The destination `setup` proposes for one tool found on this computer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Proposed {
+    /// The tool.
+    pub tool: &'static Tool,
+    /// Where to send: its socket's address, 127.0.0.1 (::1) for a wildcard.
+    pub addr: SocketAddr,
+    /// Who holds that socket.
+    pub holder: Holder,
+}
+
+/// What `setup` found: the tools recognised and where to listen.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Proposal {
+    /// The port forza-relay should listen on: 5400 unless something holds it.
+    pub listen_port: u16,
+    /// One destination per tool recognised.
+    pub destinations: Vec<Proposed>,
+    /// Tools holding several sockets, none on their default port: which one
+    /// gets Forza packets is theirs to say (tool, its ports).
+    pub unsure: Vec<(&'static Tool, Vec<u16>)>,
+}
+
+/// Proposes a configuration for `sockets`: a listen port that nothing holds
+/// (never in 5200..=5300, never a tool's default), and one destination per tool
+/// recognised, on the tool's default port when it holds that, else on its only
+/// socket.
+pub fn propose(sockets: &[Socket]) -> Proposal {
+    let mut destinations = Vec::new();
+    let mut unsure = Vec::new();
+    for tool in tools::tools() {
+        let held: Vec<&Socket> = sockets
+            .iter()
+            .filter(|s| s.tool().is_some_and(|t| t.id == tool.id))
+            .collect();
+        let chosen = held
+            .iter()
+            .find(|s| s.addr.port() == tool.port)
+            .or(match held.as_slice() {
+                [one] => Some(one),
+                _ => None,
+            });
+        match chosen {
+            Some(s) => destinations.push(Proposed {
+                tool,
+                addr: SocketAddr::new(reachable(s.addr.ip()), s.addr.port()),
+                holder: Holder::from(*s),
+            }),
+            None if !held.is_empty() => {
+                let mut ports: Vec<u16> = held.iter().map(|s| s.addr.port()).collect();
+                ports.dedup();
+                unsure.push((tool, ports));
+            }
+            None => {}
+        }
+    }
+    Proposal {
+        listen_port: free_listen_port(sockets),
+        destinations,
+        unsure,
+    }
+}
+
+/// Loopback for a wildcard address; the address itself otherwise.
+fn reachable(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V4(v4) if v4.is_unspecified() => Ipv4Addr::LOCALHOST.into(),
+        IpAddr::V6(v6) if v6.is_unspecified() => Ipv6Addr::LOCALHOST.into(),
+        other => other,
+    }
+}
+
+/// True for ports a game binds itself: FH6's settings say to avoid 5200..5300.
+pub fn game_port(port: u16) -> bool {
+    (5200..=5300).contains(&port)
+}
+
+/// 5400, or the next port up that no socket in `sockets` holds, that is no
+/// tool's default, and that this process can bind on every interface.
+fn free_listen_port(sockets: &[Socket]) -> u16 {
+    (DEFAULT_PORT..=u16::MAX)
+        .find(|&port| {
+            !game_port(port)
+                && tools::by_port(port).is_empty()
+                && !sockets.iter().any(|s| s.addr.port() == port)
+                && UdpSocket::bind((Ipv4Addr::UNSPECIFIED, port)).is_ok()
+        })
+        .unwrap_or(DEFAULT_PORT)
+}
+
+impl Proposal {
+    /// The configuration file, with a comment per destination saying what was
+    /// found there.
+    pub fn to_toml(&self) -> String {
+        use std::fmt::Write as _;
+        let mut text = String::from(
+            "# Written by `forza-relay setup` from the tools found on this computer.\n\
+             # In the game (HUD and Gameplay): Data Out On, Data Out IP Address 127.0.0.1\n\
+             # (this PC's LAN address for an Xbox), Data Out IP Port as below.\n\n\
+             [listen]\n",
+        );
+        let _ = writeln!(text, "addr = \"0.0.0.0:{}\"", self.listen_port);
+        for d in &self.destinations {
+            let _ = write!(
+                text,
+                "\n[[destination]]\n# {}: {} on {}. {}\nname = \"{}\"\naddr = \"{}\"\nformat = \"{}\"\n",
+                d.tool.name,
+                d.holder,
+                d.holder.addr,
+                d.tool.note,
+                d.tool.id,
+                d.addr,
+                output_id(d.tool.layout)
+            );
+        }
+        for (tool, ports) in &self.unsure {
+            let _ = write!(
+                text,
+                "\n# {} holds UDP ports {}; its Forza port is {} by default. Add the one it\n\
+                 # reads Forza on:\n# [[destination]]\n# name = \"{}\"\n# addr = \"127.0.0.1:PORT\"\n# format = \"{}\"\n",
+                tool.name,
+                join(ports),
+                tool.port,
+                tool.id,
+                output_id(tool.layout)
+            );
+        }
+        if self.destinations.is_empty() && self.unsure.is_empty() {
+            text.push_str(
+                "\n# No known tool was found listening. Add one [[destination]] per tool:\n\
+                 # [[destination]]\n# name = \"simhub\"\n# addr = \"127.0.0.1:8000\"\n",
+            );
+        }
+        text
+    }
+}
+
+/// `same` or the format id, as the config file spells it.
+fn output_id(output: Output) -> String {
+    output.to_string()
+}
+
+fn join(ports: &[u16]) -> String {
+    ports
+        .iter()
+        .map(u16::to_string)
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(text: &str) -> SocketAddr {
+        text.parse().expect("a socket address")
+    }
+
+    fn socket(addr: &str, pid: u32, process: &str) -> Socket {
+        Socket {
+            addr: at(addr),
+            pid,
+            process: process.to_owned(),
+        }
+    }
+
+    #[test]
+    fn a_wildcard_covers_its_family_and_dual_stack_covers_both() {
+        assert!(covers(at("0.0.0.0:8000"), at("127.0.0.1:8000")));
+        assert!(covers(at("127.0.0.1:8000"), at("0.0.0.0:8000")));
+        assert!(covers(at("[::]:8000"), at("127.0.0.1:8000")));
+        assert!(covers(at("[::]:8000"), at("[::1]:8000")));
+        assert!(!covers(at("0.0.0.0:8000"), at("[::1]:8000")));
+        assert!(!covers(at("127.0.0.1:8000"), at("127.0.0.2:8000")));
+        assert!(!covers(at("0.0.0.0:8000"), at("127.0.0.1:8001")));
+    }
+
+    #[test]
+    fn the_exact_address_is_named_before_a_wildcard() {
+        let sockets = [
+            socket("0.0.0.0:8000", 1, "a"),
+            socket("127.0.0.1:8000", 2, "b"),
+            socket("127.0.0.1:8001", 3, "c"),
+        ];
+        let found: Vec<u32> = on(&sockets, at("127.0.0.1:8000"))
+            .iter()
+            .map(|s| s.pid)
+            .collect();
+        assert_eq!(found, [2, 1]);
+    }
+
+    #[test]
+    fn a_holder_says_which_tool_it_is() {
+        let simhub = Holder::from(&socket("0.0.0.0:8000", 4312, "SimHubWPF.exe"));
+        assert_eq!(simhub.to_string(), "SimHubWPF.exe (SimHub, pid 4312)");
+        let other = Holder::from(&socket("0.0.0.0:8000", 7, "nc"));
+        assert_eq!(other.to_string(), "nc (pid 7)");
+    }
+
+    #[test]
+    fn colliding_defaults_are_told_apart_by_process() {
+        let on_5300 = |process: &str| {
+            socket("0.0.0.0:5300", 1, process)
+                .tool()
+                .map(|t| t.id.as_str())
+        };
+        assert_eq!(on_5300("RacingDSX.exe"), Some("racingdsx"));
+        assert_eq!(on_5300("fh5-telemetry"), Some("fh5-telemetry"));
+        assert_eq!(on_5300("node"), Some("co-driver"));
+        assert_eq!(on_5300("python3"), None);
+    }
+
+    #[test]
+    fn the_proposal_sends_each_tool_its_format_and_listens_outside_the_games_range() {
+        let sockets = [
+            socket("0.0.0.0:8000", 10, "SimHubWPF.exe"),
+            // SimHub's other game readers: not its Forza port.
+            socket("0.0.0.0:20777", 10, "SimHubWPF.exe"),
+            socket("127.0.0.1:20440", 11, "fh6-tel"),
+            socket("[::]:5300", 12, "fh5-telemetry"),
+            socket("0.0.0.0:5201", 13, "ForzaHorizon6.exe"),
+        ];
+        let proposal = propose(&sockets);
+        assert!(!game_port(proposal.listen_port));
+        let got: Vec<(&str, String, Output)> = proposal
+            .destinations
+            .iter()
+            .map(|d| (d.tool.id.as_str(), d.addr.to_string(), d.tool.layout))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("simhub", "127.0.0.1:8000".to_owned(), Output::Same),
+                (
+                    "fh6-tel",
+                    "127.0.0.1:20440".to_owned(),
+                    Output::Format(crate::Format::Fh6)
+                ),
+                (
+                    "fh5-telemetry",
+                    "[::1]:5300".to_owned(),
+                    Output::Format(crate::Format::Fh5)
+                ),
+            ]
+        );
+        assert!(proposal.unsure.is_empty());
+        let text = proposal.to_toml();
+        let config = crate::config::Config::from_toml(&text, "setup.toml", &Default::default())
+            .expect("the proposal is a valid configuration");
+        assert_eq!(config.destinations.len(), 3);
+        assert_eq!(config.listen.port(), proposal.listen_port);
+    }
+
+    #[test]
+    fn a_tool_off_its_default_port_with_several_sockets_is_left_to_the_user() {
+        let sockets = [
+            socket("0.0.0.0:8100", 10, "SimHubWPF.exe"),
+            socket("0.0.0.0:20777", 10, "SimHubWPF.exe"),
+        ];
+        let proposal = propose(&sockets);
+        assert!(proposal.destinations.is_empty());
+        assert_eq!(proposal.unsure.len(), 1);
+        assert_eq!(proposal.unsure[0].1, [8100, 20777]);
+        assert!(proposal.to_toml().contains("holds UDP ports 8100, 20777"));
+    }
+}
