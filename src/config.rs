@@ -393,11 +393,7 @@ impl Config {
                 let _ = write!(s, ", at most {}/s", d.max_rate);
             }
             if let Some(age) = d.max_age {
-                let _ = write!(
-                    s,
-                    ", none older than {}",
-                    humantime::format_duration(age)
-                );
+                let _ = write!(s, ", none older than {}", humantime::format_duration(age));
             }
         }
         match self.stats_interval {
@@ -540,9 +536,10 @@ impl Config {
                         format: table.format.as_ref().map(|f| f.get_ref().clone()),
                         only_race_on: table.only_race_on.unwrap_or(false),
                         max_rate: table.max_rate.as_ref().map_or(0, |m| *m.get_ref()),
-                        max_age: table.max_age.as_ref().map(|v| {
-                            (key(Some(v.span()), "max_age"), v.get_ref().clone())
-                        }),
+                        max_age: table
+                            .max_age
+                            .as_ref()
+                            .map(|v| (key(Some(v.span()), "max_age"), v.get_ref().clone())),
                     }
                 })
                 .collect(),
@@ -1004,12 +1001,17 @@ pub fn parse_max_age(text: &str) -> Result<Duration, String> {
     let t = text.trim();
     let example = "like \"50ms\" (or leave max_age out to send frames of any age)";
     if t.starts_with('-') {
-        return Err(format!("{text:?} is negative: write an age limit {example}"));
+        return Err(format!(
+            "{text:?} is negative: write an age limit {example}"
+        ));
     }
-    let age = humantime::parse_duration(t)
-        .map_err(|e| format!("{text:?} is not a duration ({e}): write a number and a unit, {example}"))?;
+    let age = humantime::parse_duration(t).map_err(|e| {
+        format!("{text:?} is not a duration ({e}): write a number and a unit, {example}")
+    })?;
     if age.is_zero() {
-        Err(format!("{text:?} would drop every frame: write an age limit {example}"))
+        Err(format!(
+            "{text:?} would drop every frame: write an age limit {example}"
+        ))
     } else if age < MIN_MAX_AGE {
         Err(format!(
             "{text:?} is shorter than {}: every frame spends about that long in the OS and \
@@ -1367,6 +1369,55 @@ addr = "localhost"
         )
         .unwrap_err();
         assert_eq!(e.to_string(), "--to \"127.0.0.1:1,fromat=fh5\": unknown option \"fromat=fh5\" (options: format=ID, only-race-on, max-rate=HZ, max-age=DURATION, name=NAME)");
+    }
+
+    #[test]
+    fn max_age_is_off_by_default_and_read_from_the_file_and_from_to() {
+        let c = Config::from_toml(
+            "[[destination]]\naddr = \"127.0.0.1:20777\"\nmax_age = \"50ms\"\n\
+             [[destination]]\naddr = \"127.0.0.1:8000\"\n",
+            "rig.toml",
+            &Overrides::default(),
+        )
+        .unwrap();
+        assert_eq!(c.destinations[0].max_age, Some(Duration::from_millis(50)));
+        assert_eq!(c.destinations[1].max_age, None);
+        assert!(
+            c.describe().contains("none older than 50ms"),
+            "{}",
+            c.describe()
+        );
+        let c = Config::from_args(
+            &["127.0.0.1:20777,max-age=0.1s".to_owned()],
+            &Overrides::default(),
+        )
+        .unwrap();
+        assert_eq!(c.destinations[0].max_age, Some(Duration::from_millis(100)));
+    }
+
+    #[test]
+    fn a_bad_max_age_is_refused_naming_the_value() {
+        for (text, says) in [
+            ("50", "is not a duration"),
+            ("fast", "is not a duration"),
+            ("-5ms", "is negative"),
+            ("0ms", "would drop every frame"),
+            ("500us", "is shorter than 1ms"),
+            ("2min", "is longer than 1m"),
+        ] {
+            let e = Config::from_args(
+                &[format!("127.0.0.1:20777,max-age={text}")],
+                &Overrides::default(),
+            )
+            .unwrap_err()
+            .to_string();
+            assert!(e.contains(&format!("{text:?} {says}")), "{text}: {e}");
+            let toml = format!("[[destination]]\naddr = \"127.0.0.1:1\"\nmax_age = \"{text}\"\n");
+            let e = Config::from_toml(&toml, "rig.toml", &Overrides::default())
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains("max_age") && e.contains(says), "{text}: {e}");
+        }
     }
 
     fn at(text: &str) -> SocketAddr {

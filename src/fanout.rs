@@ -6,8 +6,7 @@
 //! (`Config::routes`); it knows nothing of files, summaries or recordings.
 //!
 //! [`Fanout::handle`] takes one datagram ([`Arrival`]: its bytes, its sender,
-//! when it reached the machine, and whether newer ones are already waiting
-//! behind it) and the time now, decides whether it is admitted ([`Verdict`]),
+//! when it reached the machine) and the time now, decides whether it is admitted ([`Verdict`]),
 //! and hands each destination's bytes to a [`Sink`] the caller gives it. In
 //! order: the allow-list, the input format ([`Acceptor`]: a configured format,
 //! or `auto`), then per destination the race filter, translation (done at most
@@ -18,11 +17,9 @@
 //! The age limit (`max_age`, issue 15) keeps a motion rig on live data: a
 //! frame older than the limit when it would be sent (on arrival after a stall,
 //! waiting for its rate slot, or in the shell's backlog) is dropped and counted
-//! stale; and a frame with newer ones already waiting behind it is held in the
-//! pending frame, replaced by each newer one, so after a stall only the newest
-//! goes, at once, when the shell says it has read everything queued
-//! ([`Fanout::drained`]). Without a limit a destination gets every frame, as
-//! before.
+//! stale. Dropping costs only a count, so after a stall the stale part of
+//! the queue goes by quickly and the fresh frames go at once. Without a limit a
+//! destination gets every frame, as before.
 //!
 //! Destinations are known by a [`DestinationId`] that stays the same while the
 //! destination exists. A new configuration is taken in two steps: the pure
@@ -304,20 +301,15 @@ pub struct Arrival<'a> {
     /// When it reached the machine: the kernel's receive time where there is
     /// one, else when the shell read it.
     pub received: Instant,
-    /// Newer datagrams may already be waiting behind it (later in the batch,
-    /// or still queued): a destination with `max_age` holds it, to send only
-    /// the newest (see [`Fanout::drained`]).
-    pub followed: bool,
 }
 
 impl<'a> Arrival<'a> {
-    /// `data` from `from`, received at `received`, nothing known behind it.
+    /// `data` from `from`, received at `received`.
     pub fn new(data: &'a [u8], from: SocketAddr, received: Instant) -> Self {
         Arrival {
             data,
             from,
             received,
-            followed: false,
         }
     }
 }
@@ -328,14 +320,9 @@ struct DestinationState {
     race: RaceFilter,
     rate: RateLimiter,
     age: AgeLimit,
-    /// The newest frame not sent yet, if `has_pending`: waiting for its
-    /// `max_rate` slot, or for the end of the drain (`overtakable`).
+    /// The newest frame waiting for its `max_rate` slot, if `has_pending`.
     pending: Box<HeldFrame>,
     has_pending: bool,
-    /// The pending frame had newer datagrams waiting behind it when it came
-    /// (`max_age` only): a newer frame replaces it, and it goes only once the
-    /// shell has read everything queued ([`Fanout::drained`]).
-    overtakable: bool,
     /// When the pending frame came: its deadline when the limiter names none
     /// (a reload changed `max_rate` while it waited, so the limiter is new and
     /// the frame may go at once).
@@ -356,7 +343,6 @@ impl DestinationState {
             age: AgeLimit::new(config.max_age),
             pending: Box::new(HeldFrame::EMPTY),
             has_pending: false,
-            overtakable: false,
             pending_at: None,
             queued: 0,
             stats: DestinationStats::default(),
@@ -371,7 +357,6 @@ impl DestinationState {
         id: DestinationId,
         bytes: &[u8],
         received: Instant,
-        followed: bool,
         now: Instant,
         sink: &mut impl Sink,
     ) {
@@ -383,35 +368,21 @@ impl DestinationState {
         }
         // This newer frame supersedes the waiting one.
         self.forget_pending();
-        if followed && self.age.is_set() {
-            // Newer ones are already here: this one goes only if it stays the
-            // newest until the shell has read them all.
-            if self.pending.store(bytes, received) {
-                self.hold(now, true);
-            } else {
-                self.stats.drop(DropReason::Stale);
-            }
-        } else if self.rate.is_due(now) {
+        if self.rate.is_due(now) {
             self.rate.sent(now);
             self.send(id, bytes, received, sink);
         } else if self.pending.store(bytes, received) {
-            self.hold(now, false);
+            self.has_pending = true;
+            self.pending_at = Some(now);
         } else {
             self.stats.drop(DropReason::RateLimited);
         }
     }
 
-    /// The frame just stored in `pending` waits, from `now`.
-    fn hold(&mut self, now: Instant, overtakable: bool) {
-        self.has_pending = true;
-        self.overtakable = overtakable;
-        self.pending_at = Some(now);
-    }
-
-    /// Hands over the pending frame if its slot has come (and it waits for
-    /// nothing else), unless it has grown too old.
+    /// Hands over the pending frame if its slot has come, unless it has grown
+    /// too old.
     fn due(&mut self, id: DestinationId, now: Instant, sink: &mut impl Sink) {
-        if !self.has_pending || self.overtakable || !self.rate.is_due(now) {
+        if !self.has_pending || !self.rate.is_due(now) {
             return;
         }
         self.has_pending = false;
@@ -430,25 +401,30 @@ impl DestinationState {
             latency,
             ..
         } = self;
-        send(id, pending.bytes(), received, Report::new(stats, queued, *age, latency), sink);
+        send(
+            id,
+            pending.bytes(),
+            received,
+            Report::new(stats, queued, *age, latency),
+            sink,
+        );
     }
 
     /// Hands `bytes` to the sink, counting the outcome.
     fn send(&mut self, id: DestinationId, bytes: &[u8], received: Instant, sink: &mut impl Sink) {
-        let report = Report::new(&mut self.stats, &mut self.queued, self.age, &mut self.latency);
+        let report = Report::new(
+            &mut self.stats,
+            &mut self.queued,
+            self.age,
+            &mut self.latency,
+        );
         send(id, bytes, received, report, sink);
     }
 
-    /// Drops the pending frame, counting it: it will never go. A frame held
-    /// for a newer one was overtaken (stale); one waiting for its slot was
-    /// rate-limited.
+    /// Drops the pending frame, counting it: it will never go.
     fn forget_pending(&mut self) {
         if std::mem::take(&mut self.has_pending) {
-            self.stats.drop(if self.overtakable {
-                DropReason::Stale
-            } else {
-                DropReason::RateLimited
-            });
+            self.stats.drop(DropReason::RateLimited);
         }
     }
 
@@ -459,7 +435,7 @@ impl DestinationState {
     }
 
     fn deadline(&self) -> Option<Instant> {
-        if self.has_pending && !self.overtakable {
+        if self.has_pending {
             self.rate.next_due().or(self.pending_at)
         } else {
             None
@@ -721,7 +697,10 @@ impl fmt::Display for DestinationDiff<'_> {
         }
         if a.max_age != b.max_age {
             let age = |d: Option<Duration>| {
-                d.map_or_else(|| "off".to_owned(), |d| humantime::format_duration(d).to_string())
+                d.map_or_else(
+                    || "off".to_owned(),
+                    |d| humantime::format_duration(d).to_string(),
+                )
             };
             part(
                 f,
@@ -793,7 +772,6 @@ impl Fanout {
             data,
             from,
             received,
-            followed,
         } = arrival;
         let len = data.len();
         self.stats.received += 1;
@@ -866,31 +844,17 @@ impl Fanout {
                     }
                 }
             };
-            dest.deliver(id, bytes, received, followed, now, sink);
+            dest.deliver(id, bytes, received, now, sink);
         }
         Verdict::Admitted(reading)
     }
 
-    /// Hands over every pending frame whose rate slot has come by `now`
-    /// (frames held for a newer one wait for [`Fanout::drained`]); a pending
-    /// frame grown older than its `max_age` is dropped instead.
+    /// Hands over every pending frame whose rate slot has come by `now`; a
+    /// pending frame grown older than its `max_age` is dropped instead.
     pub fn due(&mut self, now: Instant, sink: &mut impl Sink) {
         let Fanout { dests, order, .. } = self;
         for &id in order.iter() {
             if let Some(dest) = dests[id.0].as_mut() {
-                dest.due(id, now, sink);
-            }
-        }
-    }
-
-    /// The shell has read everything that was queued (the last datagram it
-    /// handed over was the newest): the frames held because newer ones were
-    /// behind them are the newest now, and go as [`Fanout::due`] lets them.
-    pub fn drained(&mut self, now: Instant, sink: &mut impl Sink) {
-        let Fanout { dests, order, .. } = self;
-        for &id in order.iter() {
-            if let Some(dest) = dests[id.0].as_mut() {
-                dest.overtakable = false;
                 dest.due(id, now, sink);
             }
         }
@@ -1276,6 +1240,147 @@ mod tests {
         }
     }
 
+    /// The timestamps of the frames `name` was handed (all `same`, fh6).
+    fn timestamps_to(sink: &Recorder, core: &Fanout, name: &str) -> Vec<u32> {
+        sink.to(core, name)
+            .iter()
+            .map(|b| {
+                Packet::new_checked(&b[..], Format::Fh6)
+                    .unwrap()
+                    .timestamp_ms()
+            })
+            .collect()
+    }
+
+    /// Issue 15: on a synthetic clock, a frame older than `max_age` when it
+    /// would go is dropped and counted stale, on arrival (after a stall) and
+    /// as a rate-limited pending frame; a destination without the limit gets
+    /// every frame, and every destination's counters add up.
+    #[test]
+    fn frames_older_than_max_age_are_not_sent_but_counted_stale() {
+        let r = routes(
+            &(destination_toml("rig", 9000, "same", "max_age = \"50ms\"")
+                + &destination_toml("plain", 9001, "same", "")
+                + &destination_toml(
+                    "slow-rig",
+                    9002,
+                    "same",
+                    "max_age = \"50ms\"\nmax_rate = 10",
+                )),
+        );
+        let mut core = Fanout::new(&r);
+        let mut sink = Recorder::default();
+        let t0 = Instant::now();
+        let ms = Duration::from_millis;
+        let handle = |core: &mut Fanout, sink: &mut Recorder, ts: u32, received: u64, now: u64| {
+            let packet = fh6(ts, true);
+            let arrival = Arrival::new(&packet, SENDER, t0 + ms(received));
+            core.handle(arrival, t0 + ms(now), sink);
+        };
+        // Live: every destination gets it.
+        handle(&mut core, &mut sink, 1, 0, 0);
+        // Read 51 ms after it arrived (a stall): too old for the limit.
+        handle(&mut core, &mut sink, 2, 0, 51);
+        // Exactly 50 ms old: still fresh; slow-rig's slot is at 100 ms.
+        handle(&mut core, &mut sink, 3, 10, 60);
+        // Replaces 3 in slow-rig's slot, and is 30 ms old there: it goes.
+        handle(&mut core, &mut sink, 4, 70, 70);
+        core.due(t0 + ms(100), &mut sink);
+        // Waits for the slot at 200 ms, 90 ms old by then: dropped, and the
+        // slot stays free.
+        handle(&mut core, &mut sink, 5, 110, 110);
+        assert_eq!(core.next_deadline(), Some(t0 + ms(200)));
+        core.due(t0 + ms(200), &mut sink);
+        assert_eq!(core.next_deadline(), None, "nothing waits");
+        // A stall: ten frames 2.7 ms apart, read at once 60 ms after the
+        // first; only those at most 50 ms old go to the rigs, in order.
+        for i in 0..10u64 {
+            let received = 300 + i * 27 / 10;
+            handle(&mut core, &mut sink, 10 + i as u32, received, 360);
+        }
+        let c = core.counters();
+        assert_balanced(&c);
+        assert_eq!(c.input.received, 15);
+        assert_eq!(
+            timestamps_to(&sink, &core, "plain"),
+            [1, 2, 3, 4, 5, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19]
+        );
+        // Frames 10..=13 arrived at 300, 302, 305, 308 ms: over 50 ms old at 360.
+        assert_eq!(
+            timestamps_to(&sink, &core, "rig"),
+            [1, 3, 4, 5, 14, 15, 16, 17, 18, 19]
+        );
+        // 14 takes the free slot at once; 15..=19 wait for the next, each
+        // replacing the one before.
+        assert_eq!(timestamps_to(&sink, &core, "slow-rig"), [1, 4, 14]);
+        for (name, sent, stale, rate_limited, held) in [
+            ("plain", 15, 0, 0, 0),
+            // 2, 10..=13.
+            ("rig", 10, 5, 0, 0),
+            // 2, 10..=13 on arrival, 5 at its slot; 3, 15..=18 replaced; 19 waits.
+            ("slow-rig", 3, 6, 5, 1),
+        ] {
+            let s = stats(&c, name);
+            assert_eq!(
+                (
+                    s.sent,
+                    s.dropped(DropReason::Stale),
+                    s.dropped(DropReason::RateLimited),
+                    s.held
+                ),
+                (sent, stale, rate_limited, held),
+                "{name}: {s:?}"
+            );
+            let drops: u64 = DropReason::ALL.iter().map(|&r| s.dropped(r)).sum();
+            assert_eq!(
+                s.sent + drops + s.held,
+                c.input.received,
+                "{name}: sent + drops + held = received"
+            );
+        }
+    }
+
+    /// A shell that reports each send as taking `took` from its receive time.
+    struct Timed {
+        took: Duration,
+    }
+
+    impl Sink for Timed {
+        fn deliver(
+            &mut self,
+            _: DestinationId,
+            _: &[u8],
+            received: Instant,
+            report: &mut Report<'_>,
+        ) -> Outcome {
+            report.record_latency(received, received + self.took);
+            Outcome::Sent
+        }
+    }
+
+    #[test]
+    fn latency_reported_by_the_shell_is_kept_per_destination_and_interval() {
+        let r = routes(&destination_toml("rig", 9000, "same", ""));
+        let mut core = Fanout::new(&r);
+        let t0 = Instant::now();
+        let packet = fh6(1, true);
+        for us in [20, 30, 40] {
+            let mut sink = Timed {
+                took: Duration::from_micros(us),
+            };
+            core.handle(Arrival::new(&packet, SENDER, t0), t0, &mut sink);
+        }
+        let l = core.counters().destinations[0].latency;
+        assert_eq!(
+            (l.count, l.p50, l.max),
+            (3, Duration::from_micros(30), Duration::from_micros(40))
+        );
+        core.new_interval();
+        assert_eq!(core.counters().destinations[0].latency.count, 0);
+        let run = core.counters_over(LatencyWindow::Run).destinations[0].latency;
+        assert_eq!(run.count, 3, "the whole run keeps them");
+    }
+
     #[test]
     fn translates_once_per_output_format_and_sends_same_as_it_came() {
         let r = routes(
@@ -1437,7 +1542,9 @@ mod tests {
         );
         assert!(!Verdict::Disallowed.is_admitted());
         let lan: SocketAddr = "10.1.2.3:5000".parse().unwrap();
-        assert!(core.handle_at(&fh6(2, true), lan, t0, &mut sink).is_admitted());
+        assert!(core
+            .handle_at(&fh6(2, true), lan, t0, &mut sink)
+            .is_admitted());
         // A dual-stack socket shows an IPv4 sender as ::ffff:a.b.c.d.
         let mapped: SocketAddr = "[::ffff:10.1.2.3]:5000".parse().unwrap();
         assert!(core

@@ -131,7 +131,10 @@ mod tests {
         let limit = AgeLimit::new(Some(ms(50)));
         assert!(limit.is_set());
         assert!(!limit.is_stale(t0, t0));
-        assert!(!limit.is_stale(t0, t0 + ms(50)), "exactly the limit is fresh");
+        assert!(
+            !limit.is_stale(t0, t0 + ms(50)),
+            "exactly the limit is fresh"
+        );
         assert!(limit.is_stale(t0, t0 + ms(50) + Duration::from_nanos(1)));
         // A receive time after `now` (clocks read in another order) is fresh.
         assert!(!limit.is_stale(t0 + ms(5), t0));

@@ -15,11 +15,6 @@
 //! against its destination alone, a bad datagram against the input, a failed
 //! `poll` is logged and the loop goes on.
 //!
-//! A drain tells the core, for each datagram, whether newer ones are already
-//! behind it (later in the batch, or a full batch that may have more queued),
-//! and says when the queue is empty ([`Fanout::drained`]): a destination with
-//! `max_age` then gets only the newest frame after a stall, at once.
-//!
 //! Each destination has its own connected UDP socket, so the ICMP "port
 //! unreachable" of a closed consumer lands on that socket only (it comes back
 //! from its next send), never on the listening one (which on Windows would fail
@@ -339,13 +334,19 @@ impl Link {
             self.flush(report, registry, clock);
             return outcome;
         }
-        send_now(&self.socket, &mut self.warner, bytes, received, report, clock).unwrap_or_else(
-            || {
-                let outcome = self.queue(bytes, received, report);
-                self.watch(registry, true);
-                outcome
-            },
+        send_now(
+            &self.socket,
+            &mut self.warner,
+            bytes,
+            received,
+            report,
+            clock,
         )
+        .unwrap_or_else(|| {
+            let outcome = self.queue(bytes, received, report);
+            self.watch(registry, true);
+            outcome
+        })
     }
 
     /// Keeps `bytes` for later, dropping the oldest waiting frame when full.
@@ -918,8 +919,7 @@ impl Shell {
     }
 
     /// Receives until the socket is empty, handing each datagram to the core
-    /// (with when it reached the machine, and whether newer ones are behind
-    /// it), then tells the core the queue is empty.
+    /// with when it reached the machine.
     fn drain(&mut self, mut now: Instant) {
         self.unread = false;
         let mut errors = 0;
@@ -931,8 +931,6 @@ impl Shell {
                     // kernel's times are before it.
                     let moment = Moment::now();
                     now = moment.instant;
-                    // A full batch may have more queued behind it.
-                    let full = n == Batch::SIZE;
                     let Shell {
                         batch,
                         verdicts,
@@ -952,12 +950,7 @@ impl Shell {
                     };
                     for (i, verdict) in verdicts.iter_mut().enumerate().take(n) {
                         let (data, from) = batch.datagram(i);
-                        let arrival = Arrival {
-                            data,
-                            from,
-                            received: moment.received(batch, i),
-                            followed: full || i + 1 < n,
-                        };
+                        let arrival = Arrival::new(data, from, moment.received(batch, i));
                         *verdict = core.handle(arrival, now, &mut sink);
                     }
                     // After the sends: a tap's copy never delays a packet.
@@ -965,7 +958,7 @@ impl Shell {
                         self.tap(n, moment);
                     }
                     read += n;
-                    if !full {
+                    if n < Batch::SIZE {
                         // A short batch: the queue is empty (Linux's recvmmsg).
                         break;
                     }
@@ -999,25 +992,6 @@ impl Shell {
                     }
                 },
             }
-        }
-        if !self.unread {
-            // Everything queued was read: frames held for a newer one that
-            // didn't come are the newest.
-            let clock = self.clock(now);
-            let Shell {
-                core,
-                links,
-                registry,
-                ..
-            } = self;
-            core.drained(
-                now,
-                &mut Links {
-                    links,
-                    registry,
-                    clock,
-                },
-            );
         }
         self.warn_input(now);
         self.check_backlogs();
@@ -1375,6 +1349,13 @@ mod tests {
     /// A core with one `same` destination, a loopback receiver for it, and its
     /// link.
     fn core_and_link() -> (Fanout, DestinationId, Link, std::net::UdpSocket) {
+        core_and_link_aged(None)
+    }
+
+    /// As [`core_and_link`], with the destination's `max_age`.
+    fn core_and_link_aged(
+        max_age: Option<Duration>,
+    ) -> (Fanout, DestinationId, Link, std::net::UdpSocket) {
         let receiver = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
         receiver
             .set_read_timeout(Some(Duration::from_secs(2)))
@@ -1390,7 +1371,7 @@ mod tests {
                 output: Output::Same,
                 only_race_on: false,
                 max_rate: 0,
-                max_age: None,
+                max_age,
             }],
         });
         let (id, d) = core.destinations().next().unwrap();
@@ -1509,6 +1490,42 @@ mod tests {
         );
         assert_eq!(removed.held, 0);
         assert!(removed.is_balanced(), "{removed:?}");
+    }
+
+    /// Issue 15: frames that waited in the backlog past `max_age` are dropped
+    /// and counted stale when it is flushed; the fresh ones go, with their
+    /// latency from their receive time.
+    #[test]
+    fn a_backlog_flush_drops_frames_grown_older_than_max_age() {
+        let poll = Poll::new().unwrap();
+        let ms = Duration::from_millis;
+        let (mut core, id, mut link, receiver) = core_and_link_aged(Some(ms(50)));
+        // The synthetic clock runs 200 ms behind: the sends' latencies (read
+        // on the real clock) are over 100 ms.
+        let t0 = Instant::now() - ms(200);
+        for (i, at) in [0, 10, 60, 70].into_iter().enumerate() {
+            let packet = [i as u8; 324];
+            let arrival = Arrival::new(&packet, FROM, t0 + ms(at));
+            core.handle(arrival, t0 + ms(at), &mut WouldBlock(&mut link));
+        }
+        assert_eq!(stats(&core).held, 4);
+        let clock = Clock {
+            now: t0 + ms(100),
+            warn_every: DEFAULT_WARN_INTERVAL,
+        };
+        link.flush(&mut core.report(id).unwrap(), poll.registry(), clock);
+        assert!(link.backlog.is_empty());
+        let s = stats(&core);
+        assert_eq!((s.sent, s.dropped(DropReason::Stale), s.held), (2, 2, 0));
+        assert!(s.is_balanced(), "{s:?}");
+        let mut buf = [0u8; 2048];
+        for i in [2u8, 3] {
+            let n = receiver.recv(&mut buf).unwrap();
+            assert!(buf[..n].iter().all(|&b| b == i), "frame {i}");
+        }
+        let latency = core.counters().destinations[0].latency;
+        assert_eq!(latency.count, 2);
+        assert!(latency.max >= ms(100), "from the receive time: {latency:?}");
     }
 
     #[test]

@@ -38,9 +38,8 @@ pub enum DropReason {
     Backlog,
     /// The send failed (counted by kind in [`SendErrors`]).
     SendError,
-    /// `max_age`: older than the limit when it would have been sent, or
-    /// overtaken by a newer frame that had already arrived (after a stall the
-    /// newest goes at once).
+    /// `max_age`: older than the limit when it would have been sent (on
+    /// arrival, waiting for its rate slot, or in the backlog).
     Stale,
 }
 
@@ -411,7 +410,8 @@ impl Serialize for Latency {
     }
 }
 
-/// p50/p99/max in milliseconds, compact: `0.02/0.05/1.3 ms`. Two decimals
+/// p50/p99/max in milliseconds, compact: `0.02/0.05/1.3` (the caller adds
+/// the unit). Two decimals
 /// below a millisecond, one below 100 ms, none above.
 pub struct LatencyText<'a>(pub &'a Latency);
 
@@ -431,8 +431,7 @@ impl fmt::Display for LatencyText<'_> {
         f.write_str("/")?;
         ms(f, l.p99)?;
         f.write_str("/")?;
-        ms(f, l.max)?;
-        f.write_str(" ms")
+        ms(f, l.max)
     }
 }
 
@@ -621,7 +620,7 @@ impl fmt::Display for Snapshot {
                 Drops(&d.stats)
             )?;
             if d.latency.count > 0 {
-                write!(f, ", latency {} (p50/p99/max)", LatencyText(&d.latency))?;
+                write!(f, ", latency {} ms (p50/p99/max)", LatencyText(&d.latency))?;
             }
         }
         Ok(())
@@ -675,7 +674,7 @@ impl Summary {
                 Drops(&d.stats)
             );
             if d.latency.count > 0 {
-                let _ = write!(line, ", lat {}", LatencyText(&d.latency));
+                let _ = write!(line, ", lat {} ms", LatencyText(&d.latency));
             }
         }
         line
@@ -795,7 +794,10 @@ mod tests {
         assert_eq!(l.max, Duration::from_micros(1_000));
         for (got, want) in [(l.p50, 500), (l.p99, 990)] {
             let got = got.as_micros() as u64;
-            assert!(got >= want && got * 16 <= want * 17, "{got} µs for {want} µs");
+            assert!(
+                got >= want && got * 16 <= want * 17,
+                "{got} µs for {want} µs"
+            );
         }
         // One slow frame among fast ones: p99 stays fast, max shows it.
         let mut h = LatencyHistogram::default();
@@ -804,7 +806,10 @@ mod tests {
         }
         h.record(Duration::from_millis(136));
         let l = h.figures();
-        assert_eq!((l.p50, l.p99), (Duration::from_micros(20), Duration::from_micros(20)));
+        assert_eq!(
+            (l.p50, l.p99),
+            (Duration::from_micros(20), Duration::from_micros(20))
+        );
         assert_eq!(l.max, Duration::from_millis(136));
         h.clear();
         assert_eq!(h.figures().count, 0);
@@ -825,7 +830,10 @@ mod tests {
         l.new_interval();
         l.record(t0, t0 + Duration::from_micros(7));
         let interval = l.figures(LatencyWindow::Interval);
-        assert_eq!((interval.count, interval.max), (1, Duration::from_micros(7)));
+        assert_eq!(
+            (interval.count, interval.max),
+            (1, Duration::from_micros(7))
+        );
         assert_eq!(l.figures(LatencyWindow::Run).count, 3);
     }
 
@@ -841,7 +849,7 @@ mod tests {
             serde_json::to_string(&l).unwrap(),
             r#"{"p50":23,"p99":870,"max":3140,"count":360}"#
         );
-        assert_eq!(LatencyText(&l).to_string(), "0.02/0.87/3.1 ms");
+        assert_eq!(LatencyText(&l).to_string(), "0.02/0.87/3.1");
         assert_eq!(
             serde_json::to_string(&Latency::default()).unwrap(),
             r#"{"p50":null,"p99":null,"max":null,"count":0}"#,

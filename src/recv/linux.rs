@@ -118,8 +118,7 @@ impl Batch {
             )
         };
         let n = usize::try_from(n).map_err(|_| io::Error::last_os_error())?;
-        for ((len, received), msg) in self.lens.iter_mut().zip(&mut self.received).zip(&msgs[..n])
-        {
+        for ((len, received), msg) in self.lens.iter_mut().zip(&mut self.received).zip(&msgs[..n]) {
             *len = msg.msg_len as usize;
             *received = receive_time(&msg.msg_hdr);
         }

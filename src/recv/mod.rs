@@ -54,7 +54,9 @@ impl Moment {
     /// When datagram `i` of `batch` reached the machine, on the loop's clock:
     /// the kernel's receive time, or this moment when there is none.
     pub fn received(&self, batch: &Batch, i: usize) -> Instant {
-        batch.received(i).map_or(self.instant, |t| self.instant_of(t))
+        batch
+            .received(i)
+            .map_or(self.instant, |t| self.instant_of(t))
     }
 }
 
@@ -186,7 +188,10 @@ mod tests {
         for (i, t) in times.iter().enumerate() {
             assert!(before <= *t && *t <= after, "datagram {i}: {t:?}");
         }
-        assert!(times.windows(2).all(|w| w[0] <= w[1]), "in order: {times:?}");
+        assert!(
+            times.windows(2).all(|w| w[0] <= w[1]),
+            "in order: {times:?}"
+        );
     }
 
     #[test]
