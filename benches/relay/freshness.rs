@@ -4,7 +4,8 @@
 //! oldest of them (arrival − send), and the time from the resume to the first
 //! fresh frame (at most [`MAX_AGE`] old). forza-relay runs with one
 //! destination with `max-age` and one without; socat and the Python relay
-//! (no limit) show what a relay without one delivers. Unix only (signals by
+//! (no limit) show what a relay without one delivers. forza-relay runs once
+//! with the limited destination alone and once beside the other. Unix only (signals by
 //! the `kill` command).
 
 use std::process::Command;
@@ -115,7 +116,7 @@ fn run(peer: &Peer, dests: usize, epoch: Instant) -> Result<Vec<Fresh>, String> 
             let latencies = arrivals.latencies(&sent.at);
             let final_dest = counters.as_ref().and_then(|c| c.destinations.get(i));
             Fresh {
-                label: format!("{} d{i}", peer.label()),
+                label: format!("{}, {dests} dest: d{i}", peer.label()),
                 limited: *peer == Peer::ForzaAged && i == 0,
                 after_resume,
                 oldest_ns,
@@ -147,7 +148,9 @@ pub fn section(socat: bool, python: bool, epoch: Instant) {
         MAX_AGE.as_millis(),
         MAX_AGE.as_millis()
     );
-    let mut peers = vec![(Peer::ForzaAged, 2)];
+    // Alone, then beside a destination without the limit, which gets the
+    // whole backlog: its sends come first for each older frame.
+    let mut peers = vec![(Peer::ForzaAged, 1), (Peer::ForzaAged, 2)];
     if socat {
         peers.push((Peer::Socat, 1));
     }
