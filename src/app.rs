@@ -240,8 +240,9 @@ pub trait Observer {
 
     /// After the relay stopped, in the order the observers were added: ends
     /// its threads and says what it has to say; `last` is the relay's final
-    /// snapshot.
-    fn finish(self: Box<Self>, last: &Snapshot) -> Result<(), Failure>;
+    /// snapshot, which an observer that counts after the stop (a recording
+    /// writing what its tap still held) completes for those after it.
+    fn finish(self: Box<Self>, last: &mut Snapshot) -> Result<(), Failure>;
 }
 
 /// What an observer may take from the relay as it starts.
@@ -319,9 +320,9 @@ impl App {
             });
             if let Err(failure) = result {
                 signals.clear();
-                let now = relay.snapshot();
+                let mut now = relay.snapshot();
                 for observer in started {
-                    let _ = observer.finish(&now);
+                    let _ = observer.finish(&mut now);
                 }
                 return Err(failure);
             }
@@ -390,13 +391,13 @@ impl Running {
             // The screen is gone, for whatever reason: so is the relay.
             self.control.stop();
         }
-        let last = match self.thread.join() {
+        let mut last = match self.thread.join() {
             Ok(last) => last,
             Err(panic) => std::panic::resume_unwind(panic),
         };
         self.signals.clear();
         for observer in self.observers {
-            if let Err(e) = observer.finish(&last) {
+            if let Err(e) = observer.finish(&mut last) {
                 failure.get_or_insert(e);
             }
         }

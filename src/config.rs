@@ -222,6 +222,60 @@ pub struct FileConfig {
     pub record: RecordFile,
 }
 
+/// An address as written: text, or a bare port number without quotes (which the
+/// checks then read as the text of that number).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AddrText(pub String);
+
+impl<'de> Deserialize<'de> for AddrText {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Visitor;
+        impl serde::de::Visitor<'_> for Visitor {
+            type Value = AddrText;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("an address in quotes, like \"127.0.0.1:8000\", or a port number")
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<AddrText, E> {
+                Ok(AddrText(v.to_owned()))
+            }
+            fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<AddrText, E> {
+                Ok(AddrText(v.to_string()))
+            }
+            fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<AddrText, E> {
+                Ok(AddrText(v.to_string()))
+            }
+        }
+        d.deserialize_any(Visitor)
+    }
+}
+
+/// What toml's message about `key`'s value means, said as how to fix it:
+/// toml names a type, where a user needs the rule (issue 13).
+fn explain_toml(line: &str, message: &str) -> Option<String> {
+    let line = line.trim();
+    let key = line.split('=').next().unwrap_or_default().trim();
+    if line.starts_with("[destination]") && message.contains("expected a sequence") {
+        return Some(
+            "use [[destination]] (two brackets on each side): one such table per tool".to_owned(),
+        );
+    }
+    let whole = |what: &str| {
+        format!(
+            "{key} must be {what}: {}",
+            message.split(',').next().unwrap_or(message)
+        )
+    };
+    match key {
+        "max_rate" if message.contains("integer") => Some(whole(
+            "0 (no limit) or a whole number of packets a second, up to 4294967295",
+        )),
+        "interval" if message.contains("integer") => {
+            Some(whole("0 (no summary) or a whole number of seconds"))
+        }
+        _ => None,
+    }
+}
+
 /// `[record]` as written.
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -234,8 +288,8 @@ pub struct RecordFile {
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ListenFile {
-    /// `addr = "0.0.0.0:5400"` (or a bare port).
-    pub addr: Option<Spanned<String>>,
+    /// `addr = "0.0.0.0:5400"` (or a bare port, quoted or not).
+    pub addr: Option<Spanned<AddrText>>,
     /// `format = "auto"`.
     pub format: Option<Spanned<String>>,
     /// `allow = ["192.168.1.0/24"]`.
@@ -260,7 +314,7 @@ pub struct DestinationFile {
     /// Defaults to the address.
     pub name: Option<Spanned<String>>,
     /// `host:port`.
-    pub addr: Spanned<String>,
+    pub addr: Spanned<AddrText>,
     /// `same` or a format id; default `same`.
     pub format: Option<Spanned<String>>,
     /// Default false.
@@ -477,8 +531,15 @@ impl Config {
             // nothing when the text stops right after `key =`.
             let mut message: Vec<&str> = e.message().lines().map(str::trim).collect();
             message.retain(|l| !l.is_empty());
+            let source = e
+                .span()
+                .and_then(|span| text.lines().nth(line_of(text, span.start) - 1))
+                .unwrap_or_default();
             let message = match e.span() {
-                _ if !message.is_empty() => message.join("; "),
+                _ if !message.is_empty() => {
+                    let joined = message.join("; ");
+                    explain_toml(source, &joined).unwrap_or(joined)
+                }
                 Some(span) if span.start >= text.trim_end().len() => {
                     "the file ends in the middle of this setting: was it saved completely?"
                         .to_owned()
@@ -491,9 +552,10 @@ impl Config {
             format!("{origin}:{}: {key}", line_of(text, span.start))
         };
         let spanned = |v: &Spanned<String>, key: &str| (at(v.span(), key), v.get_ref().clone());
+        let address = |v: &Spanned<AddrText>, key: &str| (at(v.span(), key), v.get_ref().0.clone());
         let raw = Raw {
             origin: origin.to_owned(),
-            listen: file.listen.addr.as_ref().map(|v| spanned(v, "listen.addr")),
+            listen: file.listen.addr.as_ref().map(|v| address(v, "listen.addr")),
             format: file
                 .listen
                 .format
@@ -532,7 +594,7 @@ impl Config {
                         addr_place: key(Some(table.addr.span()), "addr"),
                         format_place: key(table.format.as_ref().map(|v| v.span()), "format"),
                         name: table.name.as_ref().map(|n| n.get_ref().clone()),
-                        addr: table.addr.get_ref().clone(),
+                        addr: table.addr.get_ref().0.clone(),
                         format: table.format.as_ref().map(|f| f.get_ref().clone()),
                         only_race_on: table.only_race_on.unwrap_or(false),
                         max_rate: table.max_rate.as_ref().map_or(0, |m| *m.get_ref()),
@@ -1044,6 +1106,11 @@ pub fn resolve(text: &str, look_up: &LookUp) -> Result<SocketAddr, String> {
         return check_port(a);
     }
     let Some((host, port)) = t.rsplit_once(':') else {
+        if let Ok(port) = t.parse::<u16>() {
+            return Err(format!(
+                "needs a host before the port: \"127.0.0.1:{port}\" for a tool on this PC"
+            ));
+        }
         return Err("needs a port, like \"127.0.0.1:8000\"".to_owned());
     };
     let Ok(port) = port.parse::<u16>() else {

@@ -670,6 +670,8 @@ struct Shell {
     taps: Vec<TapProducer>,
     /// Datagrams dropped by taps whose readers have gone.
     tap_dropped: u64,
+    /// Datagrams taps whose readers have gone took but could not keep.
+    not_recorded: u64,
     warn_every: Duration,
     /// Input counters when their warnings were last considered.
     warned: InputStats,
@@ -726,6 +728,7 @@ impl Relay {
                 summaries: None,
                 taps: Vec::new(),
                 tap_dropped: 0,
+                not_recorded: 0,
                 warn_every: interval.unwrap_or(DEFAULT_WARN_INTERVAL),
                 warned: InputStats::default(),
                 malformed: Throttle::default(),
@@ -907,6 +910,8 @@ impl Shell {
             input,
             destinations,
             tap_dropped: self.tap_dropped + self.taps.iter().map(TapProducer::dropped).sum::<u64>(),
+            not_recorded: self.not_recorded
+                + self.taps.iter().map(TapProducer::not_recorded).sum::<u64>(),
         }
     }
 
@@ -1025,6 +1030,12 @@ impl Shell {
                 .map(TapProducer::dropped)
                 .sum();
             self.tap_dropped += gone;
+            self.not_recorded += self
+                .taps
+                .iter()
+                .filter(|t| t.is_closed())
+                .map(TapProducer::not_recorded)
+                .sum::<u64>();
             self.taps.retain(|t| !t.is_closed());
         }
     }

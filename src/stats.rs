@@ -529,6 +529,9 @@ pub struct Snapshot {
     /// Datagrams not copied to a tap (a capture file, the dashboard) because
     /// its reader fell behind; forwarding is never affected.
     pub tap_dropped: u64,
+    /// Datagrams a recording took but could not write (its disk is full, or
+    /// the file can no longer be written); forwarding is never affected.
+    pub not_recorded: u64,
 }
 
 fn seconds<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
@@ -606,6 +609,13 @@ impl fmt::Display for Snapshot {
                 self.tap_dropped
             )?;
         }
+        if self.not_recorded > 0 {
+            write!(
+                f,
+                ", {} not recorded (writing the capture failed)",
+                self.not_recorded
+            )?;
+        }
         f.write_str(".")?;
         for d in &self.destinations {
             write!(f, "\n  {}", d.name)?;
@@ -634,6 +644,10 @@ pub struct Summary {
     previous: (Duration, u64),
 }
 
+/// The end of the relay's idle line: "waiting: nothing received on ADDR in the
+/// last 10 s (…); run `forza-relay doctor` to find out why".
+pub const IDLE_HINT: &str = "run `forza-relay doctor` to find out why";
+
 impl Summary {
     /// The line for `now`, relative to the previous call.
     pub fn line(&mut self, now: &Snapshot) -> String {
@@ -645,9 +659,10 @@ impl Summary {
         if received == 0 {
             return format!(
                 "waiting: nothing received on {} in the last {} (is the game's Data Out \
-                 pointed here?)",
+                 pointed here?); {}",
                 now.listen,
-                Elapsed(interval)
+                Elapsed(interval),
+                IDLE_HINT
             );
         }
         let mut line = format!(

@@ -920,6 +920,57 @@ fn issue13_the_input_format_is_format_everywhere_and_input_still_works() {
 }
 
 #[test]
+fn issue13_config_mistakes_say_how_to_fix_them() {
+    for (contents, expected) in [
+        (
+            "[listen]\naddr = \"127.0.0.1:5400\"\n[destination]\naddr = \"127.0.0.1:8000\"\n",
+            ":3: [destination]: use [[destination]] (two brackets on each side): one such \
+             table per tool",
+        ),
+        (
+            "[[destination]]\naddr = \"127.0.0.1:8000\"\nmax_rate = -1\n",
+            ":3: max_rate = -1: max_rate must be 0 (no limit) or a whole number of packets a \
+             second",
+        ),
+        (
+            "[[destination]]\naddr = 8000\n",
+            ":2: destination[1].addr: \"8000\": needs a host before the port: \
+             \"127.0.0.1:8000\" for a tool on this PC",
+        ),
+        (
+            "[listen]\naddr = true\n[[destination]]\naddr = \"127.0.0.1:8000\"\n",
+            ":2: addr = true: invalid type: boolean `true`, expected an address in quotes, \
+             like \"127.0.0.1:8000\", or a port number",
+        ),
+    ] {
+        let file = TempPath::file("mistake.toml", contents);
+        let path = file.path().display().to_string();
+        let done = Bin::run(&["check", "--config", &path], None);
+        assert_eq!(done.code(), 2, "{contents}: {}", done.stderr);
+        done.assert_stderr_has(&[&format!("{path}{expected}")]);
+    }
+    // A bare port without quotes is the README's bare port.
+    let file = TempPath::file(
+        "bare.toml",
+        "[listen]\naddr = 47481\n[[destination]]\naddr = \"127.0.0.1:8000\"\n",
+    );
+    let path = file.path().display().to_string();
+    let done = Bin::run(&["check", "--config", &path], None);
+    assert_eq!(done.code(), 0, "{}", done.stderr);
+    assert!(
+        done.stdout.contains("listen on 0.0.0.0:47481"),
+        "{}",
+        done.stdout
+    );
+    let done = Bin::run(&["check", "--to", "8000"], None);
+    assert_eq!(done.code(), 2, "{}", done.stderr);
+    done.assert_stderr_has(&[
+        "--to \"8000\": \"8000\": needs a host before the port: \"127.0.0.1:8000\" for a tool on \
+         this PC",
+    ]);
+}
+
+#[test]
 fn issue13_check_help_has_no_watch_and_watch_port_needs_a_file() {
     let done = Bin::run(&["check", "--help"], None);
     assert_eq!(done.code(), 0);

@@ -273,21 +273,31 @@ const RECORD_OVERHEAD: u64 = 16 + 20 + 8;
 /// A pcap's file header.
 const PCAP_HEADER: u64 = 24;
 
+/// forza-relay under `ulimit -f BLOCKS` (of 512 bytes) with SIGXFSZ ignored, so
+/// a write past the limit fails with EFBIG, as on a full disk; add its arguments.
+#[cfg(unix)]
+fn with_file_size_limit(blocks: u64) -> Command {
+    let mut command = Command::new("sh");
+    command
+        .arg("-c")
+        .arg(format!(
+            "trap '' XFSZ; ulimit -f {blocks}; exec \"$0\" \"$@\""
+        ))
+        .arg(env!("CARGO_BIN_EXE_forza-relay"));
+    command
+}
+
 /// `forza-relay record` under `ulimit -f` (SIGXFSZ ignored): the file system says
 /// EFBIG past the limit, which is what a full disk looks like to the writer.
 #[test]
+#[cfg(unix)] // sh and ulimit
 fn issue12_a_full_disk_while_recording_is_logged_counted_and_ends_on_a_whole_record() {
     const N: u32 = 300;
     const LIMIT_BLOCKS: u64 = 64; // of 512 bytes: 32 KiB
     let dir = TempPath::dir("full-disk");
     let file = dir.path().join("full.pcap");
-    let mut command = Command::new("sh");
+    let mut command = with_file_size_limit(LIMIT_BLOCKS);
     command
-        .arg("-c")
-        .arg(format!(
-            "trap '' XFSZ; ulimit -f {LIMIT_BLOCKS}; exec \"$0\" \"$@\""
-        ))
-        .arg(env!("CARGO_BIN_EXE_forza-relay"))
         .args(["record", "--listen", "127.0.0.1:0", "--count"])
         .arg(N.to_string())
         .arg("-o")
@@ -331,6 +341,58 @@ fn issue12_a_full_disk_while_recording_is_logged_counted_and_ends_on_a_whole_rec
         done.stderr
     );
     assert_eq!(done.code(), 1, "{}", done.stderr);
+}
+
+/// `run --record` under the same file-size limit: the final summary (text and
+/// JSON) counts every datagram admitted but not written, beside the relayed
+/// ones, which all arrive (issue 12 item 4).
+#[test]
+#[cfg(unix)] // sh and ulimit
+fn issue12_run_record_on_a_full_disk_counts_not_recorded_in_the_summary() {
+    const N: u32 = 300;
+    const LIMIT_BLOCKS: u64 = 64;
+    let dir = TempPath::dir("full-disk-run");
+    let file = dir.path().join("full.pcap");
+    let tool = UdpSocket::bind("127.0.0.1:0").expect("bind the tool");
+    tool.set_read_timeout(Some(Duration::from_secs(5)))
+        .expect("a timeout");
+    let to = tool.local_addr().expect("bound").to_string();
+    let mut command = with_file_size_limit(LIMIT_BLOCKS);
+    command
+        .args(["run", "--listen", "127.0.0.1:0", "--to", &to])
+        .args(["--stats-format", "json", "--record"])
+        .arg(&file);
+    let mut bin = Bin::spawn_command(command);
+    let listen = bin.wait_until_running();
+    let packets: Vec<Vec<u8>> = (0..N).map(|i| Spec::new(Format::Fh6, i).build()).collect();
+    let receiver = thread::spawn(move || {
+        let mut buf = vec![0u8; MAX_DATAGRAM];
+        let mut got = Vec::new();
+        while got.len() < N as usize {
+            match recv_into(&tool, &mut buf) {
+                Ok(n) => got.push(buf[..n].to_vec()),
+                Err(_) => break,
+            }
+        }
+        got
+    });
+    send_paced(listen, &packets, Duration::from_millis(1));
+    let relayed = receiver.join().expect("the tool's thread");
+    assert_eq!(relayed, packets, "every datagram is relayed");
+    bin.wait_for_line("cannot write to");
+    bin.signal("TERM");
+    let done = bin.wait();
+    let record_len = RECORD_OVERHEAD + packets[0].len() as u64;
+    let fit = (LIMIT_BLOCKS * 512 - PCAP_HEADER) / record_len;
+    let lost = u64::from(N) - fit;
+    let last: serde_json::Value =
+        serde_json::from_str(done.stdout.lines().last().expect("the final JSON line"))
+            .expect("JSON");
+    assert_eq!(last["event"], "final");
+    assert_eq!(last["input"]["received"], N);
+    assert_eq!(last["not_recorded"], lost, "{last}");
+    assert_eq!(last["tap_dropped"], 0, "{last}");
+    done.assert_stderr_has(&[&format!("{lost} not recorded (writing the capture failed)")]);
 }
 
 /// The files in `dir`, by name.

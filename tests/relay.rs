@@ -1034,7 +1034,12 @@ fn binary_prints_a_periodic_summary() {
         None,
     );
     let listen = bin.wait_until_running();
-    bin.wait_for_line("waiting: nothing received on");
+    let idle = bin.wait_for_line("waiting: nothing received on");
+    // Issue 18: the idle line says where to look next.
+    assert!(
+        idle.contains("run `forza-relay doctor` to find out why"),
+        "{idle}"
+    );
     let sender = Sender::new(listen);
     for ts in 1..=3 {
         let bytes = Spec::new(Format::Fh6, ts).build();

@@ -88,7 +88,7 @@ impl Observer for Printer {
         Ok(())
     }
 
-    fn finish(self: Box<Self>, last: &Snapshot) -> Result<(), Failure> {
+    fn finish(self: Box<Self>, last: &mut Snapshot) -> Result<(), Failure> {
         if let Some(p) = self.running {
             let _ = p.last.send(last.clone());
             drop(p.last);
@@ -149,12 +149,19 @@ impl Observer for Recording {
         Ok(())
     }
 
-    fn finish(self: Box<Self>, last: &Snapshot) -> Result<(), Failure> {
+    fn finish(self: Box<Self>, last: &mut Snapshot) -> Result<(), Failure> {
         let Some(recorder) = self.recorder else {
             return Ok(());
         };
         let elapsed = Elapsed(last.elapsed);
-        match recorder.finish() {
+        let finished = recorder.finish();
+        if let Ok(r) = &finished {
+            // The relay's count stopped with it; the recorder went on writing
+            // (or failing to write) what its tap still held. An app records
+            // into one file, so its count is the whole of it.
+            last.not_recorded = r.not_recorded;
+        }
+        match finished {
             Ok(r) if r.failure.is_some() => Err(Failure::start(format!("{r} in {elapsed}"))),
             Ok(r) => {
                 info!("{r} in {elapsed}");
@@ -204,7 +211,7 @@ impl Observer for Reloading {
         Ok(())
     }
 
-    fn finish(self: Box<Self>, _last: &Snapshot) -> Result<(), Failure> {
+    fn finish(self: Box<Self>, _last: &mut Snapshot) -> Result<(), Failure> {
         drop(self.reloader);
         Ok(())
     }
@@ -243,7 +250,7 @@ impl Observer for StopAfter {
         Ok(())
     }
 
-    fn finish(self: Box<Self>, _last: &Snapshot) -> Result<(), Failure> {
+    fn finish(self: Box<Self>, _last: &mut Snapshot) -> Result<(), Failure> {
         // Dropping the sender ends the timer's wait.
         Ok(())
     }

@@ -18,10 +18,6 @@ use super::tools;
 use crate::config::{Config, Destination, Input};
 use crate::wire::{Detector, Format};
 
-/// For the relay's idle line: "waiting: nothing received on ADDR in the last
-/// 10 s; run `forza-relay doctor` to find out why".
-pub const IDLE_HINT: &str = "run `forza-relay doctor` to find out why";
-
 /// How long `doctor` waits for datagrams unless told (`--wait`).
 pub const DEFAULT_WAIT: Duration = Duration::from_secs(10);
 

@@ -232,9 +232,11 @@ impl Proposal {
             "# Written by `forza-relay setup` from the tools found on this computer.\n\
              # In the game (HUD and Gameplay): Data Out On, Data Out IP Address 127.0.0.1\n\
              # (this PC's LAN address for an Xbox), Data Out IP Port as below.\n\n\
-             [listen]\n",
+             [listen]\n\
+             # This PC only. For a game on an Xbox or another PC: \"0.0.0.0:PORT\", and\n\
+             # let forza-relay through the firewall (Private networks).\n",
         );
-        let _ = writeln!(text, "addr = \"0.0.0.0:{}\"", self.listen_port);
+        let _ = writeln!(text, "addr = \"127.0.0.1:{}\"", self.listen_port);
         for d in &self.destinations {
             let _ = write!(
                 text,

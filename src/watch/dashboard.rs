@@ -375,7 +375,13 @@ pub fn render(frame: &mut Frame<'_>, model: &Model) {
         }
     }
     if let Some(rows) = &model.destinations {
-        render_destinations(frame, destinations, rows, model.not_shown);
+        render_destinations(
+            frame,
+            destinations,
+            rows,
+            model.not_shown,
+            model.not_recorded,
+        );
     }
     if let Some(line) = &model.log_line {
         let style = if line.contains(" WARN ") || line.contains(" ERROR ") {
@@ -764,7 +770,13 @@ fn rate(per_sec: f64) -> String {
     }
 }
 
-fn render_destinations(frame: &mut Frame<'_>, area: Rect, rows: &[DestinationRow], not_shown: u64) {
+fn render_destinations(
+    frame: &mut Frame<'_>,
+    area: Rect,
+    rows: &[DestinationRow],
+    not_shown: u64,
+    not_recorded: u64,
+) {
     let width = |s: &str| u16::try_from(s.chars().count()).unwrap_or(u16::MAX);
     let names: Vec<String> = rows
         .iter()
@@ -816,13 +828,15 @@ fn render_destinations(frame: &mut Frame<'_>, area: Rect, rows: &[DestinationRow
         .chain(counts.iter().map(|c| Constraint::Length(c.width)))
         .chain(std::iter::once(Constraint::Min(8)))
         .collect();
-    let title = if not_shown > 0 {
-        format!(
-            "Destinations │ {not_shown} packets not shown: the screen fell behind (forwarding is unaffected)"
-        )
-    } else {
-        "Destinations".to_owned()
-    };
+    let mut title = "Destinations".to_owned();
+    if not_shown > 0 {
+        title += &format!(
+            " │ {not_shown} packets not shown: the screen fell behind (forwarding is unaffected)"
+        );
+    }
+    if not_recorded > 0 {
+        title += &format!(" │ {not_recorded} packets not recorded: writing the capture failed");
+    }
     let table = Table::new(body, widths).header(header).block(boxed(&title));
     frame.render_widget(table, area);
 }
@@ -991,6 +1005,22 @@ mod tests {
             .find(|l| l.trim_start_matches('│').starts_with(name))
             .unwrap_or_else(|| panic!("no row {name:?}:\n{text}"));
         line.trim_matches('│').split_whitespace().collect()
+    }
+
+    #[test]
+    fn says_how_many_packets_a_failed_recording_did_not_write() {
+        let mut model = driving("relaying from 127.0.0.1:5400");
+        let mut rates = DestinationRates::default();
+        let row = destination("simhub", Output::Same, 60);
+        model.set_destinations(rates.rows(&snapshot(1_000, vec![row])));
+        let (text, _) = screen(&model, 140, 30);
+        assert!(!text.contains("not recorded"), "{text}");
+        model.set_not_recorded(212);
+        let (text, _) = screen(&model, 140, 30);
+        assert_shows(
+            &text,
+            &["212 packets not recorded: writing the capture failed"],
+        );
     }
 
     #[test]

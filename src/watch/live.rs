@@ -72,7 +72,7 @@ impl Observer for LiveView {
         }
     }
 
-    fn finish(self: Box<Self>, _last: &Snapshot) -> Result<(), Failure> {
+    fn finish(self: Box<Self>, _last: &mut Snapshot) -> Result<(), Failure> {
         Ok(())
     }
 }
@@ -97,6 +97,7 @@ fn show(
         if let Some(snapshot) = control.snapshot(SNAPSHOT_TIMEOUT) {
             model.set_destinations(rates.rows(&snapshot));
             model.set_not_shown(snapshot.tap_dropped);
+            model.set_not_recorded(snapshot.not_recorded);
         }
     };
     // The first rates are counted from here.

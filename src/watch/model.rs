@@ -599,6 +599,8 @@ pub struct Model {
     /// Datagrams the relay received but could not hand to the screen (it fell
     /// behind), when watching the relay.
     pub(crate) not_shown: u64,
+    /// Datagrams a recording could not write.
+    pub(crate) not_recorded: u64,
     /// The latest log line held back while the screen is on.
     pub(crate) log_line: Option<String>,
     /// True once the source has ended (end of a capture file).
@@ -622,6 +624,7 @@ impl Model {
             silent_for: None,
             destinations: None,
             not_shown: 0,
+            not_recorded: 0,
             log_line: None,
             ended: false,
         }
@@ -666,6 +669,11 @@ impl Model {
     /// Shows how many datagrams the relay could not hand to the screen.
     pub fn set_not_shown(&mut self, datagrams: u64) {
         self.not_shown = datagrams;
+    }
+
+    /// Shows how many datagrams a recording could not write.
+    pub fn set_not_recorded(&mut self, datagrams: u64) {
+        self.not_recorded = datagrams;
     }
 
     /// Shows `line`, the latest log line (held back while the screen is on).
@@ -981,6 +989,7 @@ pub(crate) mod fixtures {
             input: Default::default(),
             destinations,
             tap_dropped: 0,
+            not_recorded: 0,
         }
     }
 }
