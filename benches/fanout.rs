@@ -19,7 +19,7 @@ use std::time::Instant;
 
 use criterion::{criterion_group, criterion_main, Criterion};
 use forza_relay::config::{Config, Overrides};
-use forza_relay::fanout::{DestinationId, Fanout, Outcome};
+use forza_relay::fanout::{Arrival, DestinationId, Fanout, Outcome};
 use forza_relay::wire::{Fields, Format, Packet, Puddle, Wheels};
 
 /// A racing FH6 packet with plausible values (a wet front-left wheel, so the
@@ -82,7 +82,7 @@ fn handle(c: &mut Criterion) {
         let noun = if outputs.len() == 1 { "dest" } else { "dests" };
         let name = format!("{} {noun}: {}", outputs.len(), outputs.join(","));
         g.bench_function(name, |b| {
-            b.iter(|| core.handle(black_box(&packet), from, now, &mut sink))
+            b.iter(|| core.handle(Arrival::new(black_box(&packet), from, now), now, &mut sink))
         });
         // Every packet reached every destination: nothing was filtered or dropped.
         let counters = core.counters();

@@ -305,7 +305,7 @@ pub struct Settings {
     /// (overrides the file).
     #[arg(long, alias = "input", value_name = "FORMAT")]
     pub format: Option<String>,
-    /// A destination: HOST:PORT[,format=ID][,only-race-on][,max-rate=HZ][,name=NAME].
+    /// A destination: HOST:PORT[,format=ID][,only-race-on][,max-rate=HZ][,max-age=50ms][,name=NAME].
     /// Repeat for more. Format defaults to "same" (byte-for-byte).
     #[arg(long = "to", value_name = "DEST")]
     pub to: Vec<String>,

@@ -37,6 +37,12 @@ pub const DEFAULT_LISTEN: SocketAddr =
 pub const DEFAULT_STATS_INTERVAL: u64 = 10;
 /// The longest `stats.interval` accepted: a day.
 pub const MAX_STATS_INTERVAL: u64 = 86_400;
+/// The shortest `max_age` accepted: a frame spends about that long in the OS
+/// and the relay, so a shorter limit would drop live frames.
+pub const MIN_MAX_AGE: Duration = Duration::from_millis(1);
+/// The longest `max_age` accepted: a frame a minute old is not live by any
+/// measure (the receive buffer holds about 18 s at 360 frames/s).
+pub const MAX_MAX_AGE: Duration = Duration::from_secs(60);
 /// The file looked for in the current folder and next to the program.
 pub const DEFAULT_FILE_NAME: &str = "forza-relay.toml";
 /// The largest configuration file read. A real one is a few KB; a bigger file is
@@ -315,6 +321,8 @@ pub struct DestinationFile {
     pub only_race_on: Option<bool>,
     /// Hz, default 0.
     pub max_rate: Option<Spanned<u32>>,
+    /// `"50ms"`: frames older than this are not sent; default none.
+    pub max_age: Option<Spanned<String>>,
 }
 
 /// A destination before validation, from the file or from `--to`.
@@ -329,6 +337,8 @@ struct RawDestination {
     format: Option<String>,
     only_race_on: bool,
     max_rate: u32,
+    /// Where `max_age` was written, and its text.
+    max_age: Option<(String, String)>,
 }
 
 /// The settings before validation.
@@ -435,6 +445,9 @@ impl Config {
             }
             if d.max_rate > 0 {
                 let _ = write!(s, ", at most {}/s", d.max_rate);
+            }
+            if let Some(age) = d.max_age {
+                let _ = write!(s, ", none older than {}", humantime::format_duration(age));
             }
         }
         match self.stats_interval {
@@ -585,6 +598,10 @@ impl Config {
                         format: table.format.as_ref().map(|f| f.get_ref().clone()),
                         only_race_on: table.only_race_on.unwrap_or(false),
                         max_rate: table.max_rate.as_ref().map_or(0, |m| *m.get_ref()),
+                        max_age: table
+                            .max_age
+                            .as_ref()
+                            .map(|v| (key(Some(v.span()), "max_age"), v.get_ref().clone())),
                     }
                 })
                 .collect(),
@@ -748,6 +765,7 @@ fn parse_to(spec: &str) -> Result<RawDestination, Problem> {
         format: None,
         only_race_on: false,
         max_rate: 0,
+        max_age: None,
     };
     for part in parts {
         let (key, value) = match part.split_once('=') {
@@ -770,11 +788,12 @@ fn parse_to(spec: &str) -> Result<RawDestination, Problem> {
                     message: format!("max-rate={v:?} must be a whole number of Hz (0 = every frame)"),
                 })?
             }
+            ("max-age", Some(v)) => d.max_age = Some((place.clone(), v.to_owned())),
             _ => {
                 return Err(Problem {
                     place,
                     message: format!(
-                        "unknown option {part:?} (options: format=ID, only-race-on, max-rate=HZ, name=NAME)"
+                        "unknown option {part:?} (options: format=ID, only-race-on, max-rate=HZ, max-age=DURATION, name=NAME)"
                     ),
                 })
             }
@@ -960,7 +979,17 @@ impl Raw {
                 }
             }
             seen.push((name.clone(), addr));
-            if let (Some(addr), Some(output)) = (addr, output) {
+            let max_age = match &d.max_age {
+                None => Some(None),
+                Some((place, text)) => match parse_max_age(text) {
+                    Ok(age) => Some(Some(age)),
+                    Err(message) => {
+                        problem(place, message);
+                        None
+                    }
+                },
+            };
+            if let (Some(addr), Some(output), Some(max_age)) = (addr, output, max_age) {
                 destinations.push(Destination {
                     name,
                     addr_text,
@@ -968,6 +997,7 @@ impl Raw {
                     output,
                     only_race_on: d.only_race_on,
                     max_rate: d.max_rate,
+                    max_age,
                 });
             }
         }
@@ -1025,6 +1055,39 @@ pub fn parse_listen(text: &str) -> Result<SocketAddr, String> {
              (every interface) or \"127.0.0.1:{DEFAULT_PORT}\" (this PC only)"
         )
     })
+}
+
+/// A destination's `max_age`: a duration with a unit (`"50ms"`, `"0.1s"`),
+/// from [`MIN_MAX_AGE`] to [`MAX_MAX_AGE`]. The error quotes the text.
+pub fn parse_max_age(text: &str) -> Result<Duration, String> {
+    let t = text.trim();
+    let example = "like \"50ms\" (or leave max_age out to send frames of any age)";
+    if t.starts_with('-') {
+        return Err(format!(
+            "{text:?} is negative: write an age limit {example}"
+        ));
+    }
+    let age = humantime::parse_duration(t).map_err(|e| {
+        format!("{text:?} is not a duration ({e}): write a number and a unit, {example}")
+    })?;
+    if age.is_zero() {
+        Err(format!(
+            "{text:?} would drop every frame: write an age limit {example}"
+        ))
+    } else if age < MIN_MAX_AGE {
+        Err(format!(
+            "{text:?} is shorter than {}: every frame spends about that long in the OS and \
+             the relay; write an age limit {example}",
+            humantime::format_duration(MIN_MAX_AGE)
+        ))
+    } else if age > MAX_MAX_AGE {
+        Err(format!(
+            "{text:?} is longer than {}: a frame that old is not live; write an age limit {example}",
+            humantime::format_duration(MAX_MAX_AGE)
+        ))
+    } else {
+        Ok(age)
+    }
 }
 
 /// An IP (a single host) or a CIDR range.
@@ -1372,7 +1435,56 @@ addr = "localhost"
             &Overrides::default(),
         )
         .unwrap_err();
-        assert_eq!(e.to_string(), "--to \"127.0.0.1:1,fromat=fh5\": unknown option \"fromat=fh5\" (options: format=ID, only-race-on, max-rate=HZ, name=NAME)");
+        assert_eq!(e.to_string(), "--to \"127.0.0.1:1,fromat=fh5\": unknown option \"fromat=fh5\" (options: format=ID, only-race-on, max-rate=HZ, max-age=DURATION, name=NAME)");
+    }
+
+    #[test]
+    fn max_age_is_off_by_default_and_read_from_the_file_and_from_to() {
+        let c = Config::from_toml(
+            "[[destination]]\naddr = \"127.0.0.1:20777\"\nmax_age = \"50ms\"\n\
+             [[destination]]\naddr = \"127.0.0.1:8000\"\n",
+            "rig.toml",
+            &Overrides::default(),
+        )
+        .unwrap();
+        assert_eq!(c.destinations[0].max_age, Some(Duration::from_millis(50)));
+        assert_eq!(c.destinations[1].max_age, None);
+        assert!(
+            c.describe().contains("none older than 50ms"),
+            "{}",
+            c.describe()
+        );
+        let c = Config::from_args(
+            &["127.0.0.1:20777,max-age=0.1s".to_owned()],
+            &Overrides::default(),
+        )
+        .unwrap();
+        assert_eq!(c.destinations[0].max_age, Some(Duration::from_millis(100)));
+    }
+
+    #[test]
+    fn a_bad_max_age_is_refused_naming_the_value() {
+        for (text, says) in [
+            ("50", "is not a duration"),
+            ("fast", "is not a duration"),
+            ("-5ms", "is negative"),
+            ("0ms", "would drop every frame"),
+            ("500us", "is shorter than 1ms"),
+            ("2min", "is longer than 1m"),
+        ] {
+            let e = Config::from_args(
+                &[format!("127.0.0.1:20777,max-age={text}")],
+                &Overrides::default(),
+            )
+            .unwrap_err()
+            .to_string();
+            assert!(e.contains(&format!("{text:?} {says}")), "{text}: {e}");
+            let toml = format!("[[destination]]\naddr = \"127.0.0.1:1\"\nmax_age = \"{text}\"\n");
+            let e = Config::from_toml(&toml, "rig.toml", &Overrides::default())
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains("max_age") && e.contains(says), "{text}: {e}");
+        }
     }
 
     fn at(text: &str) -> SocketAddr {

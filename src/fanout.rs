@@ -5,13 +5,21 @@
 //! send, where packets go), which a validated `Config` makes in one place
 //! (`Config::routes`); it knows nothing of files, summaries or recordings.
 //!
-//! [`Fanout::handle`] takes one datagram with its sender and the time, decides
-//! whether it is admitted ([`Verdict`]), and hands each destination's bytes to a
-//! [`Sink`] the caller gives it. In order: the allow-list, the input format
-//! ([`Acceptor`]: a configured format, or `auto`), then per destination the race
-//! filter, the rate limit (the newest early frame waits for its slot in a pending
-//! frame; [`Fanout::due`] sends it), and translation, done at most once per
-//! distinct output format per packet into buffers made at start-up.
+//! [`Fanout::handle`] takes one datagram ([`Arrival`]: its bytes, its sender,
+//! when it reached the machine) and the time now, decides whether it is admitted ([`Verdict`]),
+//! and hands each destination's bytes to a [`Sink`] the caller gives it. In
+//! order: the allow-list, the input format ([`Acceptor`]: a configured format,
+//! or `auto`), then per destination the race filter, translation (done at most
+//! once per distinct output format per packet into buffers made at start-up),
+//! the age limit, and the rate limit (the newest early frame waits for its slot
+//! in a pending frame; [`Fanout::due`] sends it).
+//!
+//! The age limit (`max_age`, issue 15) keeps a motion rig on live data: a
+//! frame older than the limit when it would be sent (on arrival after a stall,
+//! waiting for its rate slot, or in the shell's backlog) is dropped and counted
+//! stale. Dropping costs only a count, so after a stall the stale part of
+//! the queue goes by quickly and the fresh frames go at once. Without a limit a
+//! destination gets every frame, as before.
 //!
 //! Destinations are known by a [`DestinationId`] that stays the same while the
 //! destination exists. A new configuration is taken in two steps: the pure
@@ -31,20 +39,25 @@
 //! ([`DestinationStats::is_balanced`]). Frames the shell drops on the plan's
 //! word (a destination removed, readdressed, or given another output) and those
 //! left when the relay stops ([`Fanout::finish`]) are counted dropped by the
-//! core, so a removed destination's final counters include them.
+//! core, so a removed destination's final counters include them. The shell
+//! also reports each send's latency ([`Report::record_latency`]); the core keeps
+//! it in histograms made with the destination.
 //!
 //! Invariants: nothing here allocates per datagram, and no datagram can make it
 //! panic.
 
 use std::fmt;
 use std::net::{IpAddr, SocketAddr};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use ipnet::IpNet;
 use log::trace;
 
-use crate::filter::{RaceFilter, RateLimiter};
-use crate::stats::{DestinationSnapshot, DestinationStats, DropReason, InputStats, SendErrorKind};
+use crate::filter::{AgeLimit, RaceFilter, RateLimiter};
+use crate::stats::{
+    DestinationSnapshot, DestinationStats, DropReason, InputStats, Latencies, LatencyWindow,
+    SendErrorKind,
+};
 use crate::translate::translate;
 use crate::wire::{Acceptor, Format, Input, Packet, Reading, MAX_LEN};
 
@@ -110,6 +123,9 @@ pub struct Destination {
     pub only_race_on: bool,
     /// At most this many frames per second, the newest; 0 = every frame.
     pub max_rate: u32,
+    /// Frames older than this when they would be sent are dropped (stale),
+    /// and after a stall only the newest goes; `None` = frames of any age.
+    pub max_age: Option<Duration>,
 }
 
 /// What the core is built from and reconfigured with.
@@ -157,12 +173,14 @@ pub enum Outcome {
 }
 
 /// Where the shell tells the core about one destination: what became of the
-/// frames it queued for it, and the send errors it met. It can do nothing
-/// else with the destination's counters.
+/// frames it queued for it, the send errors it met, and how long frames took.
+/// It can do nothing else with the destination's counters.
 pub struct Report<'a> {
     stats: &'a mut DestinationStats,
     /// Frames the shell holds for the destination: queued, or being delivered.
     queued: &'a mut u64,
+    age: AgeLimit,
+    latency: &'a mut Latencies,
 }
 
 impl Report<'_> {
@@ -181,28 +199,61 @@ impl Report<'_> {
     pub fn send_error(&mut self, kind: SendErrorKind) {
         self.stats.send_errors.add(kind);
     }
+
+    /// Whether a frame the shell holds, received at `received`, is too old to
+    /// send at `now` (the destination's `max_age`): if so it is counted stale,
+    /// and the shell drops it instead of sending it.
+    pub fn drop_if_stale(&mut self, received: Instant, now: Instant) -> bool {
+        let stale = self.age.is_stale(received, now);
+        if stale {
+            self.held(Outcome::Dropped(DropReason::Stale));
+        }
+        stale
+    }
+
+    /// A frame that reached the machine at `received` was handed to the OS by
+    /// a send that returned at `sent`: its latency.
+    #[inline]
+    pub fn record_latency(&mut self, received: Instant, sent: Instant) {
+        self.latency.record(received, sent);
+    }
 }
 
 /// Where the core hands each destination's bytes: the shell sends them, a test
 /// records them.
 pub trait Sink {
-    /// Delivers `bytes` to destination `id` and says what became of them; what
-    /// the shell learns meanwhile about frames it queued earlier for `id`, and
-    /// the send errors it meets, go to `report`.
-    fn deliver(&mut self, id: DestinationId, bytes: &[u8], report: &mut Report<'_>) -> Outcome;
+    /// Delivers `bytes`, which reached the machine at `received`, to
+    /// destination `id` and says what became of them; what the shell learns
+    /// meanwhile about frames it queued earlier for `id`, the send errors it
+    /// meets and each send's latency go to `report`.
+    fn deliver(
+        &mut self,
+        id: DestinationId,
+        bytes: &[u8],
+        received: Instant,
+        report: &mut Report<'_>,
+    ) -> Outcome;
 }
 
 impl<F: FnMut(DestinationId, &[u8]) -> Outcome> Sink for F {
-    fn deliver(&mut self, id: DestinationId, bytes: &[u8], _: &mut Report<'_>) -> Outcome {
+    fn deliver(
+        &mut self,
+        id: DestinationId,
+        bytes: &[u8],
+        _: Instant,
+        _: &mut Report<'_>,
+    ) -> Outcome {
         self(id, bytes)
     }
 }
 
-/// A frame held for later: a destination's pending frame, or one in a shell's
-/// backlog.
+/// A frame held for later, with the moment it reached the machine: a
+/// destination's pending frame, or one in a shell's backlog.
 #[derive(Clone, Copy)]
 pub struct HeldFrame {
     len: usize,
+    /// `None` until something is stored.
+    received: Option<Instant>,
     data: [u8; FRAME_CAPACITY],
 }
 
@@ -210,15 +261,18 @@ impl HeldFrame {
     /// A frame holding nothing.
     pub const EMPTY: HeldFrame = HeldFrame {
         len: 0,
+        received: None,
         data: [0; FRAME_CAPACITY],
     };
 
-    /// Copies `bytes` in; `false` (and unchanged) when they don't fit.
-    pub fn store(&mut self, bytes: &[u8]) -> bool {
+    /// Copies `bytes`, received at `received`, in; `false` (and unchanged)
+    /// when they don't fit.
+    pub fn store(&mut self, bytes: &[u8], received: Instant) -> bool {
         match self.data.get_mut(..bytes.len()) {
             Some(dst) => {
                 dst.copy_from_slice(bytes);
                 self.len = bytes.len();
+                self.received = Some(received);
                 true
             }
             None => false,
@@ -229,6 +283,35 @@ impl HeldFrame {
     pub fn bytes(&self) -> &[u8] {
         &self.data[..self.len]
     }
+
+    /// When the bytes held reached the machine; `None` for a frame that never
+    /// held any.
+    pub fn received(&self) -> Option<Instant> {
+        self.received
+    }
+}
+
+/// One datagram as the shell received it.
+#[derive(Debug, Clone, Copy)]
+pub struct Arrival<'a> {
+    /// Its bytes.
+    pub data: &'a [u8],
+    /// Its sender.
+    pub from: SocketAddr,
+    /// When it reached the machine: the kernel's receive time where there is
+    /// one, else when the shell read it.
+    pub received: Instant,
+}
+
+impl<'a> Arrival<'a> {
+    /// `data` from `from`, received at `received`.
+    pub fn new(data: &'a [u8], from: SocketAddr, received: Instant) -> Self {
+        Arrival {
+            data,
+            from,
+            received,
+        }
+    }
 }
 
 /// One destination's live state: its filters, its pending frame, its counters.
@@ -236,6 +319,7 @@ struct DestinationState {
     config: Destination,
     race: RaceFilter,
     rate: RateLimiter,
+    age: AgeLimit,
     /// The newest frame waiting for its `max_rate` slot, if `has_pending`.
     pending: Box<HeldFrame>,
     has_pending: bool,
@@ -247,6 +331,8 @@ struct DestinationState {
     queued: u64,
     /// Every counter but `held`, which [`DestinationState::stats`] adds.
     stats: DestinationStats,
+    /// Its latency histograms, reported by the shell (see [`Report`]).
+    latency: Box<Latencies>,
 }
 
 impl DestinationState {
@@ -254,26 +340,38 @@ impl DestinationState {
         DestinationState {
             race: RaceFilter::default(),
             rate: RateLimiter::new(config.max_rate),
+            age: AgeLimit::new(config.max_age),
             pending: Box::new(HeldFrame::EMPTY),
             has_pending: false,
             pending_at: None,
             queued: 0,
             stats: DestinationStats::default(),
+            latency: Box::default(),
             config,
         }
     }
 
-    /// Applies `max_rate`, then hands the frame to the sink.
-    fn deliver(&mut self, id: DestinationId, bytes: &[u8], now: Instant, sink: &mut impl Sink) {
-        if self.has_pending {
-            // This newer frame supersedes the waiting one.
-            self.has_pending = false;
-            self.stats.drop(DropReason::RateLimited);
+    /// Applies `max_age` and `max_rate`, then hands the frame to the sink.
+    fn deliver(
+        &mut self,
+        id: DestinationId,
+        bytes: &[u8],
+        received: Instant,
+        now: Instant,
+        sink: &mut impl Sink,
+    ) {
+        if self.age.is_stale(received, now) {
+            // Costs nothing but a count: a long backlog after a stall doesn't
+            // delay the first fresh frame.
+            self.stats.drop(DropReason::Stale);
+            return;
         }
+        // This newer frame supersedes the waiting one.
+        self.forget_pending();
         if self.rate.is_due(now) {
             self.rate.sent(now);
-            send(id, bytes, &mut self.stats, &mut self.queued, sink);
-        } else if self.pending.store(bytes) {
+            self.send(id, bytes, received, sink);
+        } else if self.pending.store(bytes, received) {
             self.has_pending = true;
             self.pending_at = Some(now);
         } else {
@@ -281,19 +379,46 @@ impl DestinationState {
         }
     }
 
-    /// Hands over the pending frame if its slot has come.
+    /// Hands over the pending frame if its slot has come, unless it has grown
+    /// too old.
     fn due(&mut self, id: DestinationId, now: Instant, sink: &mut impl Sink) {
-        if self.has_pending && self.rate.is_due(now) {
-            self.has_pending = false;
-            self.rate.sent(now);
-            send(
-                id,
-                self.pending.bytes(),
-                &mut self.stats,
-                &mut self.queued,
-                sink,
-            );
+        if !self.has_pending || !self.rate.is_due(now) {
+            return;
         }
+        self.has_pending = false;
+        let received = self.pending.received().unwrap_or(now);
+        if self.age.is_stale(received, now) {
+            // Its slot stays free for a fresh frame.
+            self.stats.drop(DropReason::Stale);
+            return;
+        }
+        self.rate.sent(now);
+        let DestinationState {
+            pending,
+            stats,
+            queued,
+            age,
+            latency,
+            ..
+        } = self;
+        send(
+            id,
+            pending.bytes(),
+            received,
+            Report::new(stats, queued, *age, latency),
+            sink,
+        );
+    }
+
+    /// Hands `bytes` to the sink, counting the outcome.
+    fn send(&mut self, id: DestinationId, bytes: &[u8], received: Instant, sink: &mut impl Sink) {
+        let report = Report::new(
+            &mut self.stats,
+            &mut self.queued,
+            self.age,
+            &mut self.latency,
+        );
+        send(id, bytes, received, report, sink);
     }
 
     /// Drops the pending frame, counting it: it will never go.
@@ -325,28 +450,44 @@ impl DestinationState {
         }
     }
 
-    fn snapshot(&self) -> DestinationSnapshot {
+    fn snapshot(&self, window: LatencyWindow) -> DestinationSnapshot {
         DestinationSnapshot {
             name: self.config.name.clone(),
             addr: self.config.addr,
             output: self.config.output,
             stats: self.stats(),
+            latency: self.latency.figures(window),
         }
     }
 }
 
-/// Hands `bytes` to the sink and counts the outcome: until the sink says
-/// otherwise, the frame is the shell's to hold.
+impl<'a> Report<'a> {
+    fn new(
+        stats: &'a mut DestinationStats,
+        queued: &'a mut u64,
+        age: AgeLimit,
+        latency: &'a mut Latencies,
+    ) -> Self {
+        Report {
+            stats,
+            queued,
+            age,
+            latency,
+        }
+    }
+}
+
+/// Hands `bytes` to the sink and counts the outcome through `report`: until
+/// the sink says otherwise, the frame is the shell's to hold.
 fn send(
     id: DestinationId,
     bytes: &[u8],
-    stats: &mut DestinationStats,
-    queued: &mut u64,
+    received: Instant,
+    mut report: Report<'_>,
     sink: &mut impl Sink,
 ) {
-    *queued += 1;
-    let mut report = Report { stats, queued };
-    let outcome = sink.deliver(id, bytes, &mut report);
+    *report.queued += 1;
+    let outcome = sink.deliver(id, bytes, received, &mut report);
     report.held(outcome);
 }
 
@@ -554,6 +695,18 @@ impl fmt::Display for DestinationDiff<'_> {
         if a.max_rate != b.max_rate {
             part(f, format_args!("max_rate {} -> {}", a.max_rate, b.max_rate))?;
         }
+        if a.max_age != b.max_age {
+            let age = |d: Option<Duration>| {
+                d.map_or_else(
+                    || "off".to_owned(),
+                    |d| humantime::format_duration(d).to_string(),
+                )
+            };
+            part(
+                f,
+                format_args!("max_age {} -> {}", age(a.max_age), age(b.max_age)),
+            )?;
+        }
         Ok(())
     }
 }
@@ -612,14 +765,14 @@ impl Fanout {
         core
     }
 
-    /// Relays one datagram: `data` from `from`, received at `now`.
-    pub fn handle(
-        &mut self,
-        data: &[u8],
-        from: SocketAddr,
-        now: Instant,
-        sink: &mut impl Sink,
-    ) -> Verdict {
+    /// Relays one datagram, at `now` (what rate slots and ages are measured
+    /// at; its receive time may be earlier).
+    pub fn handle(&mut self, arrival: Arrival<'_>, now: Instant, sink: &mut impl Sink) -> Verdict {
+        let Arrival {
+            data,
+            from,
+            received,
+        } = arrival;
         let len = data.len();
         self.stats.received += 1;
         self.stats.bytes += len as u64;
@@ -691,12 +844,13 @@ impl Fanout {
                     }
                 }
             };
-            dest.deliver(id, bytes, now, sink);
+            dest.deliver(id, bytes, received, now, sink);
         }
         Verdict::Admitted(reading)
     }
 
-    /// Hands over every pending frame whose rate slot has come by `now`.
+    /// Hands over every pending frame whose rate slot has come by `now`; a
+    /// pending frame grown older than its `max_age` is dropped instead.
     pub fn due(&mut self, now: Instant, sink: &mut impl Sink) {
         let Fanout { dests, order, .. } = self;
         for &id in order.iter() {
@@ -847,6 +1001,8 @@ impl Fanout {
             if state.config.max_rate != d.max_rate {
                 state.rate = RateLimiter::new(d.max_rate);
             }
+            // A new limit applies to the frames held too.
+            state.age = AgeLimit::new(d.max_age);
             if state.config.only_race_on != d.only_race_on {
                 state.race = RaceFilter::default();
             }
@@ -881,10 +1037,12 @@ impl Fanout {
     /// [`Fanout::due`] (a socket became writable, an ICMP error came back).
     pub fn report(&mut self, id: DestinationId) -> Option<Report<'_>> {
         let d = self.dests.get_mut(id.0)?.as_mut()?;
-        Some(Report {
-            stats: &mut d.stats,
-            queued: &mut d.queued,
-        })
+        Some(Report::new(
+            &mut d.stats,
+            &mut d.queued,
+            d.age,
+            &mut d.latency,
+        ))
     }
 
     /// Frames the shell holds for `id`, as the core counts them: what the
@@ -930,11 +1088,24 @@ impl Fanout {
         self.last_disallowed
     }
 
-    /// Every counter now.
+    /// Every counter now, latency over the summary interval so far.
     pub fn counters(&self) -> Counters {
+        self.counters_over(LatencyWindow::Interval)
+    }
+
+    /// Every counter now, latency over `window`.
+    pub fn counters_over(&self, window: LatencyWindow) -> Counters {
         Counters {
             input: self.stats,
-            destinations: self.states().map(|(_, d)| d.snapshot()).collect(),
+            destinations: self.states().map(|(_, d)| d.snapshot(window)).collect(),
+        }
+    }
+
+    /// A periodic summary was taken: every destination's latency interval
+    /// starts again (only the summary's reader does this).
+    pub fn new_interval(&mut self) {
+        for d in self.dests.iter_mut().flatten() {
+            d.latency.new_interval();
         }
     }
 
@@ -942,6 +1113,20 @@ impl Fanout {
         self.order
             .iter()
             .filter_map(|&id| self.dests[id.0].as_ref().map(|d| (id, d)))
+    }
+}
+
+#[cfg(test)]
+impl Fanout {
+    /// A datagram received and handled at `at`, nothing known behind it.
+    pub(crate) fn handle_at(
+        &mut self,
+        data: &[u8],
+        from: SocketAddr,
+        at: Instant,
+        sink: &mut impl Sink,
+    ) -> Verdict {
+        self.handle(Arrival::new(data, from, at), at, sink)
     }
 }
 
@@ -1007,7 +1192,13 @@ mod tests {
     }
 
     impl Sink for Recorder {
-        fn deliver(&mut self, id: DestinationId, bytes: &[u8], _: &mut Report<'_>) -> Outcome {
+        fn deliver(
+            &mut self,
+            id: DestinationId,
+            bytes: &[u8],
+            _: Instant,
+            _: &mut Report<'_>,
+        ) -> Outcome {
             self.got.push((id, bytes.to_vec()));
             self.at.push(bytes.as_ptr());
             self.outcome
@@ -1049,6 +1240,147 @@ mod tests {
         }
     }
 
+    /// The timestamps of the frames `name` was handed (all `same`, fh6).
+    fn timestamps_to(sink: &Recorder, core: &Fanout, name: &str) -> Vec<u32> {
+        sink.to(core, name)
+            .iter()
+            .map(|b| {
+                Packet::new_checked(&b[..], Format::Fh6)
+                    .unwrap()
+                    .timestamp_ms()
+            })
+            .collect()
+    }
+
+    /// Issue 15: on a synthetic clock, a frame older than `max_age` when it
+    /// would go is dropped and counted stale, on arrival (after a stall) and
+    /// as a rate-limited pending frame; a destination without the limit gets
+    /// every frame, and every destination's counters add up.
+    #[test]
+    fn frames_older_than_max_age_are_not_sent_but_counted_stale() {
+        let r = routes(
+            &(destination_toml("rig", 9000, "same", "max_age = \"50ms\"")
+                + &destination_toml("plain", 9001, "same", "")
+                + &destination_toml(
+                    "slow-rig",
+                    9002,
+                    "same",
+                    "max_age = \"50ms\"\nmax_rate = 10",
+                )),
+        );
+        let mut core = Fanout::new(&r);
+        let mut sink = Recorder::default();
+        let t0 = Instant::now();
+        let ms = Duration::from_millis;
+        let handle = |core: &mut Fanout, sink: &mut Recorder, ts: u32, received: u64, now: u64| {
+            let packet = fh6(ts, true);
+            let arrival = Arrival::new(&packet, SENDER, t0 + ms(received));
+            core.handle(arrival, t0 + ms(now), sink);
+        };
+        // Live: every destination gets it.
+        handle(&mut core, &mut sink, 1, 0, 0);
+        // Read 51 ms after it arrived (a stall): too old for the limit.
+        handle(&mut core, &mut sink, 2, 0, 51);
+        // Exactly 50 ms old: still fresh; slow-rig's slot is at 100 ms.
+        handle(&mut core, &mut sink, 3, 10, 60);
+        // Replaces 3 in slow-rig's slot, and is 30 ms old there: it goes.
+        handle(&mut core, &mut sink, 4, 70, 70);
+        core.due(t0 + ms(100), &mut sink);
+        // Waits for the slot at 200 ms, 90 ms old by then: dropped, and the
+        // slot stays free.
+        handle(&mut core, &mut sink, 5, 110, 110);
+        assert_eq!(core.next_deadline(), Some(t0 + ms(200)));
+        core.due(t0 + ms(200), &mut sink);
+        assert_eq!(core.next_deadline(), None, "nothing waits");
+        // A stall: ten frames 2.7 ms apart, read at once 60 ms after the
+        // first; only those at most 50 ms old go to the rigs, in order.
+        for i in 0..10u64 {
+            let received = 300 + i * 27 / 10;
+            handle(&mut core, &mut sink, 10 + i as u32, received, 360);
+        }
+        let c = core.counters();
+        assert_balanced(&c);
+        assert_eq!(c.input.received, 15);
+        assert_eq!(
+            timestamps_to(&sink, &core, "plain"),
+            [1, 2, 3, 4, 5, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19]
+        );
+        // Frames 10..=13 arrived at 300, 302, 305, 308 ms: over 50 ms old at 360.
+        assert_eq!(
+            timestamps_to(&sink, &core, "rig"),
+            [1, 3, 4, 5, 14, 15, 16, 17, 18, 19]
+        );
+        // 14 takes the free slot at once; 15..=19 wait for the next, each
+        // replacing the one before.
+        assert_eq!(timestamps_to(&sink, &core, "slow-rig"), [1, 4, 14]);
+        for (name, sent, stale, rate_limited, held) in [
+            ("plain", 15, 0, 0, 0),
+            // 2, 10..=13.
+            ("rig", 10, 5, 0, 0),
+            // 2, 10..=13 on arrival, 5 at its slot; 3, 15..=18 replaced; 19 waits.
+            ("slow-rig", 3, 6, 5, 1),
+        ] {
+            let s = stats(&c, name);
+            assert_eq!(
+                (
+                    s.sent,
+                    s.dropped(DropReason::Stale),
+                    s.dropped(DropReason::RateLimited),
+                    s.held
+                ),
+                (sent, stale, rate_limited, held),
+                "{name}: {s:?}"
+            );
+            let drops: u64 = DropReason::ALL.iter().map(|&r| s.dropped(r)).sum();
+            assert_eq!(
+                s.sent + drops + s.held,
+                c.input.received,
+                "{name}: sent + drops + held = received"
+            );
+        }
+    }
+
+    /// A shell that reports each send as taking `took` from its receive time.
+    struct Timed {
+        took: Duration,
+    }
+
+    impl Sink for Timed {
+        fn deliver(
+            &mut self,
+            _: DestinationId,
+            _: &[u8],
+            received: Instant,
+            report: &mut Report<'_>,
+        ) -> Outcome {
+            report.record_latency(received, received + self.took);
+            Outcome::Sent
+        }
+    }
+
+    #[test]
+    fn latency_reported_by_the_shell_is_kept_per_destination_and_interval() {
+        let r = routes(&destination_toml("rig", 9000, "same", ""));
+        let mut core = Fanout::new(&r);
+        let t0 = Instant::now();
+        let packet = fh6(1, true);
+        for us in [20, 30, 40] {
+            let mut sink = Timed {
+                took: Duration::from_micros(us),
+            };
+            core.handle(Arrival::new(&packet, SENDER, t0), t0, &mut sink);
+        }
+        let l = core.counters().destinations[0].latency;
+        assert_eq!(
+            (l.count, l.p50, l.max),
+            (3, Duration::from_micros(30), Duration::from_micros(40))
+        );
+        core.new_interval();
+        assert_eq!(core.counters().destinations[0].latency.count, 0);
+        let run = core.counters_over(LatencyWindow::Run).destinations[0].latency;
+        assert_eq!(run.count, 3, "the whole run keeps them");
+    }
+
     #[test]
     fn translates_once_per_output_format_and_sends_same_as_it_came() {
         let r = routes(
@@ -1062,7 +1394,7 @@ mod tests {
         let mut sink = Recorder::default();
         let t0 = Instant::now();
         let packet = fh6(7, true);
-        let verdict = core.handle(&packet, SENDER, t0, &mut sink);
+        let verdict = core.handle_at(&packet, SENDER, t0, &mut sink);
         assert_eq!(
             verdict,
             Verdict::Admitted(Some(Reading {
@@ -1123,9 +1455,9 @@ mod tests {
         let mut sink = Recorder::default();
         let t0 = Instant::now();
         for (ts, racing) in [(1, false), (2, true), (3, false), (4, false)] {
-            core.handle(&fh6(ts, racing), SENDER, t0, &mut sink);
+            core.handle_at(&fh6(ts, racing), SENDER, t0, &mut sink);
         }
-        let verdict = core.handle(b"not a packet", SENDER, t0, &mut sink);
+        let verdict = core.handle_at(b"not a packet", SENDER, t0, &mut sink);
         assert_eq!(verdict, Verdict::Admitted(None), "malformed, still relayed");
 
         let timestamps: Vec<u32> = sink
@@ -1169,9 +1501,9 @@ mod tests {
         let mut sink = Recorder::default();
         let t0 = Instant::now();
         let ms = Duration::from_millis;
-        core.handle(&fh6(1, true), SENDER, t0, &mut sink);
-        core.handle(&fh6(2, true), SENDER, t0 + ms(10), &mut sink);
-        core.handle(&fh6(3, true), SENDER, t0 + ms(20), &mut sink);
+        core.handle_at(&fh6(1, true), SENDER, t0, &mut sink);
+        core.handle_at(&fh6(2, true), SENDER, t0 + ms(10), &mut sink);
+        core.handle_at(&fh6(3, true), SENDER, t0 + ms(20), &mut sink);
         assert_eq!(sink.got.len(), 1, "only the first went at once");
         assert_eq!(core.next_deadline(), Some(t0 + ms(100)));
         core.due(t0 + ms(99), &mut sink);
@@ -1182,7 +1514,7 @@ mod tests {
         assert_eq!(last.timestamp_ms(), 3, "the newest waiting frame goes");
         assert_eq!(core.next_deadline(), None);
 
-        core.handle(&fh6(4, true), SENDER, t0 + ms(150), &mut sink);
+        core.handle_at(&fh6(4, true), SENDER, t0 + ms(150), &mut sink);
         let slow = stats(&core.counters(), "slow");
         assert_eq!(slow.sent, 2);
         assert_eq!(slow.dropped(DropReason::RateLimited), 1, "frame 2");
@@ -1205,16 +1537,18 @@ mod tests {
         let mut sink = Recorder::default();
         let t0 = Instant::now();
         assert_eq!(
-            core.handle(&fh6(1, true), SENDER, t0, &mut sink),
+            core.handle_at(&fh6(1, true), SENDER, t0, &mut sink),
             Verdict::Disallowed
         );
         assert!(!Verdict::Disallowed.is_admitted());
         let lan: SocketAddr = "10.1.2.3:5000".parse().unwrap();
-        assert!(core.handle(&fh6(2, true), lan, t0, &mut sink).is_admitted());
+        assert!(core
+            .handle_at(&fh6(2, true), lan, t0, &mut sink)
+            .is_admitted());
         // A dual-stack socket shows an IPv4 sender as ::ffff:a.b.c.d.
         let mapped: SocketAddr = "[::ffff:10.1.2.3]:5000".parse().unwrap();
         assert!(core
-            .handle(&fh6(3, true), mapped, t0, &mut sink)
+            .handle_at(&fh6(3, true), mapped, t0, &mut sink)
             .is_admitted());
         assert_eq!(sink.got.len(), 2);
         let c = core.counters();
@@ -1236,8 +1570,8 @@ mod tests {
         let mut sink = Recorder::default();
         let t0 = Instant::now();
         let ms = Duration::from_millis;
-        core.handle(&fh6(1, true), SENDER, t0, &mut sink);
-        core.handle(&fh6(2, true), SENDER, t0 + ms(10), &mut sink);
+        core.handle_at(&fh6(1, true), SENDER, t0, &mut sink);
+        core.handle_at(&fh6(2, true), SENDER, t0 + ms(10), &mut sink);
         let ids: Vec<DestinationId> = core.destinations().map(|(id, _)| id).collect();
 
         let after = routes(
@@ -1311,7 +1645,7 @@ mod tests {
 
         // b's rate limiter (max_rate unchanged) still holds its slot after the
         // change of format.
-        core.handle(&fh6(3, true), SENDER, t0 + ms(20), &mut sink);
+        core.handle_at(&fh6(3, true), SENDER, t0 + ms(20), &mut sink);
         let got_b = sink.to(&core, "b");
         assert_eq!(got_b.len(), 1, "b still waits for its slot at 100 ms");
         core.due(t0 + ms(100), &mut sink);
@@ -1389,7 +1723,7 @@ mod tests {
         let mut core = Fanout::new(&r);
         let t0 = Instant::now();
         for ts in 1..=5 {
-            core.handle(&fh6(ts, true), SENDER, t0, &mut queue_everything);
+            core.handle_at(&fh6(ts, true), SENDER, t0, &mut queue_everything);
         }
         let stuck = id_of(&core, "stuck");
         assert_eq!(core.queued(stuck), 5);
@@ -1451,7 +1785,7 @@ mod tests {
                 + &destination_toml("dash", 9001, "fm7", "")),
         );
         let mut core = Fanout::new(&before);
-        core.handle(&fh6(1, true), SENDER, Instant::now(), &mut queue_everything);
+        core.handle_at(&fh6(1, true), SENDER, Instant::now(), &mut queue_everything);
         let changes = core.apply(&after);
         assert_eq!(changes.to_string(), "~ dash: fh5 -> fm7");
         let dash = stats(&core.counters(), "dash");
@@ -1470,7 +1804,7 @@ mod tests {
         Packet::new_checked(&mut dry[..], Format::Fh6)
             .unwrap()
             .set_wheel_in_puddle(Wheels::from_array([Puddle::Flag(0); 4]));
-        let verdict = core.handle(&dry, SENDER, Instant::now(), &mut sink);
+        let verdict = core.handle_at(&dry, SENDER, Instant::now(), &mut sink);
         assert_eq!(
             verdict,
             Verdict::Admitted(Some(Reading {
@@ -1493,7 +1827,7 @@ mod tests {
         let t0 = Instant::now();
         // Half a second of wet fh6 telemetry: the stream shows its format.
         for ts in 0..AGREEING_PACKETS {
-            core.handle(&fh6(ts, true), SENDER, t0, &mut sink);
+            core.handle_at(&fh6(ts, true), SENDER, t0, &mut sink);
         }
         let fh6_for_sure = Reading {
             format: Format::Fh6,
@@ -1511,12 +1845,12 @@ mod tests {
             ]));
         let attacker: SocketAddr = "127.0.0.1:6666".parse().unwrap();
         assert_eq!(
-            core.handle(&spoofed, attacker, t0, &mut sink),
+            core.handle_at(&spoofed, attacker, t0, &mut sink),
             Verdict::Admitted(Some(fh6_for_sure)),
             "one datagram is read as the stream's format"
         );
         sink.got.clear();
-        core.handle(&fh6(1_001, true), SENDER, t0, &mut sink);
+        core.handle_at(&fh6(1_001, true), SENDER, t0, &mut sink);
         let p = Packet::new_checked(&sink.got[0].1[..], Format::Fh5).unwrap();
         assert_eq!(p.timestamp_ms(), 1_001, "TimestampMS");
         assert_eq!(p.car_class(), 5, "CarClass R still becomes S2");

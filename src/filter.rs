@@ -1,4 +1,4 @@
-//! Per-destination decisions, pure and allocation-free: IsRaceOn and rate.
+//! Per-destination decisions, pure and allocation-free: IsRaceOn, rate and age.
 
 use std::time::{Duration, Instant};
 
@@ -65,6 +65,31 @@ impl RateLimiter {
     }
 }
 
+/// `max_age`: a frame older than this when it would be sent is stale (issue
+/// 15). Its age counts from the moment it reached the machine.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct AgeLimit(Option<Duration>);
+
+impl AgeLimit {
+    /// A limit of `max_age`; `None` lets frames of any age through.
+    pub const fn new(max_age: Option<Duration>) -> Self {
+        AgeLimit(max_age)
+    }
+
+    /// True when a limit is set.
+    #[inline]
+    pub const fn is_set(self) -> bool {
+        self.0.is_some()
+    }
+
+    /// True when a frame received at `received` is too old to send at `now`.
+    #[inline]
+    pub fn is_stale(self, received: Instant, now: Instant) -> bool {
+        self.0
+            .is_some_and(|max| now.saturating_duration_since(received) > max)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -97,6 +122,25 @@ mod tests {
         assert_eq!(r.next_due(), Some(t0 + ms(200)));
         r.sent(t0 + ms(900)); // after a pause, one interval from now
         assert_eq!(r.next_due(), Some(t0 + ms(1000)));
+    }
+
+    #[test]
+    fn age_limit_passes_a_frame_up_to_its_limit_and_no_older() {
+        let t0 = Instant::now();
+        let ms = Duration::from_millis;
+        let limit = AgeLimit::new(Some(ms(50)));
+        assert!(limit.is_set());
+        assert!(!limit.is_stale(t0, t0));
+        assert!(
+            !limit.is_stale(t0, t0 + ms(50)),
+            "exactly the limit is fresh"
+        );
+        assert!(limit.is_stale(t0, t0 + ms(50) + Duration::from_nanos(1)));
+        // A receive time after `now` (clocks read in another order) is fresh.
+        assert!(!limit.is_stale(t0 + ms(5), t0));
+        let off = AgeLimit::default();
+        assert!(!off.is_set());
+        assert!(!off.is_stale(t0, t0 + Duration::from_secs(3_600)));
     }
 
     #[test]

@@ -2,13 +2,16 @@
 //! and hand-off, around the pure fan-out core ([`Fanout`]).
 //!
 //! One packet's way: `poll` wakes the loop; the listening socket is drained in
-//! batches ([`Batch`]: one `recvmmsg` on Linux); the core decides whether each
-//! datagram is admitted and, per destination, what to send; the shell sends it
-//! on that destination's own connected socket and tells the core what the
-//! network did ([`Outcome`]); taps get the admitted datagrams after the sends.
-//! At the game's rate that is the floor of system calls: the wait, one
-//! receive, one send per destination. Per packet nothing is allocated, nothing
-//! is logged above `trace!`, and no error is fatal: a send error is counted
+//! batches ([`Batch`]: one `recvmmsg` on Linux, which brings each datagram's
+//! kernel receive time along); the core decides whether each datagram is
+//! admitted and, per destination, what to send; the shell sends it on that
+//! destination's own connected socket and tells the core what the network did
+//! ([`Outcome`]) and how long the frame took from its receipt to the return of
+//! the send; taps get the admitted datagrams after the sends. At the game's
+//! rate that is the floor of system calls: the wait, one receive, one send per
+//! destination (the clocks are read through the vDSO: once on each clock per
+//! batch, once after each send). Per packet nothing is allocated, nothing is
+//! logged above `trace!`, and no error is fatal: a send error is counted
 //! against its destination alone, a bad datagram against the input, a failed
 //! `poll` is logged and the loop goes on.
 //!
@@ -17,10 +20,11 @@
 //! from its next send), never on the listening one (which on Windows would fail
 //! its next `recv` with WSAECONNRESET). When a send would block, up to
 //! [`BACKLOG_FRAMES`] of the newest frames wait in a preallocated ring, and only
-//! then is the socket registered with the poll, until the ring is flushed. The
-//! core counts those frames as held until the shell says what became of them;
-//! when the relay stops, one last flush is tried and the rest is counted
-//! dropped.
+//! then is the socket registered with the poll, until the ring is flushed; a
+//! waiting frame that has grown older than the destination's `max_age` is
+//! dropped instead of sent ([`Report::drop_if_stale`]). The core counts those
+//! frames as held until the shell says what became of them; when the relay
+//! stops, one last flush is tried and the rest is counted dropped.
 //!
 //! A new configuration is planned by the core, carried out here (every new
 //! socket opened first, so that a failure changes nothing) and committed to the
@@ -37,7 +41,7 @@ use std::io;
 use std::net::SocketAddr;
 use std::sync::mpsc;
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
 use log::{debug, error, info, trace, warn};
 use mio::net::UdpSocket;
@@ -47,12 +51,12 @@ use ringbuf::LocalRb;
 
 use crate::config::{self, Config};
 use crate::fanout::{
-    self, Action, Changes, Counters, Destination, DestinationId, Fanout, HeldFrame, Outcome,
-    Report, Routes, Sink, Verdict,
+    self, Action, Arrival, Changes, Counters, Destination, DestinationId, Fanout, HeldFrame,
+    Outcome, Report, Routes, Sink, Verdict,
 };
-use crate::recv::Batch;
+use crate::recv::{self, Batch, Moment};
 use crate::socket::{self, PortInUse};
-use crate::stats::{DropReason, InputStats, SendErrorKind, Snapshot};
+use crate::stats::{DropReason, InputStats, LatencyWindow, SendErrorKind, Snapshot};
 use crate::tap::TapProducer;
 use crate::wire::{Expected, Reading, AGREEING_PACKETS};
 
@@ -246,6 +250,27 @@ fn try_send(
     }
 }
 
+/// One send of a frame received at `received`: its outcome, with its latency
+/// reported when it went; `None` when the socket would block.
+fn send_now(
+    socket: &UdpSocket,
+    warner: &mut Warner,
+    bytes: &[u8],
+    received: Instant,
+    report: &mut Report<'_>,
+    clock: Clock,
+) -> Option<Outcome> {
+    match try_send(socket, warner, bytes, report, clock) {
+        Sent::Yes => {
+            // A vDSO read, no system call.
+            report.record_latency(received, Instant::now());
+            Some(Outcome::Sent)
+        }
+        Sent::Failed => Some(Outcome::Dropped(DropReason::SendError)),
+        Sent::WouldBlock => None,
+    }
+}
+
 /// Refuses a destination that is this computer on the port the relay listens
 /// on (`listen`, as bound): packets would loop. The one rule is
 /// [`fanout::is_loop`]; config validation applies it too, but can't know a
@@ -294,34 +319,40 @@ impl Link {
         })
     }
 
-    /// Sends `bytes` now, or queues them behind frames already waiting.
+    /// Sends `bytes`, received at `received`, now, or queues them behind
+    /// frames already waiting.
     fn send(
         &mut self,
         bytes: &[u8],
+        received: Instant,
         report: &mut Report<'_>,
         registry: &Registry,
         clock: Clock,
     ) -> Outcome {
         if !self.backlog.is_empty() {
-            let outcome = self.queue(bytes, report);
+            let outcome = self.queue(bytes, received, report);
             self.flush(report, registry, clock);
             return outcome;
         }
-        match try_send(&self.socket, &mut self.warner, bytes, report, clock) {
-            Sent::Yes => Outcome::Sent,
-            Sent::Failed => Outcome::Dropped(DropReason::SendError),
-            Sent::WouldBlock => {
-                let outcome = self.queue(bytes, report);
-                self.watch(registry, true);
-                outcome
-            }
-        }
+        send_now(
+            &self.socket,
+            &mut self.warner,
+            bytes,
+            received,
+            report,
+            clock,
+        )
+        .unwrap_or_else(|| {
+            let outcome = self.queue(bytes, received, report);
+            self.watch(registry, true);
+            outcome
+        })
     }
 
     /// Keeps `bytes` for later, dropping the oldest waiting frame when full.
-    fn queue(&mut self, bytes: &[u8], report: &mut Report<'_>) -> Outcome {
+    fn queue(&mut self, bytes: &[u8], received: Instant, report: &mut Report<'_>) -> Outcome {
         let mut frame = HeldFrame::EMPTY;
-        if !frame.store(bytes) {
+        if !frame.store(bytes, received) {
             return Outcome::Dropped(DropReason::Backlog);
         }
         if self.backlog.push_overwrite(frame).is_some() {
@@ -331,7 +362,9 @@ impl Link {
     }
 
     /// Sends waiting frames, oldest first, straight from the ring, until the
-    /// socket would block; the socket is watched only while frames remain.
+    /// socket would block; a frame grown too old for the destination's
+    /// `max_age` is dropped instead. The socket is watched only while frames
+    /// remain.
     fn flush(&mut self, report: &mut Report<'_>, registry: &Registry, clock: Clock) {
         let Link {
             socket,
@@ -340,10 +373,14 @@ impl Link {
             ..
         } = self;
         while let Some(frame) = backlog.first() {
-            let outcome = match try_send(socket, warner, frame.bytes(), report, clock) {
-                Sent::WouldBlock => break,
-                Sent::Yes => Outcome::Sent,
-                Sent::Failed => Outcome::Dropped(DropReason::SendError),
+            let received = frame.received().unwrap_or(clock.now);
+            if report.drop_if_stale(received, clock.now) {
+                backlog.try_pop();
+                continue;
+            }
+            let Some(outcome) = send_now(socket, warner, frame.bytes(), received, report, clock)
+            else {
+                break;
             };
             backlog.try_pop();
             report.held(outcome);
@@ -389,9 +426,15 @@ struct Links<'a> {
 }
 
 impl Sink for Links<'_> {
-    fn deliver(&mut self, id: DestinationId, bytes: &[u8], report: &mut Report<'_>) -> Outcome {
+    fn deliver(
+        &mut self,
+        id: DestinationId,
+        bytes: &[u8],
+        received: Instant,
+        report: &mut Report<'_>,
+    ) -> Outcome {
         match self.links.get_mut(id.index()) {
-            Some(Some(link)) => link.send(bytes, report, self.registry, self.clock),
+            Some(Some(link)) => link.send(bytes, received, report, self.registry, self.clock),
             // Every destination of the core has a link (see `Shell::apply`).
             _ => Outcome::Dropped(DropReason::SendError),
         }
@@ -727,7 +770,7 @@ impl Relay {
             self.poll_once(timeout);
         }
         self.shell.finish(Instant::now());
-        self.snapshot()
+        self.shell.snapshot(LatencyWindow::Run)
     }
 
     /// Waits for at most `timeout` (`None`: until something happens), then handles
@@ -791,9 +834,9 @@ impl Relay {
         *self.shell.core.input_stats()
     }
 
-    /// Every counter so far.
+    /// Every counter so far, latency over the summary interval so far.
     pub fn snapshot(&self) -> Snapshot {
-        self.shell.snapshot()
+        self.shell.snapshot(LatencyWindow::Interval)
     }
 }
 
@@ -811,6 +854,10 @@ fn bind_listener(
         })?;
     let mut listener = UdpSocket::from_std(std_listener);
     let listen = listener.local_addr().unwrap_or(addr);
+    if let Err(e) = recv::enable_receive_times(&listener) {
+        // Ages then count from when the loop read each batch.
+        debug!("{listen}: no kernel receive times ({e}): frames are aged from when they are read");
+    }
     registry
         .register(&mut listener, LISTENER, Interest::READABLE)
         .map_err(StartError::Poll)?;
@@ -851,11 +898,12 @@ impl Shell {
         }
     }
 
-    fn snapshot(&self) -> Snapshot {
+    /// Every counter, latency over `window`.
+    fn snapshot(&self, window: LatencyWindow) -> Snapshot {
         let Counters {
             input,
             destinations,
-        } = self.core.counters();
+        } = self.core.counters_over(window);
         Snapshot {
             listen: self.listen,
             elapsed: self.started.elapsed(),
@@ -875,7 +923,8 @@ impl Shell {
         }
     }
 
-    /// Receives until the socket is empty, handing each datagram to the core.
+    /// Receives until the socket is empty, handing each datagram to the core
+    /// with when it reached the machine.
     fn drain(&mut self, mut now: Instant) {
         self.unread = false;
         let mut errors = 0;
@@ -883,6 +932,10 @@ impl Shell {
         loop {
             match self.batch.recv(&self.listener) {
                 Ok(n) => {
+                    // Both clocks once per batch, after the receive: the
+                    // kernel's times are before it.
+                    let moment = Moment::now();
+                    now = moment.instant;
                     let Shell {
                         batch,
                         verdicts,
@@ -902,11 +955,12 @@ impl Shell {
                     };
                     for (i, verdict) in verdicts.iter_mut().enumerate().take(n) {
                         let (data, from) = batch.datagram(i);
-                        *verdict = core.handle(data, from, now, &mut sink);
+                        let arrival = Arrival::new(data, from, moment.received(batch, i));
+                        *verdict = core.handle(arrival, now, &mut sink);
                     }
                     // After the sends: a tap's copy never delays a packet.
                     if !self.taps.is_empty() {
-                        self.tap(n);
+                        self.tap(n, moment);
                     }
                     read += n;
                     if n < Batch::SIZE {
@@ -920,7 +974,6 @@ impl Shell {
                         self.unread = true;
                         break;
                     }
-                    now = Instant::now();
                 }
                 Err(e) => match e.kind() {
                     io::ErrorKind::WouldBlock => break,
@@ -949,10 +1002,10 @@ impl Shell {
         self.check_backlogs();
     }
 
-    /// Copies the admitted datagrams of the last batch (`n` of them) into every
-    /// tap, and lets go of taps whose readers have gone.
-    fn tap(&mut self, n: usize) {
-        let time = SystemTime::now();
+    /// Copies the admitted datagrams of the last batch (`n` of them, read at
+    /// `moment`) into every tap, each with the time it reached the machine,
+    /// and lets go of taps whose readers have gone.
+    fn tap(&mut self, n: usize, moment: Moment) {
         let Shell {
             taps,
             batch,
@@ -964,6 +1017,7 @@ impl Shell {
             for (i, verdict) in verdicts.iter().enumerate().take(n) {
                 if verdict.is_admitted() {
                     let (data, from) = batch.datagram(i);
+                    let time = batch.received(i).unwrap_or(moment.wall);
                     tap.push(time, from, *listen, data);
                 }
             }
@@ -1136,8 +1190,10 @@ impl Shell {
             if let Some(tx) = &self.summaries {
                 // A reader that is behind misses this one; one that is gone is
                 // no reason to stop.
-                let _ = tx.try_send(self.snapshot());
+                let _ = tx.try_send(self.snapshot(LatencyWindow::Interval));
             }
+            // The summary's own latency window: only it starts a new one.
+            self.core.new_interval();
         }
     }
 
@@ -1159,7 +1215,7 @@ impl Shell {
                     }
                 }
                 Command::Snapshot(reply) => {
-                    let _ = reply.send(self.snapshot());
+                    let _ = reply.send(self.snapshot(LatencyWindow::Interval));
                 }
                 Command::Attach(tap) => self.taps.push(*tap),
             }
@@ -1304,6 +1360,13 @@ mod tests {
     /// A core with one `same` destination, a loopback receiver for it, and its
     /// link.
     fn core_and_link() -> (Fanout, DestinationId, Link, std::net::UdpSocket) {
+        core_and_link_aged(None)
+    }
+
+    /// As [`core_and_link`], with the destination's `max_age`.
+    fn core_and_link_aged(
+        max_age: Option<Duration>,
+    ) -> (Fanout, DestinationId, Link, std::net::UdpSocket) {
         let receiver = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
         receiver
             .set_read_timeout(Some(Duration::from_secs(2)))
@@ -1319,6 +1382,7 @@ mod tests {
                 output: Output::Same,
                 only_race_on: false,
                 max_rate: 0,
+                max_age,
             }],
         });
         let (id, d) = core.destinations().next().unwrap();
@@ -1332,8 +1396,14 @@ mod tests {
     struct WouldBlock<'a>(&'a mut Link);
 
     impl Sink for WouldBlock<'_> {
-        fn deliver(&mut self, _: DestinationId, bytes: &[u8], report: &mut Report<'_>) -> Outcome {
-            self.0.queue(bytes, report)
+        fn deliver(
+            &mut self,
+            _: DestinationId,
+            bytes: &[u8],
+            received: Instant,
+            report: &mut Report<'_>,
+        ) -> Outcome {
+            self.0.queue(bytes, received, report)
         }
     }
 
@@ -1341,8 +1411,14 @@ mod tests {
     struct Sends<'a>(&'a mut Link, &'a Registry, Clock);
 
     impl Sink for Sends<'_> {
-        fn deliver(&mut self, _: DestinationId, bytes: &[u8], report: &mut Report<'_>) -> Outcome {
-            self.0.send(bytes, report, self.1, self.2)
+        fn deliver(
+            &mut self,
+            _: DestinationId,
+            bytes: &[u8],
+            received: Instant,
+            report: &mut Report<'_>,
+        ) -> Outcome {
+            self.0.send(bytes, received, report, self.1, self.2)
         }
     }
 
@@ -1357,13 +1433,13 @@ mod tests {
         let now = Instant::now();
         let extra = 3u8;
         for i in 0..BACKLOG_FRAMES as u8 + extra {
-            core.handle(&[i; 324], FROM, now, &mut WouldBlock(&mut link));
+            core.handle_at(&[i; 324], FROM, now, &mut WouldBlock(&mut link));
         }
         let s = stats(&core);
         assert_eq!(s.dropped(DropReason::Backlog), u64::from(extra));
         assert_eq!(s.held, BACKLOG_FRAMES as u64);
         assert!(s.is_balanced(), "{s:?}");
-        core.handle(
+        core.handle_at(
             &[0xFF; FRAME_CAPACITY + 1],
             FROM,
             now,
@@ -1394,9 +1470,9 @@ mod tests {
             assert!(buf[..n].iter().all(|&b| b == i), "frame {i} out of order");
         }
         // With frames waiting, a new frame goes behind them, never ahead.
-        core.handle(&[0xA1; 311], FROM, now, &mut WouldBlock(&mut link));
+        core.handle_at(&[0xA1; 311], FROM, now, &mut WouldBlock(&mut link));
         let registry = poll.registry();
-        core.handle(
+        core.handle_at(
             &[0xA2; 232],
             FROM,
             now,
@@ -1408,7 +1484,7 @@ mod tests {
 
         // Removed while a frame waits: the plan closes its link, and the core
         // counts the frame before it returns the final counters.
-        core.handle(&[0xA3; 311], FROM, now, &mut WouldBlock(&mut link));
+        core.handle_at(&[0xA3; 311], FROM, now, &mut WouldBlock(&mut link));
         assert_eq!(core.queued(id), 1);
         let plan = core.plan(&Routes {
             input: Input::Auto,
@@ -1425,6 +1501,42 @@ mod tests {
         );
         assert_eq!(removed.held, 0);
         assert!(removed.is_balanced(), "{removed:?}");
+    }
+
+    /// Issue 15: frames that waited in the backlog past `max_age` are dropped
+    /// and counted stale when it is flushed; the fresh ones go, with their
+    /// latency from their receive time.
+    #[test]
+    fn a_backlog_flush_drops_frames_grown_older_than_max_age() {
+        let poll = Poll::new().unwrap();
+        let ms = Duration::from_millis;
+        let (mut core, id, mut link, receiver) = core_and_link_aged(Some(ms(50)));
+        // The synthetic clock runs 200 ms behind: the sends' latencies (read
+        // on the real clock) are over 100 ms.
+        let t0 = Instant::now() - ms(200);
+        for (i, at) in [0, 10, 60, 70].into_iter().enumerate() {
+            let packet = [i as u8; 324];
+            let arrival = Arrival::new(&packet, FROM, t0 + ms(at));
+            core.handle(arrival, t0 + ms(at), &mut WouldBlock(&mut link));
+        }
+        assert_eq!(stats(&core).held, 4);
+        let clock = Clock {
+            now: t0 + ms(100),
+            warn_every: DEFAULT_WARN_INTERVAL,
+        };
+        link.flush(&mut core.report(id).unwrap(), poll.registry(), clock);
+        assert!(link.backlog.is_empty());
+        let s = stats(&core);
+        assert_eq!((s.sent, s.dropped(DropReason::Stale), s.held), (2, 2, 0));
+        assert!(s.is_balanced(), "{s:?}");
+        let mut buf = [0u8; 2048];
+        for i in [2u8, 3] {
+            let n = receiver.recv(&mut buf).unwrap();
+            assert!(buf[..n].iter().all(|&b| b == i), "frame {i}");
+        }
+        let latency = core.counters().destinations[0].latency;
+        assert_eq!(latency.count, 2);
+        assert!(latency.max >= ms(100), "from the receive time: {latency:?}");
     }
 
     #[test]

@@ -6,11 +6,18 @@
 //! ([`Summary`]), the final report (`Display` for [`Snapshot`]), the JSON form
 //! for scripts and the bench ([`Snapshot::to_json`]) and a destination's trouble
 //! in a few words ([`Problems`], for a dashboard) are all rendered here.
+//!
+//! Each destination's latency (from the moment a datagram reached the machine
+//! to the return of its send, issue 15) is kept in fixed log-linear histograms
+//! ([`LatencyHistogram`], made when the destination is, so recording allocates
+//! nothing): one over the summary interval, reset only when a summary is taken,
+//! and one over the whole run ([`Latencies`]). A snapshot carries their
+//! p50, p99 and max ([`Latency`]).
 
 use std::fmt::{self, Write as _};
 use std::io;
 use std::net::SocketAddr;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde::ser::{SerializeMap, SerializeStruct};
 use serde::{Serialize, Serializer};
@@ -31,11 +38,14 @@ pub enum DropReason {
     Backlog,
     /// The send failed (counted by kind in [`SendErrors`]).
     SendError,
+    /// `max_age`: older than the limit when it would have been sent (on
+    /// arrival, waiting for its rate slot, or in the backlog).
+    Stale,
 }
 
 impl DropReason {
     /// How many reasons there are: the length of every table indexed by one.
-    pub const COUNT: usize = DropReason::SendError as usize + 1;
+    pub const COUNT: usize = DropReason::Stale as usize + 1;
 
     /// Every reason, in the order they are printed.
     pub const ALL: [DropReason; DropReason::COUNT] = [
@@ -44,6 +54,7 @@ impl DropReason {
         DropReason::Untranslatable,
         DropReason::Backlog,
         DropReason::SendError,
+        DropReason::Stale,
     ];
 
     /// Its key in the JSON form.
@@ -54,6 +65,7 @@ impl DropReason {
             DropReason::Untranslatable => "untranslatable",
             DropReason::Backlog => "backlog_full",
             DropReason::SendError => "send_failed",
+            DropReason::Stale => "stale",
         }
     }
 
@@ -65,6 +77,7 @@ impl DropReason {
             DropReason::Untranslatable => "untranslatable",
             DropReason::Backlog => "backlog full",
             DropReason::SendError => "send errors",
+            DropReason::Stale => "stale",
         }
     }
 }
@@ -221,6 +234,207 @@ impl DestinationStats {
     }
 }
 
+/// Sub-buckets per power of two: a latency is kept to within 1/16 (6 %) of
+/// its value, and to the microsecond below 32 µs.
+const SUB_BITS: u32 = 4;
+const SUB: usize = 1 << SUB_BITS;
+/// Latencies of 2^32 µs (71 minutes) and more share the last bucket.
+const TOP_BITS: u32 = 32;
+/// Buckets of a [`LatencyHistogram`]: `2 * SUB` of one microsecond each, then
+/// `SUB` for each power of two up to `TOP_BITS`.
+const BUCKETS: usize = 2 * SUB + (TOP_BITS - SUB_BITS - 1) as usize * SUB;
+
+/// The bucket of a latency of `us` microseconds.
+fn bucket(us: u64) -> usize {
+    let us = us.min((1 << TOP_BITS) - 1);
+    if us < 2 * SUB as u64 {
+        return us as usize;
+    }
+    let shift = 63 - us.leading_zeros() - SUB_BITS;
+    2 * SUB + (shift as usize - 1) * SUB + ((us >> shift) as usize - SUB)
+}
+
+/// The largest latency, in microseconds, that bucket `i` holds.
+fn bucket_top(i: usize) -> u64 {
+    if i < 2 * SUB {
+        return i as u64;
+    }
+    let k = i - 2 * SUB;
+    let shift = k / SUB + 1;
+    let top = (k % SUB + SUB) as u64;
+    ((top + 1) << shift) - 1
+}
+
+// The last bucket holds the largest latency kept apart.
+const _: () = assert!(BUCKETS == 464);
+
+/// Latencies counted in fixed log-linear buckets, as HDR histograms keep
+/// them: made once, recording never allocates. Percentiles are the top of
+/// their bucket (at most 6 % above the true value), the maximum is exact.
+#[derive(Clone)]
+pub struct LatencyHistogram {
+    counts: [u32; BUCKETS],
+    count: u64,
+    max_us: u64,
+}
+
+impl Default for LatencyHistogram {
+    fn default() -> Self {
+        LatencyHistogram {
+            counts: [0; BUCKETS],
+            count: 0,
+            max_us: 0,
+        }
+    }
+}
+
+impl fmt::Debug for LatencyHistogram {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "LatencyHistogram({:?})", self.figures())
+    }
+}
+
+impl LatencyHistogram {
+    /// Counts one latency.
+    #[inline]
+    pub fn record(&mut self, latency: Duration) {
+        let us = u64::try_from(latency.as_micros()).unwrap_or(u64::MAX);
+        let slot = &mut self.counts[bucket(us)];
+        *slot = slot.saturating_add(1);
+        self.count += 1;
+        self.max_us = self.max_us.max(us);
+    }
+
+    /// The latency `p` percent of those counted are at or below (nearest
+    /// rank), as the top of its bucket but never above the maximum.
+    fn percentile(&self, p: u64) -> Duration {
+        let rank = (self.count * p).div_ceil(100).max(1);
+        let mut seen = 0;
+        for (i, &n) in self.counts.iter().enumerate() {
+            seen += u64::from(n);
+            if seen >= rank {
+                return Duration::from_micros(bucket_top(i).min(self.max_us));
+            }
+        }
+        Duration::from_micros(self.max_us)
+    }
+
+    /// p50, p99 and max of what was counted.
+    pub fn figures(&self) -> Latency {
+        if self.count == 0 {
+            return Latency::default();
+        }
+        Latency {
+            count: self.count,
+            p50: self.percentile(50),
+            p99: self.percentile(99),
+            max: Duration::from_micros(self.max_us),
+        }
+    }
+
+    /// Forgets everything counted.
+    pub fn clear(&mut self) {
+        *self = LatencyHistogram::default();
+    }
+}
+
+/// Which stretch of time latency figures cover.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LatencyWindow {
+    /// Since the last periodic summary (since the start before the first);
+    /// only taking a summary starts a new interval, so other readers (a
+    /// dashboard, a page) don't disturb the summary's figures.
+    Interval,
+    /// Since the destination started.
+    Run,
+}
+
+/// One destination's latencies, over the summary interval and over the run.
+#[derive(Debug, Clone, Default)]
+pub struct Latencies {
+    interval: LatencyHistogram,
+    run: LatencyHistogram,
+}
+
+impl Latencies {
+    /// Counts a frame that reached the machine at `received` and whose send
+    /// returned at `sent`.
+    #[inline]
+    pub fn record(&mut self, received: Instant, sent: Instant) {
+        let latency = sent.saturating_duration_since(received);
+        self.interval.record(latency);
+        self.run.record(latency);
+    }
+
+    /// The figures over `window`.
+    pub fn figures(&self, window: LatencyWindow) -> Latency {
+        match window {
+            LatencyWindow::Interval => self.interval.figures(),
+            LatencyWindow::Run => self.run.figures(),
+        }
+    }
+
+    /// A summary was taken: the interval starts again.
+    pub fn new_interval(&mut self) {
+        self.interval.clear();
+    }
+}
+
+/// A destination's latency over a window: from the moment each datagram
+/// reached the machine to the return of the send that delivered it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Latency {
+    /// Frames measured (sent in the window).
+    pub count: u64,
+    /// Half of them took at most this.
+    pub p50: Duration,
+    /// 99 % took at most this.
+    pub p99: Duration,
+    /// The longest.
+    pub max: Duration,
+}
+
+impl Serialize for Latency {
+    /// `{"p50":…,"p99":…,"max":…,"count":…}` in whole microseconds; `null`
+    /// figures when nothing was sent.
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let us = |d: Duration| {
+            (self.count > 0).then(|| u64::try_from(d.as_micros()).unwrap_or(u64::MAX))
+        };
+        let mut st = s.serialize_struct("Latency", 4)?;
+        st.serialize_field("p50", &us(self.p50))?;
+        st.serialize_field("p99", &us(self.p99))?;
+        st.serialize_field("max", &us(self.max))?;
+        st.serialize_field("count", &self.count)?;
+        st.end()
+    }
+}
+
+/// p50/p99/max in milliseconds, compact: `0.02/0.05/1.3` (the caller adds
+/// the unit). Two decimals
+/// below a millisecond, one below 100 ms, none above.
+pub struct LatencyText<'a>(pub &'a Latency);
+
+impl fmt::Display for LatencyText<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let l = self.0;
+        let ms = |f: &mut fmt::Formatter<'_>, d: Duration| {
+            let ms = d.as_secs_f64() * 1e3;
+            let digits = match ms {
+                m if m < 1.0 => 2,
+                m if m < 100.0 => 1,
+                _ => 0,
+            };
+            write!(f, "{ms:.digits$}")
+        };
+        ms(f, l.p50)?;
+        f.write_str("/")?;
+        ms(f, l.p99)?;
+        f.write_str("/")?;
+        ms(f, l.max)
+    }
+}
+
 impl Serialize for SendErrors {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut map = s.serialize_map(Some(SendErrorKind::ALL.len()))?;
@@ -276,6 +490,9 @@ pub struct DestinationSnapshot {
     pub output: Output,
     /// Its counters.
     pub stats: DestinationStats,
+    /// Its latency over the snapshot's window: the summary interval for a
+    /// periodic summary or a reader's snapshot, the whole run for the final one.
+    pub latency: Latency,
 }
 
 impl Serialize for DestinationSnapshot {
@@ -291,6 +508,7 @@ impl Serialize for DestinationSnapshot {
         }
         map.serialize_entry("held", &self.stats.held)?;
         map.serialize_entry("send_errors", &self.stats.send_errors)?;
+        map.serialize_entry("latency_us", &self.latency)?;
         map.end()
     }
 }
@@ -345,7 +563,8 @@ impl Snapshot {
     }
 
     /// One JSON object on one line: `{"event":"summary","elapsed_s":…,"listen":…,
-    /// "input":{…},"destinations":[{"name":…,"sent":…,"not_racing":…,…}]}`.
+    /// "input":{…},"destinations":[{"name":…,"sent":…,"not_racing":…,…,"stale":…,
+    /// "latency_us":{"p50":…,"p99":…,"max":…,"count":…}}]}`.
     pub fn to_json(&self, kind: SnapshotKind) -> String {
         #[derive(Serialize)]
         struct Line<'a> {
@@ -410,6 +629,9 @@ impl fmt::Display for Snapshot {
                 d.stats.sent,
                 Drops(&d.stats)
             )?;
+            if d.latency.count > 0 {
+                write!(f, ", latency {} ms (p50/p99/max)", LatencyText(&d.latency))?;
+            }
         }
         Ok(())
     }
@@ -466,6 +688,9 @@ impl Summary {
                 d.stats.sent,
                 Drops(&d.stats)
             );
+            if d.latency.count > 0 {
+                let _ = write!(line, ", lat {} ms", LatencyText(&d.latency));
+            }
         }
         line
     }
@@ -548,6 +773,112 @@ mod tests {
             ", 2 not racing, 1 send errors: refused (nothing listening)"
         );
         assert_eq!(s.send_errors.total(), 1);
+    }
+
+    #[test]
+    fn every_latency_falls_in_the_bucket_that_holds_it() {
+        let mut previous_top = None;
+        for i in 0..BUCKETS {
+            let top = bucket_top(i);
+            let bottom = previous_top.map_or(0, |t| t + 1);
+            assert!(bottom <= top, "bucket {i}");
+            assert_eq!(bucket(bottom), i, "the bottom of bucket {i}: {bottom} µs");
+            assert_eq!(bucket(top), i, "the top of bucket {i}: {top} µs");
+            // Exact to the microsecond below 32 µs, then within 1/16.
+            if top >= 2 * SUB as u64 {
+                assert!((top - bottom + 1) * 16 <= bottom, "bucket {i} too wide");
+            } else {
+                assert_eq!(top, bottom);
+            }
+            previous_top = Some(top);
+        }
+        assert_eq!(previous_top, Some((1 << TOP_BITS) - 1));
+        assert_eq!(bucket(u64::MAX), BUCKETS - 1, "longer ones share the last");
+    }
+
+    #[test]
+    fn latency_percentiles_are_within_a_bucket_and_the_max_is_exact() {
+        let mut h = LatencyHistogram::default();
+        assert_eq!(h.figures(), Latency::default());
+        // 1..=1000 µs: p50 is 500 µs, p99 990 µs, max 1000 µs.
+        for us in 1..=1_000 {
+            h.record(Duration::from_micros(us));
+        }
+        let l = h.figures();
+        assert_eq!(l.count, 1_000);
+        assert_eq!(l.max, Duration::from_micros(1_000));
+        for (got, want) in [(l.p50, 500), (l.p99, 990)] {
+            let got = got.as_micros() as u64;
+            assert!(
+                got >= want && got * 16 <= want * 17,
+                "{got} µs for {want} µs"
+            );
+        }
+        // One slow frame among fast ones: p99 stays fast, max shows it.
+        let mut h = LatencyHistogram::default();
+        for _ in 0..199 {
+            h.record(Duration::from_micros(20));
+        }
+        h.record(Duration::from_millis(136));
+        let l = h.figures();
+        assert_eq!(
+            (l.p50, l.p99),
+            (Duration::from_micros(20), Duration::from_micros(20))
+        );
+        assert_eq!(l.max, Duration::from_millis(136));
+        h.clear();
+        assert_eq!(h.figures().count, 0);
+    }
+
+    #[test]
+    fn only_a_summary_starts_a_new_latency_interval() {
+        let t0 = Instant::now();
+        let mut l = Latencies::default();
+        l.record(t0, t0 + Duration::from_micros(40));
+        l.record(t0 + Duration::from_millis(5), t0);
+        assert_eq!(l.figures(LatencyWindow::Interval).count, 2);
+        assert_eq!(
+            l.figures(LatencyWindow::Interval).max,
+            Duration::from_micros(40),
+            "a send before the receive time counts 0"
+        );
+        l.new_interval();
+        l.record(t0, t0 + Duration::from_micros(7));
+        let interval = l.figures(LatencyWindow::Interval);
+        assert_eq!(
+            (interval.count, interval.max),
+            (1, Duration::from_micros(7))
+        );
+        assert_eq!(l.figures(LatencyWindow::Run).count, 3);
+    }
+
+    #[test]
+    fn latency_reads_as_json_and_as_text() {
+        let l = Latency {
+            count: 360,
+            p50: Duration::from_micros(23),
+            p99: Duration::from_micros(870),
+            max: Duration::from_micros(3_140),
+        };
+        assert_eq!(
+            serde_json::to_string(&l).unwrap(),
+            r#"{"p50":23,"p99":870,"max":3140,"count":360}"#
+        );
+        assert_eq!(LatencyText(&l).to_string(), "0.02/0.87/3.1");
+        assert_eq!(
+            serde_json::to_string(&Latency::default()).unwrap(),
+            r#"{"p50":null,"p99":null,"max":null,"count":0}"#,
+            "nothing sent: no figures"
+        );
+    }
+
+    #[test]
+    fn stale_frames_are_listed_with_the_other_drops() {
+        let mut s = DestinationStats::default();
+        s.drop(DropReason::Stale);
+        s.drop(DropReason::RateLimited);
+        assert_eq!(Drops(&s).to_string(), ", 1 rate-limited, 1 stale");
+        assert_eq!(DropReason::Stale.key(), "stale");
     }
 
     #[test]

@@ -11,7 +11,7 @@ mod fanout_check;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use forza_relay::fanout::{DestinationId, Fanout, Outcome};
+use forza_relay::fanout::{Arrival, DestinationId, Fanout, Outcome};
 use forza_relay::wire::Format;
 use proptest::prelude::*;
 
@@ -164,9 +164,11 @@ fn issue9_a_frame_waiting_for_its_rate_slot_still_goes_after_max_rate_changes() 
     };
     let from: SocketAddr = "127.0.0.1:50000".parse().expect("an address");
     let t0 = Instant::now();
-    core.handle(&Spec::new(Format::Fh6, 1).build(), from, t0, &mut sink);
+    let first = Spec::new(Format::Fh6, 1).build();
+    core.handle(Arrival::new(&first, from, t0), t0, &mut sink);
     let waiting = Spec::new(Format::Fh6, 2).build();
-    core.handle(&waiting, from, t0 + Duration::from_millis(10), &mut sink);
+    let t10 = t0 + Duration::from_millis(10);
+    core.handle(Arrival::new(&waiting, from, t10), t10, &mut sink);
     assert_eq!(
         core.next_deadline(),
         Some(t0 + Duration::from_millis(100)),

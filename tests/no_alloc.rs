@@ -1,8 +1,9 @@
 //! Proof that the relay (and the simulator) allocate nothing per packet: a counting global allocator,
 //! armed only on the relay's thread, watches 1,000+ packets go through the real
 //! loop on loopback (after a warm-up) to four destinations, one of each kind:
-//! byte-for-byte, translated, translated with `only_race_on`, and rate-limited,
-//! while recording (`[record]`: the tap drained into a capture file by the
+//! byte-for-byte with an age limit, translated, translated with `only_race_on`,
+//! and rate-limited with an age limit (every send's latency measured, issue
+//! 15), while recording (`[record]`: the tap drained into a capture file by the
 //! recorder thread).
 
 use std::net::UdpSocket;
@@ -63,6 +64,7 @@ interval = 0
 [[destination]]
 name = "same"
 addr = "127.0.0.1:{}"
+max_age = "10s"
 [[destination]]
 name = "fh5"
 addr = "127.0.0.1:{}"
@@ -77,6 +79,7 @@ name = "fm7-limited"
 addr = "127.0.0.1:{}"
 format = "fm7"
 max_rate = 100
+max_age = "1s"
 "#,
         ports[0], ports[1], ports[2], ports[3]
     );

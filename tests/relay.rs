@@ -1593,3 +1593,99 @@ fn issue12_auto_logs_when_it_reads_horizon_packets_another_way() {
         "(fh5)",
     ]);
 }
+
+/// Waits until every thread of process `pid` is stopped (state `T` in
+/// /proc): a `kill -STOP` returns before a running thread has stopped.
+#[cfg(target_os = "linux")]
+#[track_caller]
+fn wait_until_stopped(pid: u32) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let stopped = || -> bool {
+        let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+            return false;
+        };
+        tasks.flatten().all(|task| {
+            std::fs::read_to_string(task.path().join("stat")).is_ok_and(|stat| {
+                // The state follows the name, which is in parentheses.
+                stat.rsplit_once(") ")
+                    .is_some_and(|(_, rest)| rest.starts_with('T'))
+            })
+        })
+    };
+    while !stopped() {
+        assert!(Instant::now() < deadline, "process {pid} did not stop");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// Issue 15: the relay stopped by the OS (SIGSTOP) while the game goes on
+/// finds a queue of frames when it resumes (SIGCONT). A destination with
+/// `max_age` gets none of them, only live frames; one without the limit gets
+/// the whole backlog first, as before. The final summary counts them stale.
+#[cfg(target_os = "linux")]
+#[test]
+fn binary_sends_no_stale_frame_after_a_stall_to_a_destination_with_max_age() {
+    let (rig, rig_addr) = receiver();
+    let (plain, plain_addr) = receiver();
+    let to_rig = format!("{rig_addr},name=rig,max-age=50ms");
+    let to_plain = format!("{plain_addr},name=plain");
+    let mut bin = Bin::spawn(
+        &[
+            "run",
+            "--listen",
+            "127.0.0.1:0",
+            "--to",
+            &to_rig,
+            "--to",
+            &to_plain,
+            "--stats-interval",
+            "0",
+        ],
+        None,
+    );
+    let listen = bin.wait_until_running();
+    let sender = Sender::new(listen);
+    let timestamp = |bytes: &[u8]| view(bytes, Format::Fh6).timestamp_ms();
+    let live = Spec::new(Format::Fh6, 1).build();
+    sender.send(&live);
+    assert_eq!(recv(&rig), live);
+    assert_eq!(recv(&plain), live);
+
+    bin.signal("STOP");
+    wait_until_stopped(bin.id());
+    let queued: Vec<u32> = (100..120).collect();
+    for &ts in &queued {
+        sender.send(&Spec::new(Format::Fh6, ts).build());
+    }
+    // Stopped, the relay cannot read them: they are older than the limit
+    // by the time it can.
+    std::thread::sleep(Duration::from_millis(200));
+    bin.signal("CONT");
+    let fresh = Spec::new(Format::Fh6, 1_000).build();
+    sender.send(&fresh);
+
+    let mut got_plain = Vec::new();
+    while got_plain.last() != Some(&1_000) {
+        got_plain.push(timestamp(&recv(&plain)));
+    }
+    assert_eq!(
+        got_plain[..queued.len()],
+        queued[..],
+        "the backlog, in order"
+    );
+    assert_eq!(got_plain.len(), queued.len() + 1);
+    // The relay sends to rig before plain for each frame: by now the fresh
+    // frame is waiting at rig, and nothing else may be.
+    assert_eq!(
+        timestamp(&recv(&rig)),
+        1_000,
+        "the first frame after resuming"
+    );
+    assert_nothing_waiting(&rig);
+
+    bin.signal("INT");
+    let done = bin.wait();
+    assert_eq!(done.code(), 0, "{}", done.stderr);
+    done.assert_summary_line("rig", rig_addr, "20 stale", 2);
+    done.assert_summary_line("plain", plain_addr, "same", 22);
+}

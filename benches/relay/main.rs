@@ -20,12 +20,16 @@
 //! 3. Delivered packets/s at 150,000 in to 1 destination and 50,000 and
 //!    150,000 in to 4, against the baseline relay, with each loss located.
 //! 4. CPU and wake-ups with no traffic, peak memory.
+//! 5. Freshness after a stall (issue 15): the relay stopped with SIGSTOP for
+//!    2 s at 360 packets/s, then resumed; what each destination gets after
+//!    the resume, with and without `max-age` (see `freshness`).
 //!
-//! `cargo bench --bench relay -- latency` (or `syscalls`, `throughput`) runs
-//! one section. Aims are printed as PASS/MISS beside the figures; nothing here
+//! `cargo bench --bench relay -- latency` (or `syscalls`, `throughput`,
+//! `freshness`) runs one section. Aims are printed as PASS/MISS beside the figures; nothing here
 //! asserts.
 //! The `/proc` figures are Linux only; elsewhere they print "n/a".
 
+mod freshness;
 mod peers;
 mod process;
 mod report;
@@ -147,6 +151,9 @@ fn main() {
         figures
     });
     let loads = wanted("throughput").then(|| throughput_section(&tools, epoch));
+    if wanted("freshness") {
+        freshness::section(tools.socat, tools.python, epoch);
+    }
     summary(syscalls.as_ref(), latency.as_ref(), loads.as_ref());
     println!(
         "\nfinished in {:.0} s; load average now {}",

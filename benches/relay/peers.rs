@@ -50,6 +50,9 @@ pub enum Peer {
     Forza,
     /// This tree's forza-relay, every destination `same`: no translation.
     ForzaAllSame,
+    /// As `ForzaAllSame`, the first destination with `max-age` (the
+    /// freshness section's [`crate::freshness::MAX_AGE`]).
+    ForzaAged,
     /// An older forza-relay binary (no JSON stats: counted at the receivers).
     Baseline(PathBuf),
     /// `socat -u UDP4-RECV:IN UDP4-SENDTO:127.0.0.1:OUT`: one destination only.
@@ -65,6 +68,7 @@ impl Peer {
             Peer::Direct => "direct (no relay)",
             Peer::Forza => "forza-relay",
             Peer::ForzaAllSame => "forza-relay, all same",
+            Peer::ForzaAged => "forza-relay",
             Peer::Baseline(_) => "forza-relay c4441a5",
             Peer::Socat => "socat",
             Peer::Python => "python relay",
@@ -89,13 +93,13 @@ impl Peer {
 
     /// Whether it prints its final counters as JSON (`--stats-format json`).
     pub fn has_json(&self) -> bool {
-        matches!(self, Peer::Forza | Peer::ForzaAllSame)
+        matches!(self, Peer::Forza | Peer::ForzaAllSame | Peer::ForzaAged)
     }
 
     /// The command that starts it listening on `listen` and sending to `to`;
     /// `None` for direct.
     pub fn command(&self, listen: SocketAddr, to: &[SocketAddr]) -> Option<Command> {
-        let forza = |binary: &std::ffi::OsStr, all_same: bool| {
+        let forza = |binary: &std::ffi::OsStr, all_same: bool, aged: bool| {
             let mut cmd = Command::new(binary);
             cmd.args(["run", "--listen", &listen.to_string()]).args([
                 "--input",
@@ -109,22 +113,28 @@ impl Peer {
                 } else {
                     MIX[i % MIX.len()].0
                 };
+                let age = if aged && i == 0 {
+                    format!(",max-age={}ms", crate::freshness::MAX_AGE.as_millis())
+                } else {
+                    String::new()
+                };
                 cmd.arg("--to")
-                    .arg(format!("{addr},format={output},name=d{i}"));
+                    .arg(format!("{addr},format={output},name=d{i}{age}"));
             }
             cmd
         };
         match self {
             Peer::Direct => None,
-            Peer::Forza | Peer::ForzaAllSame => {
+            Peer::Forza | Peer::ForzaAllSame | Peer::ForzaAged => {
                 let mut cmd = forza(
                     env!("CARGO_BIN_EXE_forza-relay").as_ref(),
-                    *self == Peer::ForzaAllSame,
+                    *self != Peer::Forza,
+                    *self == Peer::ForzaAged,
                 );
                 cmd.args(["--stats-format", "json"]);
                 Some(cmd)
             }
-            Peer::Baseline(path) => Some(forza(path.as_os_str(), false)),
+            Peer::Baseline(path) => Some(forza(path.as_os_str(), false, false)),
             Peer::Socat => {
                 let mut cmd = Command::new("socat");
                 cmd.arg("-u")

@@ -141,6 +141,20 @@ pub struct FinalDestination {
     pub backlog_full: u64,
     /// Dropped: the send failed.
     pub send_failed: u64,
+    /// Dropped: older than its `max_age` (issue 15).
+    #[serde(default)]
+    pub stale: u64,
+    /// Its latency over the run, from receipt to the send's return.
+    #[serde(default)]
+    pub latency_us: FinalLatency,
+}
+
+/// `latency_us` of a [`FinalDestination`]: µs, `None` when nothing was sent.
+#[derive(Debug, Default, Deserialize)]
+pub struct FinalLatency {
+    pub p50: Option<u64>,
+    pub p99: Option<u64>,
+    pub max: Option<u64>,
 }
 
 impl FinalDestination {
@@ -151,6 +165,7 @@ impl FinalDestination {
             + self.untranslatable
             + self.backlog_full
             + self.send_failed
+            + self.stale
     }
 }
 

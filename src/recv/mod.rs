@@ -6,12 +6,59 @@
 //! a read that would only say "would block". Elsewhere a batch is one
 //! `recv_from`, and the drain reads until `WouldBlock`, as mio's edge-triggered
 //! readiness asks. The `unsafe` that `recvmmsg` takes stays in `linux.rs`.
+//!
+//! On Linux each datagram also comes with the moment the kernel received it
+//! ([`enable_receive_times`], [`Batch::received`]): on the wall clock, which a
+//! [`Moment`] read once per batch turns into the loop's `Instant`s. Elsewhere
+//! there is none, and the moment the batch was read stands for it.
+
+use std::time::{Instant, SystemTime};
 
 #[cfg_attr(target_os = "linux", path = "linux.rs")]
 #[cfg_attr(not(target_os = "linux"), path = "portable.rs")]
 mod imp;
 
-pub use imp::Batch;
+pub use imp::{enable_receive_times, Batch};
+
+/// One moment on both clocks, read once per batch right after the receive
+/// (both reads are vDSO calls on Linux, no system call): turns the kernel's
+/// receive times (the wall clock) into the loop's clock.
+#[derive(Debug, Clone, Copy)]
+pub struct Moment {
+    /// On the loop's clock.
+    pub instant: Instant,
+    /// On the wall clock.
+    pub wall: SystemTime,
+}
+
+impl Moment {
+    /// Now, on both clocks.
+    pub fn now() -> Moment {
+        Moment {
+            wall: SystemTime::now(),
+            instant: Instant::now(),
+        }
+    }
+
+    /// The wall-clock time `wall` on the loop's clock: as long before
+    /// `self.instant` as it is before `self.wall`. A time after `self.wall`
+    /// (the wall clock was set back meanwhile) reads as `self.instant`.
+    pub fn instant_of(&self, wall: SystemTime) -> Instant {
+        self.wall
+            .duration_since(wall)
+            .ok()
+            .and_then(|ago| self.instant.checked_sub(ago))
+            .unwrap_or(self.instant)
+    }
+
+    /// When datagram `i` of `batch` reached the machine, on the loop's clock:
+    /// the kernel's receive time, or this moment when there is none.
+    pub fn received(&self, batch: &Batch, i: usize) -> Instant {
+        batch
+            .received(i)
+            .map_or(self.instant, |t| self.instant_of(t))
+    }
+}
 
 /// Receive buffer per datagram: larger than the largest UDP payload (65,507), so
 /// nothing is ever truncated.
@@ -95,6 +142,68 @@ mod tests {
         sender.send_to(b"forza", addr).unwrap();
         let got = receive(&mut Batch::new(), &socket, 1);
         assert_eq!(got, [(b"forza".to_vec(), sender.local_addr().unwrap())]);
+    }
+
+    #[test]
+    fn a_receive_time_is_as_long_before_the_moment_on_both_clocks() {
+        let m = Moment::now();
+        let ago = Duration::from_millis(1_234);
+        assert_eq!(m.instant_of(m.wall - ago), m.instant - ago);
+        assert_eq!(m.instant_of(m.wall), m.instant);
+        assert_eq!(
+            m.instant_of(m.wall + ago),
+            m.instant,
+            "the wall clock was set back: not in the future"
+        );
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn the_kernel_stamps_each_datagram_with_its_receive_time() {
+        let (socket, addr) = listener();
+        enable_receive_times(&socket).expect("SO_TIMESTAMPNS");
+        let sender = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let before = std::time::SystemTime::now();
+        for i in 0..3u8 {
+            sender.send_to(&[i; 12], addr).unwrap();
+        }
+        let mut batch = Batch::new();
+        let deadline = Instant::now() + Duration::from_secs(2);
+        let mut times = Vec::new();
+        while times.len() < 3 && Instant::now() < deadline {
+            match batch.recv(&socket) {
+                Ok(n) => times.extend((0..n).map(|i| batch.received(i))),
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                    std::thread::sleep(Duration::from_millis(1))
+                }
+                Err(e) => panic!("recv: {e}"),
+            }
+        }
+        let after = std::time::SystemTime::now();
+        assert_eq!(times.len(), 3);
+        let times: Vec<_> = times
+            .into_iter()
+            .map(|t| t.expect("a receive time"))
+            .collect();
+        for (i, t) in times.iter().enumerate() {
+            assert!(before <= *t && *t <= after, "datagram {i}: {t:?}");
+        }
+        assert!(
+            times.windows(2).all(|w| w[0] <= w[1]),
+            "in order: {times:?}"
+        );
+    }
+
+    #[test]
+    fn without_receive_times_the_batch_says_none() {
+        let (socket, addr) = listener();
+        let sender = UdpSocket::bind("127.0.0.1:0").unwrap();
+        sender.send_to(b"forza", addr).unwrap();
+        let mut batch = Batch::new();
+        assert_eq!(receive(&mut batch, &socket, 1).len(), 1);
+        assert_eq!(batch.received(0), None);
+        let m = Moment::now();
+        assert_eq!(m.received(&batch, 0), m.instant);
     }
 
     #[test]

@@ -1,7 +1,9 @@
-//! Every platform but Linux: one `recv_from` per batch.
+//! Every platform but Linux: one `recv_from` per batch, with no receive time
+//! from the OS (the caller takes the moment it read the batch).
 
 use std::io;
 use std::net::{Ipv4Addr, SocketAddr};
+use std::time::SystemTime;
 
 use super::MAX_DATAGRAM;
 
@@ -44,4 +46,14 @@ impl Batch {
         debug_assert_eq!(i, 0);
         (&self.buf[..self.len], self.from)
     }
+
+    /// When the OS received datagram `i`: never known here.
+    pub fn received(&self, _i: usize) -> Option<SystemTime> {
+        None
+    }
+}
+
+/// Kernel receive times are read on Linux only.
+pub fn enable_receive_times(_socket: &mio::net::UdpSocket) -> io::Result<()> {
+    Err(io::ErrorKind::Unsupported.into())
 }

@@ -25,6 +25,7 @@ use super::console;
 use super::model::{grip_lost, shown, Car, DestinationRow, Finite, LapTime, Model, NONE};
 use super::source::{Next, Source};
 use crate::config::Input;
+use crate::stats::{Latency, LatencyText};
 
 /// Redraws per second at most.
 pub const FPS: u32 = 30;
@@ -233,6 +234,7 @@ fn destinations_text(model: &Model, line: &mut String) {
         for (n, what) in [
             (d.filtered, "filtered"),
             (d.rate_limited, "rate-limited"),
+            (d.stale, "stale"),
             (d.errors, if d.errors == 1 { "error" } else { "errors" }),
         ] {
             if n > 0 {
@@ -678,7 +680,7 @@ struct Column {
 
 /// The counts between the name and the problems; the last ones are left out
 /// first when the screen is narrow (the errors are in the problems text too).
-const COUNTS: [Column; 6] = [
+const COUNTS: [Column; 8] = [
     Column {
         header: "sends",
         width: 6,
@@ -693,6 +695,16 @@ const COUNTS: [Column; 6] = [
         header: "sent",
         width: 9,
         cell: |d| Cell::from(d.sent.to_string()),
+    },
+    Column {
+        header: "latency ms",
+        width: 14,
+        cell: |d| Cell::from(latency(&d.latency)),
+    },
+    Column {
+        header: "stale",
+        width: 6,
+        cell: |d| Cell::from(d.stale.to_string()),
     },
     Column {
         header: "filtered",
@@ -738,6 +750,15 @@ fn printable(text: &str) -> Cow<'_, str> {
         }
     }
     Cow::Owned(out)
+}
+
+/// p50/p99/max in milliseconds (`0.02/0.87/3.1`), [`NONE`] when nothing was
+/// sent in the interval.
+fn latency(l: &Latency) -> String {
+    if l.count == 0 {
+        return NONE.to_owned();
+    }
+    LatencyText(l).to_string()
 }
 
 /// Packets per second as a whole number ([`NONE`] if it is not a number).
@@ -1017,6 +1038,13 @@ mod tests {
         let mut dash = destination("dash", Output::Format(Format::Fh5), 30);
         dash.stats.dropped[DropReason::NotRacing as usize] = 4;
         dash.stats.dropped[DropReason::RateLimited as usize] = 26;
+        dash.stats.dropped[DropReason::Stale as usize] = 5;
+        dash.latency = Latency {
+            count: 25,
+            p50: Duration::from_micros(23),
+            p99: Duration::from_micros(870),
+            max: Duration::from_micros(3_140),
+        };
         for _ in 0..7 {
             dash.stats.send_errors.add(SendErrorKind::Refused);
         }
@@ -1025,7 +1053,7 @@ mod tests {
         model.set_log_line(Some(
             "12:00:00 WARN  dash (127.0.0.1:9002): nothing".to_owned(),
         ));
-        let (text, buffer) = screen(&model, 110, 30);
+        let (text, buffer) = screen(&model, 120, 30);
         assert_shows(
             &text,
             &[
@@ -1035,15 +1063,18 @@ mod tests {
                 "Gear 4",
                 "destination",
                 "pkt/s",
+                "latency ms",
+                "stale",
                 "rate-limited",
                 "12 packets not shown: the screen fell behind",
                 "log: 12:00:00 WARN  dash (127.0.0.1:9002): nothing",
             ],
         );
-        // destination, sends, pkt/s, sent, filtered, rate-limited, errors, problems.
+        // destination, sends, pkt/s, sent, latency, stale, filtered,
+        // rate-limited, errors, problems.
         assert_eq!(
             row(&text, "simhub"),
-            ["simhub", "same", "60", "60", "0", "0", "0"]
+            ["simhub", "same", "60", "60", NONE, "0", "0", "0", "0"]
         );
         assert_eq!(
             row(&text, "dash"),
@@ -1052,6 +1083,8 @@ mod tests {
                 "fh5",
                 "30",
                 "30",
+                "0.02/0.87/3.1",
+                "5",
                 "4",
                 "26",
                 "7",
@@ -1375,6 +1408,7 @@ mod tests {
                             rate_limited,
                             errors,
                             problems,
+                            ..Default::default()
                         }
                     },
                 )

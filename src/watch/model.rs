@@ -21,7 +21,7 @@ use serde::Serialize;
 
 use super::Reader;
 use crate::config::Input;
-use crate::stats::{DestinationSnapshot, DropReason, Problems, Snapshot};
+use crate::stats::{DestinationSnapshot, DropReason, Latency, Problems, Snapshot};
 use crate::telemetry::{Gear, Telemetry};
 use crate::wire::{Expected, Format, Packet, Wheels};
 
@@ -462,6 +462,11 @@ pub struct DestinationRow {
     /// The send errors by kind and the other drops (untranslatable, backlog
     /// full), `"3 refused (nothing listening)"`; empty when there are none.
     pub problems: String,
+    /// Packets not sent because they were older than its `max_age`.
+    pub stale: u64,
+    /// Its latency (receipt to the return of the send) over the relay's
+    /// summary interval so far.
+    pub latency: Latency,
 }
 
 impl DestinationRow {
@@ -477,6 +482,8 @@ impl DestinationRow {
             rate_limited: s.dropped(DropReason::RateLimited),
             errors: s.send_errors.total(),
             problems: Problems(s).to_string(),
+            stale: s.dropped(DropReason::Stale),
+            latency: d.latency,
         }
     }
 }
@@ -819,6 +826,13 @@ mod tests {
         d.stats.drop(DropReason::RateLimited);
         d.stats.drop(DropReason::RateLimited);
         d.stats.drop(DropReason::Untranslatable);
+        d.stats.drop(DropReason::Stale);
+        d.latency = Latency {
+            count: 39,
+            p50: Duration::from_micros(30),
+            p99: Duration::from_micros(900),
+            max: Duration::from_millis(2),
+        };
         for _ in 0..3 {
             d.stats.send_errors.add(SendErrorKind::Refused);
         }
@@ -835,6 +849,8 @@ mod tests {
                 rate_limited: 2,
                 errors: 4,
                 problems: "3 refused (nothing listening), 1 other, 1 untranslatable".to_owned(),
+                stale: 1,
+                latency: d.latency,
             }
         );
         assert_eq!(DestinationRow::of(&destination("ok", 1), 0.0).problems, "");
@@ -961,6 +977,7 @@ pub(crate) mod fixtures {
                 sent,
                 ..Default::default()
             },
+            latency: Default::default(),
         }
     }
 

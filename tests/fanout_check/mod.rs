@@ -43,8 +43,8 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::time::{Duration, Instant};
 
 use forza_relay::fanout::{
-    Action, Changes, Destination, DestinationId, Fanout, Outcome, Output, Report, Routes, Sink,
-    Verdict, FRAME_CAPACITY,
+    Action, Arrival, Changes, Destination, DestinationId, Fanout, Outcome, Output, Report, Routes,
+    Sink, Verdict, FRAME_CAPACITY,
 };
 use forza_relay::stats::{DestinationStats, DropReason, SendErrorKind};
 use forza_relay::wire::{Format, Input, Reading};
@@ -457,6 +457,7 @@ fn routes(b: &mut Bytes) -> Routes {
             output,
             only_race_on: flags & 1 == 1,
             max_rate: RATES[usize::from(flags >> 1) % RATES.len()],
+            max_age: None,
         });
     }
     Routes {
@@ -523,7 +524,13 @@ struct Recorder {
 }
 
 impl Sink for Recorder {
-    fn deliver(&mut self, id: DestinationId, bytes: &[u8], report: &mut Report<'_>) -> Outcome {
+    fn deliver(
+        &mut self,
+        id: DestinationId,
+        bytes: &[u8],
+        _received: Instant,
+        report: &mut Report<'_>,
+    ) -> Outcome {
         self.count += 1;
         let nth = |every: u8| every > 0 && self.count.is_multiple_of(u64::from(every));
         let outcome = if nth(self.fail_every) {
@@ -702,7 +709,7 @@ pub fn run(data: &[u8]) -> Covered {
                 datagram(&mut b, &mut buf);
                 let from = sender(op >> 4);
                 let horizon = oracle.input.reader.horizon();
-                let verdict = core.handle(&buf, from, now, &mut sink);
+                let verdict = core.handle(Arrival::new(&buf, from, now), now, &mut sink);
                 covered.datagrams += 1;
                 oracle.check_handle(&buf, from, now, verdict, &mut sink);
                 if oracle.input.reader.horizon() != horizon {
