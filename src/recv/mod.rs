@@ -6,12 +6,17 @@
 //! a read that would only say "would block". Elsewhere a batch is one
 //! `recv_from`, and the drain reads until `WouldBlock`, as mio's edge-triggered
 //! readiness asks. The `unsafe` that `recvmmsg` takes stays in `linux.rs`.
+//!
+//! On Linux the receive can also be the wait ([`Batch::wait`], [`wait`]): the
+//! relay sleeps in it when nothing else needs watching ([`WAITS`]).
 
 #[cfg_attr(target_os = "linux", path = "linux.rs")]
 #[cfg_attr(not(target_os = "linux"), path = "portable.rs")]
 mod imp;
 
-pub use imp::Batch;
+pub mod wait;
+
+pub use imp::{Batch, WAITS};
 
 /// Receive buffer per datagram: larger than the largest UDP payload (65,507), so
 /// nothing is ever truncated.
@@ -95,6 +100,42 @@ mod tests {
         sender.send_to(b"forza", addr).unwrap();
         let got = receive(&mut Batch::new(), &socket, 1);
         assert_eq!(got, [(b"forza".to_vec(), sender.local_addr().unwrap())]);
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_wait_sleeps_until_a_datagram_then_takes_every_one_queued() {
+        let (socket, addr) = listener();
+        wait::set_blocking(&socket).unwrap();
+        let mut timeout = wait::RecvTimeout::default();
+        timeout
+            .arm(&socket, Some(Duration::from_secs(5)), Duration::ZERO)
+            .unwrap();
+        let sender = std::thread::spawn(move || {
+            let sender = UdpSocket::bind("127.0.0.1:0").unwrap();
+            // Queued while the receiver sleeps, as one burst.
+            std::thread::sleep(Duration::from_millis(50));
+            for i in 0..3u8 {
+                sender.send_to(&[i; 324], addr).unwrap();
+            }
+        });
+        let mut batch = Batch::new();
+        let mut got = Vec::new();
+        while got.len() < 3 {
+            let n = batch.wait(&socket).expect("a datagram within 5 s");
+            got.extend((0..n).map(|i| batch.datagram(i).0.to_vec()));
+        }
+        sender.join().unwrap();
+        assert_eq!(got, [[0u8; 324], [1; 324], [2; 324]]);
+        // The poll's receive still never waits on the blocking socket.
+        let e = batch.recv(&socket).unwrap_err();
+        assert_eq!(e.kind(), std::io::ErrorKind::WouldBlock);
+        // And the wait ends with its timeout.
+        timeout
+            .arm(&socket, Some(Duration::from_millis(20)), Duration::ZERO)
+            .unwrap();
+        let e = batch.wait(&socket).unwrap_err();
+        assert_eq!(e.kind(), std::io::ErrorKind::WouldBlock);
     }
 
     #[test]
