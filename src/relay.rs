@@ -40,7 +40,8 @@
 //! receive, a datagram from the relay's own wake-up socket
 //! ([`wait::WakeSender`]), which is never forwarded, tapped or counted. The
 //! loop acts on commands between packets, and looks for them after every
-//! receive, so a wake-up datagram lost under a flood delays nothing. Summaries leave the loop as [`Snapshot`]s on a bounded channel
+//! receive, so a wake-up datagram lost under a flood delays nothing.
+//! Summaries leave the loop as [`Snapshot`]s on a bounded channel
 //! ([`Relay::summaries`]), so the loop never waits for a terminal or a pipe.
 
 use std::fmt;

@@ -561,9 +561,15 @@ pub fn epoll_waits() -> Vec<i64> {
 }
 
 /// Linux: waits (at most `limit`) until the thread called `name` of `pid` is
-/// seen asleep in one of `calls`; false if it never was.
+/// seen asleep in one of `calls`; false if it never was. Under an emulator
+/// (`FORZA_RELAY_TEST_RUNNER`, see [`bin::command`]) `/proc` shows the host's
+/// system calls, not the target's: true, with a note.
 #[cfg(target_os = "linux")]
 pub fn seen_in_syscall(pid: u32, name: &str, calls: &[i64], limit: Duration) -> bool {
+    if std::env::var_os("FORZA_RELAY_TEST_RUNNER").is_some() {
+        eprintln!("note: under an emulator: where {name} waits is not checked");
+        return true;
+    }
     let deadline = Instant::now() + limit;
     while Instant::now() < deadline {
         if syscall_of_thread(pid, name).is_some_and(|call| calls.contains(&call)) {
