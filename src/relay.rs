@@ -1,17 +1,25 @@
 //! The relay's shell: a single-threaded mio loop that owns every socket, timer
 //! and hand-off, around the pure fan-out core ([`Fanout`]).
 //!
-//! One packet's way: `poll` wakes the loop; the listening socket is drained in
+//! One packet's way: the loop wakes with it; the listening socket is drained in
 //! batches ([`Batch`]: one `recvmmsg` on Linux, which brings each datagram's
 //! kernel receive time along); the core decides whether each datagram is
 //! admitted and, per destination, what to send; the shell sends it on that
 //! destination's own connected socket and tells the core what the network did
 //! ([`Outcome`]) and how long the frame took from its receipt to the return of
-//! the send; taps get the admitted datagrams after the sends. At the game's
-//! rate that is the floor of system calls: the wait, one receive, one send per
-//! destination (the clocks are read through the vDSO: once on each clock per
-//! batch, once after each send). Per packet nothing is allocated, nothing is
-//! logged above `trace!`, and no error is fatal: a send error is counted
+//! the send; taps get the admitted datagrams after the sends. The clocks are
+//! read through the vDSO: once on each clock per batch, once after each send.
+//!
+//! The loop waits in one of two ways (issue 16). In the plain case, on Linux
+//! (no frame waits in a backlog or for its rate slot, nothing left unread), it
+//! sleeps inside the receive itself ([`Batch::wait`]), bounded by the next
+//! summary ([`wait::RecvTimeout`]): a packet then costs one system call plus
+//! one send per destination. Otherwise, and on every other platform, it sleeps
+//! in mio's `poll`, which also watches the destinations that would block, and
+//! then receives: one call more. Going back from the receive to the poll, the
+//! first poll only looks, and the socket is drained until empty before the poll
+//! may sleep: mio is edge-triggered. Per packet nothing is allocated, nothing
+//! is logged above `trace!`, and no error is fatal: a send error is counted
 //! against its destination alone, a bad datagram against the input, a failed
 //! `poll` is logged and the loop goes on.
 //!
@@ -32,15 +40,19 @@
 //! itself.
 //!
 //! Other threads talk to the loop only through [`Control`]: a message on a
-//! channel plus a wake-up of the poll's [`Waker`]; the loop acts on it between
-//! packets. Summaries leave the loop as [`Snapshot`]s on a bounded channel
+//! channel plus a wake-up of the poll's [`Waker`] and, for a loop asleep in the
+//! receive, a datagram from the relay's own wake-up socket
+//! ([`wait::WakeSender`]), which is never forwarded, tapped or counted. The
+//! loop acts on commands between packets, and looks for them after every
+//! receive, so a wake-up datagram lost under a flood delays nothing.
+//! Summaries leave the loop as [`Snapshot`]s on a bounded channel
 //! ([`Relay::summaries`]), so the loop never waits for a terminal or a pipe.
 
 use std::fmt;
 use std::io;
 use std::net::SocketAddr;
 use std::sync::mpsc;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use log::{debug, error, info, trace, warn};
@@ -54,7 +66,8 @@ use crate::fanout::{
     self, Action, Arrival, Changes, Counters, Destination, DestinationId, Fanout, HeldFrame,
     Outcome, Report, Routes, Sink, Verdict,
 };
-use crate::recv::{self, Batch, Moment};
+use crate::recv::wait::{self, RecvTimeout, WakeFilter, WakeSender};
+use crate::recv::{self, Batch, Moment, WAITS};
 use crate::socket::{self, PortInUse};
 use crate::stats::{DropReason, InputStats, LatencyWindow, SendErrorKind, Snapshot};
 use crate::tap::TapProducer;
@@ -95,6 +108,11 @@ const DEFAULT_WARN_INTERVAL: Duration = Duration::from_secs(10);
 const SUMMARY_QUEUE: usize = 4;
 /// Pause after a failed `poll`, so a poll that keeps failing doesn't spin.
 const POLL_ERROR_PAUSE: Duration = Duration::from_millis(10);
+/// How late the wait in the receive may end after the next summary is due,
+/// when packets stop: a twentieth of the interval, within these bounds. Each
+/// stretch of this long while packets flow costs one `setsockopt`.
+const MIN_WAIT_SLACK: Duration = Duration::from_millis(5);
+const MAX_WAIT_SLACK: Duration = Duration::from_millis(500);
 
 /// Logs a repeated problem at most once per interval, and counts what it held
 /// back.
@@ -577,6 +595,9 @@ enum Command {
 pub struct Control {
     commands: mpsc::Sender<Command>,
     waker: Arc<Waker>,
+    /// Wakes a loop asleep in the receive; `None` where it never sleeps there.
+    /// The loop replaces it when its listening address moves.
+    wake: Arc<Mutex<Option<WakeSender>>>,
 }
 
 impl Control {
@@ -585,6 +606,11 @@ impl Control {
         if self.commands.send(command).is_ok() {
             // If waking fails the loop still sees the message at its next wake-up.
             let _ = self.waker.wake();
+            if let Ok(wake) = self.wake.lock() {
+                if let Some(wake) = &*wake {
+                    let _ = wake.wake();
+                }
+            }
         }
     }
 
@@ -660,6 +686,15 @@ struct Shell {
     stopping: bool,
     /// The last drain stopped at its budget with datagrams still queued.
     unread: bool,
+    /// Tells the wake-up datagram apart; `None`: the loop never waits in the
+    /// receive (not Linux, or the wake-up socket could not be made).
+    wake: Option<WakeFilter>,
+    /// The listening socket's timeout for the wait in the receive.
+    recv_timeout: RecvTimeout,
+    /// The last turn waited in the receive, not in the poll.
+    waiting: bool,
+    /// Waits in the receive that failed in a row.
+    wait_errors: usize,
     started: Instant,
     stats_interval: Option<Duration>,
     /// When the last summary was taken (the start, before the first).
@@ -701,7 +736,7 @@ impl Relay {
         let (tx, commands) = mpsc::channel();
         let now = Instant::now();
         let interval = setup.stats_interval;
-        Ok(Relay {
+        let mut relay = Relay {
             poll,
             events: Events::with_capacity(EVENTS),
             shell: Shell {
@@ -718,9 +753,14 @@ impl Relay {
                 control: Control {
                     commands: tx,
                     waker,
+                    wake: Arc::new(Mutex::new(None)),
                 },
                 stopping: false,
                 unread: false,
+                wake: None,
+                recv_timeout: RecvTimeout::default(),
+                waiting: false,
+                wait_errors: 0,
                 started: now,
                 stats_interval: interval,
                 last_summary: now,
@@ -736,7 +776,9 @@ impl Relay {
                 recv_error: Throttle::default(),
                 poll_error: Throttle::default(),
             },
-        })
+        };
+        relay.shell.open_wake();
+        Ok(relay)
     }
 
     /// The address actually bound (useful with port 0).
@@ -763,14 +805,34 @@ impl Relay {
     /// destination's frames are sent or dropped: none is held any more.
     pub fn run(&mut self) -> Snapshot {
         while !self.shell.stopping {
-            let timeout = self
-                .shell
-                .next_wake()
-                .map(|d| d.saturating_duration_since(Instant::now()));
-            self.poll_once(timeout);
+            self.step(None);
         }
         self.shell.finish(Instant::now());
         self.shell.snapshot(LatencyWindow::Run)
+    }
+
+    /// One turn of [`Relay::run`]: waits for at most `timeout` (`None`: until
+    /// something happens or the next deadline), in the receive in the plain
+    /// case, else in the poll ([`Relay::poll_once`]), then handles everything
+    /// that is ready.
+    pub fn step(&mut self, timeout: Option<Duration>) {
+        let shell = &mut self.shell;
+        let now = Instant::now();
+        let until = match (shell.next_wake(), timeout.and_then(|t| now.checked_add(t))) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        if shell.plain() {
+            shell.waiting = true;
+            shell.wait(until, now);
+            return;
+        }
+        if std::mem::take(&mut shell.waiting) {
+            // Datagrams may have come since the last receive: look, drain
+            // until empty, then sleep (mio is edge-triggered).
+            shell.unread = true;
+        }
+        self.poll_once(until.map(|d| d.saturating_duration_since(now)));
     }
 
     /// Waits for at most `timeout` (`None`: until something happens), then handles
@@ -915,6 +977,111 @@ impl Shell {
         }
     }
 
+    /// Makes the wake-up socket for the listening socket bound now, and puts the
+    /// listening socket in blocking mode, so the loop can wait in its receive;
+    /// if either fails, the loop only waits in the poll.
+    fn open_wake(&mut self) {
+        self.wake = None;
+        self.recv_timeout = RecvTimeout::default();
+        let sender = if WAITS {
+            match wait::set_blocking(&self.listener).and_then(|()| wait::wake_pair(self.listen)) {
+                Ok((sender, filter)) => {
+                    self.wake = Some(filter);
+                    Some(sender)
+                }
+                Err(e) => {
+                    debug!("{}: waiting in the poll only: {e}", self.listen);
+                    None
+                }
+            }
+        } else {
+            None
+        };
+        if let Ok(mut wake) = self.control.wake.lock() {
+            *wake = sender;
+        }
+    }
+
+    /// The plain case, in which the loop can wait inside the receive: nothing
+    /// left unread, no frame waiting in a backlog or for its rate slot.
+    fn plain(&self) -> bool {
+        self.wake.is_some()
+            && !self.unread
+            && !self.stopping
+            && self.core.next_deadline().is_none()
+            && self
+                .links
+                .iter()
+                .flatten()
+                .all(|link| link.backlog.is_empty())
+    }
+
+    /// One turn in the plain case: sleeps inside the receive until a datagram
+    /// comes (a packet, or the wake-up of a command) or `until` passes, then
+    /// handles what came, the commands and the timers.
+    fn wait(&mut self, until: Option<Instant>, now: Instant) {
+        // A command whose wake-up was lost (a full socket, a moved listener)
+        // is not left waiting for the next packet.
+        self.commands(now);
+        if self.stopping {
+            return;
+        }
+        let timeout = until.map(|d| d.saturating_duration_since(now));
+        if timeout != Some(Duration::ZERO) {
+            let slack = self.stats_interval.map_or(MAX_WAIT_SLACK, |i| {
+                (i / 20).clamp(MIN_WAIT_SLACK, MAX_WAIT_SLACK)
+            });
+            let armed = self.recv_timeout.arm(&self.listener, timeout, slack);
+            match armed.and_then(|()| self.batch.wait(&self.listener)) {
+                Ok(n) => {
+                    self.wait_errors = 0;
+                    let now = self.handle_batch(n);
+                    if n == Batch::SIZE {
+                        // More may be queued.
+                        self.drain(now);
+                    } else {
+                        self.warn_input(now);
+                        self.check_backlogs();
+                    }
+                }
+                Err(e) => self.wait_failed(&e, now),
+            }
+        }
+        let now = Instant::now();
+        self.commands(now);
+        self.timers(now);
+    }
+
+    /// A wait in the receive that ended without a datagram: the timeout or a
+    /// signal say nothing; another error is counted and warned about as a
+    /// drain does, and after [`MAX_RECV_ERRORS`] in a row the loop waits in the
+    /// poll for good, so a socket that keeps failing can't make it spin.
+    fn wait_failed(&mut self, e: &io::Error, now: Instant) {
+        match e.kind() {
+            io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut | io::ErrorKind::Interrupted => {}
+            io::ErrorKind::ConnectionReset | io::ErrorKind::ConnectionRefused => {
+                trace!("ignored {e} on the listening socket");
+            }
+            _ => {
+                self.core.count_recv_error();
+                if let Some(more) = self.recv_error.occurred(1, now, self.warn_every) {
+                    warn!("receive failed on {}: {e}{}", self.listen, Suppressed(more));
+                }
+                self.wait_errors += 1;
+                if self.wait_errors == MAX_RECV_ERRORS {
+                    warn!(
+                        "{}: the receive keeps failing; waiting in the poll from now on",
+                        self.listen
+                    );
+                    self.wake = None;
+                    if let Ok(mut wake) = self.control.wake.lock() {
+                        *wake = None;
+                    }
+                }
+            }
+        }
+    }
+
     /// The earliest moment the loop must wake without an event.
     fn next_wake(&self) -> Option<Instant> {
         match (self.core.next_deadline(), self.next_summary) {
@@ -932,36 +1099,7 @@ impl Shell {
         loop {
             match self.batch.recv(&self.listener) {
                 Ok(n) => {
-                    // Both clocks once per batch, after the receive: the
-                    // kernel's times are before it.
-                    let moment = Moment::now();
-                    now = moment.instant;
-                    let Shell {
-                        batch,
-                        verdicts,
-                        core,
-                        links,
-                        registry,
-                        warn_every,
-                        ..
-                    } = self;
-                    let mut sink = Links {
-                        links,
-                        registry,
-                        clock: Clock {
-                            now,
-                            warn_every: *warn_every,
-                        },
-                    };
-                    for (i, verdict) in verdicts.iter_mut().enumerate().take(n) {
-                        let (data, from) = batch.datagram(i);
-                        let arrival = Arrival::new(data, from, moment.received(batch, i));
-                        *verdict = core.handle(arrival, now, &mut sink);
-                    }
-                    // After the sends: a tap's copy never delays a packet.
-                    if !self.taps.is_empty() {
-                        self.tap(n, moment);
-                    }
+                    now = self.handle_batch(n);
                     read += n;
                     if n < Batch::SIZE {
                         // A short batch: the queue is empty (Linux's recvmmsg).
@@ -1000,6 +1138,50 @@ impl Shell {
         }
         self.warn_input(now);
         self.check_backlogs();
+    }
+
+    /// Hands the `n` datagrams of the last batch to the core, each with when
+    /// it reached the machine, then to the taps; returns the moment the batch
+    /// was read, on the loop's clock. The wake-up datagram goes to neither: it
+    /// only ended the wait, after which the commands are looked at (in the
+    /// poll, the waker says so).
+    fn handle_batch(&mut self, n: usize) -> Instant {
+        // Both clocks once per batch, after the receive: the kernel's times
+        // are before it.
+        let moment = Moment::now();
+        let now = moment.instant;
+        let Shell {
+            batch,
+            verdicts,
+            core,
+            links,
+            registry,
+            warn_every,
+            wake,
+            ..
+        } = self;
+        let mut sink = Links {
+            links,
+            registry,
+            clock: Clock {
+                now,
+                warn_every: *warn_every,
+            },
+        };
+        for (i, verdict) in verdicts.iter_mut().enumerate().take(n) {
+            let (data, from) = batch.datagram(i);
+            if wake.is_some_and(|w| w.is_wake(data, from)) {
+                *verdict = Verdict::Disallowed;
+                continue;
+            }
+            let arrival = Arrival::new(data, from, moment.received(batch, i));
+            *verdict = core.handle(arrival, now, &mut sink);
+        }
+        // After the sends: a tap's copy never delays a packet.
+        if !self.taps.is_empty() {
+            self.tap(n, moment);
+        }
+        now
     }
 
     /// Copies the admitted datagrams of the last batch (`n` of them, read at
@@ -1264,6 +1446,7 @@ impl Shell {
             moved = Some((self.listen, addr));
             self.listen = addr;
             self.configured_listen = setup.listen;
+            self.open_wake();
         }
         for &id in plan.closed() {
             if let Some(mut link) = self.links.get_mut(id.index()).and_then(Option::take) {

@@ -186,3 +186,86 @@ fn the_simulator_allocates_nothing_per_frame() {
         assert_eq!(allocations, 0, "{format}: {allocations} allocations");
     }
 }
+
+/// Issue 16: the same through [`Relay::step`], which waits inside the receive
+/// when no frame waits (no `max_rate` here, so every turn may), with a tap
+/// attached. (A command's answer allocates, a snapshot's list for one: commands
+/// are not per packet, and tests/relay.rs wakes the wait with them.)
+#[test]
+fn waiting_in_the_receive_allocates_nothing_per_packet() {
+    let stop = Arc::new(AtomicBool::new(false));
+    let receivers: Vec<_> = (0..3).map(|_| receiver(stop.clone())).collect();
+    let ports: Vec<u16> = receivers.iter().map(|r| r.0).collect();
+    let toml = format!(
+        r#"
+[listen]
+addr = "127.0.0.1:0"
+format = "fh6"
+[stats]
+interval = 0
+[[destination]]
+name = "same"
+addr = "127.0.0.1:{}"
+[[destination]]
+name = "fh5"
+addr = "127.0.0.1:{}"
+format = "fh5"
+[[destination]]
+name = "sled"
+addr = "127.0.0.1:{}"
+format = "sled"
+"#,
+        ports[0], ports[1], ports[2]
+    );
+    let config = Config::from_toml(&toml, "no_alloc.toml", &Overrides::default()).unwrap();
+    let mut relay = Relay::bind(&config).unwrap();
+    let target = relay.local_addr();
+    let (producer, mut tap) = tap::tap(tap::DEFAULT_CAPACITY);
+    relay.attach(producer);
+    let sender = thread::spawn(move || {
+        let socket = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let mut buf = [0u8; 324];
+        for i in 0..(WARM_UP + MEASURED + 200) {
+            let mut p = Packet::new_checked(&mut buf[..], Format::Fh6).unwrap();
+            p.set_is_race_on(1);
+            p.set_timestamp_ms(i as u32);
+            socket.send_to(&buf, target).unwrap();
+            // Slow enough that the loop sleeps between packets.
+            if i % 4 == 3 {
+                thread::sleep(Duration::from_millis(1));
+            }
+        }
+    });
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while relay.input_stats().received < WARM_UP && Instant::now() < deadline {
+        relay.step(Some(Duration::from_millis(10)));
+    }
+    let before = ALLOCATIONS.load(Ordering::SeqCst);
+    ARMED.with(|a| a.set(true));
+    while relay.input_stats().received < WARM_UP + MEASURED && Instant::now() < deadline {
+        relay.step(Some(Duration::from_millis(10)));
+    }
+    ARMED.with(|a| a.set(false));
+    let allocations = ALLOCATIONS.load(Ordering::SeqCst) - before;
+    let received = relay.input_stats().received;
+    sender.join().unwrap();
+    stop.store(true, Ordering::SeqCst);
+    let counts: Vec<u64> = receivers.into_iter().map(|r| r.1.join().unwrap()).collect();
+    // The ring (1 MiB) holds every packet sent.
+    let mut tapped = 0u64;
+    while tap.pop().is_some() {
+        tapped += 1;
+    }
+
+    assert!(
+        received >= WARM_UP + MEASURED,
+        "only {received} packets arrived"
+    );
+    assert_eq!(allocations, 0, "{allocations} allocations while relaying");
+    assert!(counts.iter().all(|&n| n > 0), "receivers got {counts:?}");
+    assert_eq!(
+        tapped,
+        relay.input_stats().received,
+        "the tap got every packet"
+    );
+}

@@ -269,8 +269,10 @@ fn tshark_reads_a_recording_as_udp_with_the_right_ports() {
 }
 
 /// The record header, IPv4 and UDP headers around each payload in a recording.
+#[cfg(unix)]
 const RECORD_OVERHEAD: u64 = 16 + 20 + 8;
 /// A pcap's file header.
+#[cfg(unix)]
 const PCAP_HEADER: u64 = 24;
 
 /// forza-relay under `ulimit -f BLOCKS` (of 512 bytes) with SIGXFSZ ignored, so

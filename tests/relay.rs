@@ -1342,17 +1342,25 @@ fn issue17_a_sender_outside_listen_allow_is_neither_recorded_nor_relayed() {
 /// namespace of its own (an unprivileged user namespace), where 10.9.0.2 and
 /// 10.9.0.3 are reached through a veth link throttled to 1 KB/s, so each
 /// destination socket's send buffer fills and its sends say "would block".
+/// (`relay_with_destinations_at` takes another rate, as `tc` writes it.)
 /// The relay listens on 127.0.0.1:5400 in there; `in_namespace` runs another
 /// command beside it. `None` (with a note, or a failure where the CI requires
 /// the tools) when this system doesn't allow it.
 #[cfg(target_os = "linux")]
 fn relay_with_slow_destinations(args: &[&str]) -> Option<Bin> {
-    const SETUP: &str = "ip link set lo up && ip link add v0 type veth peer name v1 && \
+    relay_with_destinations_at("8kbit", args)
+}
+
+#[cfg(target_os = "linux")]
+fn relay_with_destinations_at(rate: &str, args: &[&str]) -> Option<Bin> {
+    let setup = format!(
+        "ip link set lo up && ip link add v0 type veth peer name v1 && \
         ip addr add 10.9.0.1/24 dev v0 && ip link set v0 up && ip link set v1 up && \
         ip neigh add 10.9.0.2 lladdr 02:00:00:00:00:02 dev v0 && \
         ip neigh add 10.9.0.3 lladdr 02:00:00:00:00:03 dev v0 && \
-        tc qdisc add dev v0 root tbf rate 8kbit burst 1600 limit 10000000 || exit 97; \
-        exec \"$@\"";
+        tc qdisc add dev v0 root tbf rate {rate} burst 1600 limit 10000000 || exit 97; \
+        exec \"$@\""
+    );
     let command = |program: &[std::ffi::OsString], args: &[&str]| {
         let mut c = std::process::Command::new("unshare");
         c.args([
@@ -1361,7 +1369,7 @@ fn relay_with_slow_destinations(args: &[&str]) -> Option<Bin> {
             "--net",
             "sh",
             "-c",
-            SETUP,
+            &setup,
             "sh",
         ])
         .args(program)
@@ -1688,4 +1696,159 @@ fn binary_sends_no_stale_frame_after_a_stall_to_a_destination_with_max_age() {
     assert_eq!(done.code(), 0, "{}", done.stderr);
     done.assert_summary_line("rig", rig_addr, "20 stale", 2);
     done.assert_summary_line("plain", plain_addr, "same", 22);
+}
+
+/// Issue 16: asleep inside its receive (no packet, no deadline), the relay
+/// still takes every command at once: the wake-up datagram from its own socket
+/// ends the wait, and is never counted, tapped or forwarded.
+#[cfg(target_os = "linux")]
+#[test]
+fn issue16_commands_wake_the_relay_asleep_in_its_receive() {
+    let (a, a_addr) = receiver();
+    let (b, b_addr) = receiver();
+    let one = listen_toml("fh6") + &destination_toml("a", a_addr, "same", "");
+    let mut relay = Relay::bind(&config(&one)).expect("the relay binds");
+    let control = relay.control();
+    let listen = relay.local_addr();
+    let (done_tx, done) = std::sync::mpsc::channel();
+    std::thread::Builder::new()
+        .name("relay".to_owned())
+        .spawn(move || {
+            let _ = done_tx.send(relay.run());
+        })
+        .expect("start the relay thread");
+    let pid = std::process::id();
+    let recvmmsg = [libc::SYS_recvmmsg];
+    let asleep = |what: &str| {
+        assert!(
+            seen_in_syscall(pid, "relay", &recvmmsg, Duration::from_secs(10)),
+            "the relay never slept in recvmmsg {what}"
+        );
+    };
+    // Generous: the bench measures how fast (a few tens of microseconds).
+    const ANSWER: Duration = Duration::from_secs(5);
+
+    asleep("at the start");
+    let idle = control.snapshot(ANSWER).expect("the snapshot is answered");
+    assert_eq!(idle.input.received, 0, "the wake-up is not input");
+
+    asleep("after the snapshot");
+    let (producer, mut tap) = forza_relay::tap::tap(forza_relay::tap::DEFAULT_CAPACITY);
+    control.attach(producer);
+    asleep("after the attach");
+    let two = one.clone() + &destination_toml("b", b_addr, "fh5", "");
+    let applied = control
+        .apply_and_wait(config(&two), ANSWER)
+        .expect("the apply is answered")
+        .expect("the configuration is taken");
+    assert_eq!(applied.to_string(), "+ b (fh5)");
+
+    asleep("after the apply");
+    let spec = Spec::new(Format::Fh6, 16_016);
+    let packet = spec.build();
+    Sender::new(listen).send(&packet);
+    assert_eq!(recv(&a), packet, "a gets the packet byte for byte");
+    assert_eq!(
+        timestamp(&recv(&b), Format::Fh5),
+        16_016,
+        "b, added while the relay slept, gets it translated"
+    );
+    asleep("after the packet");
+    control.stop();
+    let last = done
+        .recv_timeout(ANSWER)
+        .expect("the relay stops while asleep");
+    assert_eq!(last.input.received, 1, "only the packet: {last}");
+    assert_eq!(destination(&last, "a").stats.sent, 1, "{last}");
+    assert_eq!(destination(&last, "b").stats.sent, 1, "{last}");
+    assert_nothing_waiting(&a);
+    assert_nothing_waiting(&b);
+    let tapped = tap.pop().expect("the packet was tapped").owned();
+    assert_eq!(tapped.payload, packet);
+    assert!(tap.pop().is_none(), "only the packet was tapped");
+}
+
+/// Issue 16: the relay waits inside its receive until a destination's socket
+/// would block; then it waits in the poll, which watches that socket, until
+/// the backlog is flushed; then in the receive again, losing nothing on the
+/// way. The destination is 10.9.0.2 behind a link of 800 kbit/s: a burst at
+/// 1,000 packets/s fills its send buffer, which then drains in seconds.
+#[cfg(target_os = "linux")]
+#[test]
+fn issue16_a_destination_that_blocks_then_drains_moves_the_wait_and_back() {
+    let toml = "[listen]\naddr = \"127.0.0.1:5400\"\nformat = \"fh6\"\n\n\
+                [stats]\ninterval = 0\n"
+        .to_owned()
+        + &destination_toml("slow", "10.9.0.2:5500".parse().expect("addr"), "same", "");
+    let file = TempPath::file("drains.toml", &toml);
+    let Some(mut bin) = relay_with_destinations_at(
+        "800kbit",
+        &["run", "--config", &file.display(), "--stats-format", "json"],
+    ) else {
+        return;
+    };
+    bin.wait_until_running();
+    let pid = bin.id();
+    let in_receive = [libc::SYS_recvmmsg];
+    let long = Duration::from_secs(30);
+    assert!(
+        seen_in_syscall(pid, "relay", &in_receive, long),
+        "idle, the relay waits in its receive"
+    );
+    let simulate = |rate: &str, seconds: &str| -> u64 {
+        let done = in_namespace_of(
+            pid,
+            &[
+                "simulate",
+                "--to",
+                "127.0.0.1:5400",
+                "--rate",
+                rate,
+                "--duration",
+                seconds,
+            ],
+        );
+        let out = String::from_utf8_lossy(&done.stdout);
+        assert!(
+            done.status.success(),
+            "{out}{}",
+            String::from_utf8_lossy(&done.stderr)
+        );
+        out.split("sent ")
+            .nth(1)
+            .and_then(|s| s.split(' ').next())
+            .and_then(|n| n.replace(',', "").parse().ok())
+            .unwrap_or_else(|| panic!("no \"sent N packets\" in {out}"))
+    };
+    let burst = simulate("1000", "2");
+    assert!(
+        seen_in_syscall(pid, "relay", &epoll_waits(), long),
+        "with frames in the backlog, the relay waits in the poll"
+    );
+    assert!(
+        seen_in_syscall(pid, "relay", &in_receive, long),
+        "the backlog flushed, the relay waits in its receive again"
+    );
+    let after = simulate("50", "1");
+    assert!(
+        seen_in_syscall(pid, "relay", &in_receive, long),
+        "at 50 packets/s the destination keeps up"
+    );
+    bin.signal("TERM");
+    let done = bin.wait();
+    assert_eq!(done.code(), 0, "{}", done.stderr);
+    let last = final_json(&done.stdout);
+    assert_eq!(
+        last["input"]["received"],
+        burst + after,
+        "every packet arrived"
+    );
+    assert_every_destination_adds_up(&last);
+    let slow = &last["destinations"][0];
+    assert_eq!(slow["received"], burst + after, "{slow}");
+    let sent = slow["sent"].as_u64().expect("a count");
+    assert!(
+        sent >= after && sent < burst + after,
+        "some of the burst was dropped, then every frame went: {slow}"
+    );
 }

@@ -1,5 +1,6 @@
 //! What sits between the sender and the receivers: nothing (direct),
-//! forza-relay, the relay of an older commit, socat, or a naive Python relay;
+//! forza-relay, the relay of an older commit, socat, samplicator, or a naive
+//! Python relay;
 //! how each is started and what arrives at each destination.
 
 use std::net::SocketAddr;
@@ -21,6 +22,9 @@ pub const MIX: [(&str, Format); 4] = [
 
 /// The environment variable naming the baseline relay binary.
 pub const BASELINE_ENV: &str = "FORZA_RELAY_BASELINE";
+/// The environment variable naming a `samplicate` binary, built from
+/// samplicator's public source (GPL: built beside the bench, never committed).
+pub const SAMPLICATOR_ENV: &str = "FORZA_RELAY_SAMPLICATOR";
 
 /// A naive relay: receive, then `sendto` each destination, nothing else (no
 /// translation: every destination gets the bytes as they came).
@@ -59,6 +63,9 @@ pub enum Peer {
     Socat,
     /// [`PYTHON_RELAY`] run by `python3`.
     Python,
+    /// samplicator's `samplicate`, the C relay: a blocking `recvfrom`, then a
+    /// `sendto` each destination.
+    Samplicator(PathBuf),
 }
 
 impl Peer {
@@ -72,6 +79,7 @@ impl Peer {
             Peer::Baseline(_) => "forza-relay c4441a5",
             Peer::Socat => "socat",
             Peer::Python => "python relay",
+            Peer::Samplicator(_) => "samplicator",
         }
     }
 
@@ -146,6 +154,19 @@ impl Peer {
                 let mut cmd = Command::new("python3");
                 cmd.args(["-c", PYTHON_RELAY, &listen.port().to_string()]);
                 cmd.args(to.iter().map(|a| a.port().to_string()));
+                Some(cmd)
+            }
+            Peer::Samplicator(path) => {
+                let mut cmd = Command::new(path);
+                cmd.args([
+                    "-s",
+                    &listen.ip().to_string(),
+                    "-p",
+                    &listen.port().to_string(),
+                ])
+                // The receive buffer forza-relay asks for.
+                .args(["-b", "4194304"])
+                .args(to.iter().map(|a| format!("{}/{}", a.ip(), a.port())));
                 Some(cmd)
             }
         }

@@ -1,6 +1,7 @@
 //! Linux: `recvmmsg` takes up to [`Batch::SIZE`] datagrams in one system call,
 //! each with the moment the kernel received it (`SO_TIMESTAMPNS`, a control
-//! message in a buffer made at start-up: no extra call, nothing allocated).
+//! message in a buffer made at start-up: no extra call, nothing allocated),
+//! and can be the wait itself ([`Batch::wait`]).
 
 use std::io;
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
@@ -17,6 +18,9 @@ const CONTROL_LEN: usize = 64;
 #[derive(Clone, Copy)]
 #[repr(C, align(8))]
 struct Control([u8; CONTROL_LEN]);
+
+/// [`Batch::wait`] waits inside the receive.
+pub const WAITS: bool = true;
 
 /// Up to [`Batch::SIZE`] received datagrams, in buffers made at start-up. The
 /// buffers are zeroed pages the OS maps only when written, so the memory a batch
@@ -80,6 +84,19 @@ impl Batch {
     /// Receives what is queued, up to [`Batch::SIZE`] datagrams, in one call;
     /// `WouldBlock` when nothing is.
     pub fn recv(&mut self, socket: &mio::net::UdpSocket) -> io::Result<usize> {
+        self.receive(socket, libc::MSG_DONTWAIT)
+    }
+
+    /// Waits inside the receive for the first datagram, then takes what else is
+    /// queued, up to [`Batch::SIZE`], in the same call (`MSG_WAITFORONE`). The
+    /// socket must be in blocking mode; its `SO_RCVTIMEO` bounds the wait, after
+    /// which the error is `WouldBlock` (see [`super::wait`]).
+    pub fn wait(&mut self, socket: &mio::net::UdpSocket) -> io::Result<usize> {
+        self.receive(socket, libc::MSG_WAITFORONE)
+    }
+
+    /// One `recvmmsg` with `flags`.
+    fn receive(&mut self, socket: &mio::net::UdpSocket, flags: libc::c_int) -> io::Result<usize> {
         let mut slots = self.bufs.chunks_exact_mut(MAX_DATAGRAM);
         let mut iovecs: [libc::iovec; Self::SIZE] = std::array::from_fn(|_| {
             let slot = slots.next().expect("bufs holds SIZE slots");
@@ -113,7 +130,7 @@ impl Batch {
                 socket.as_raw_fd(),
                 msgs.as_mut_ptr(),
                 Self::SIZE as _,
-                libc::MSG_DONTWAIT as _,
+                flags as _,
                 std::ptr::null_mut(),
             )
         };

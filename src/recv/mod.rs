@@ -11,6 +11,9 @@
 //! ([`enable_receive_times`], [`Batch::received`]): on the wall clock, which a
 //! [`Moment`] read once per batch turns into the loop's `Instant`s. Elsewhere
 //! there is none, and the moment the batch was read stands for it.
+//!
+//! On Linux the receive can also be the wait ([`Batch::wait`], [`wait`]): the
+//! relay sleeps in it when nothing else needs watching ([`WAITS`]).
 
 use std::time::{Instant, SystemTime};
 
@@ -18,7 +21,9 @@ use std::time::{Instant, SystemTime};
 #[cfg_attr(not(target_os = "linux"), path = "portable.rs")]
 mod imp;
 
-pub use imp::{enable_receive_times, Batch};
+pub mod wait;
+
+pub use imp::{enable_receive_times, Batch, WAITS};
 
 /// One moment on both clocks, read once per batch right after the receive
 /// (both reads are vDSO calls on Linux, no system call): turns the kernel's
@@ -142,6 +147,42 @@ mod tests {
         sender.send_to(b"forza", addr).unwrap();
         let got = receive(&mut Batch::new(), &socket, 1);
         assert_eq!(got, [(b"forza".to_vec(), sender.local_addr().unwrap())]);
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_wait_sleeps_until_a_datagram_then_takes_every_one_queued() {
+        let (socket, addr) = listener();
+        wait::set_blocking(&socket).unwrap();
+        let mut timeout = wait::RecvTimeout::default();
+        timeout
+            .arm(&socket, Some(Duration::from_secs(5)), Duration::ZERO)
+            .unwrap();
+        let sender = std::thread::spawn(move || {
+            let sender = UdpSocket::bind("127.0.0.1:0").unwrap();
+            // Queued while the receiver sleeps, as one burst.
+            std::thread::sleep(Duration::from_millis(50));
+            for i in 0..3u8 {
+                sender.send_to(&[i; 324], addr).unwrap();
+            }
+        });
+        let mut batch = Batch::new();
+        let mut got = Vec::new();
+        while got.len() < 3 {
+            let n = batch.wait(&socket).expect("a datagram within 5 s");
+            got.extend((0..n).map(|i| batch.datagram(i).0.to_vec()));
+        }
+        sender.join().unwrap();
+        assert_eq!(got, [[0u8; 324], [1; 324], [2; 324]]);
+        // The poll's receive still never waits on the blocking socket.
+        let e = batch.recv(&socket).unwrap_err();
+        assert_eq!(e.kind(), std::io::ErrorKind::WouldBlock);
+        // And the wait ends with its timeout.
+        timeout
+            .arm(&socket, Some(Duration::from_millis(20)), Duration::ZERO)
+            .unwrap();
+        let e = batch.wait(&socket).unwrap_err();
+        assert_eq!(e.kind(), std::io::ErrorKind::WouldBlock);
     }
 
     #[test]

@@ -7,6 +7,9 @@ use std::time::SystemTime;
 
 use super::MAX_DATAGRAM;
 
+/// [`Batch::wait`] is not available: the relay waits in its poll.
+pub const WAITS: bool = false;
+
 /// One received datagram at a time, in a buffer made at start-up.
 pub struct Batch {
     buf: Box<[u8]>,
@@ -39,6 +42,11 @@ impl Batch {
         self.len = len;
         self.from = from;
         Ok(1)
+    }
+
+    /// Not available here ([`WAITS`] is false): always `Unsupported`.
+    pub fn wait(&mut self, _socket: &mio::net::UdpSocket) -> io::Result<usize> {
+        Err(io::ErrorKind::Unsupported.into())
     }
 
     /// Datagram `i` of the last batch and its sender.

@@ -535,3 +535,49 @@ impl Drop for TempPath {
         }
     }
 }
+
+/// Linux: the system call the thread called `name` of process `pid` is asleep
+/// in (the first field of `/proc/PID/task/TID/syscall`); `None` while it runs,
+/// or when that can't be read.
+#[cfg(target_os = "linux")]
+pub fn syscall_of_thread(pid: u32, name: &str) -> Option<i64> {
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).ok()?;
+    for task in tasks.flatten() {
+        let comm = std::fs::read_to_string(task.path().join("comm")).unwrap_or_default();
+        if comm.trim_end() == name {
+            let call = std::fs::read_to_string(task.path().join("syscall")).ok()?;
+            return call.split(' ').next()?.parse().ok();
+        }
+    }
+    None
+}
+
+/// Linux: the system calls a thread waits for the poll in.
+#[cfg(target_os = "linux")]
+pub fn epoll_waits() -> Vec<i64> {
+    #[allow(unused_mut)]
+    let mut calls = vec![libc::SYS_epoll_pwait];
+    #[cfg(any(target_arch = "x86_64", target_arch = "x86"))]
+    calls.push(libc::SYS_epoll_wait);
+    calls
+}
+
+/// Linux: waits (at most `limit`) until the thread called `name` of `pid` is
+/// seen asleep in one of `calls`; false if it never was. Under an emulator
+/// (`FORZA_RELAY_TEST_RUNNER`, see [`bin::command`]) `/proc` shows the host's
+/// system calls, not the target's: true, with a note.
+#[cfg(target_os = "linux")]
+pub fn seen_in_syscall(pid: u32, name: &str, calls: &[i64], limit: Duration) -> bool {
+    if std::env::var_os("FORZA_RELAY_TEST_RUNNER").is_some() {
+        eprintln!("note: under an emulator: where {name} waits is not checked");
+        return true;
+    }
+    let deadline = Instant::now() + limit;
+    while Instant::now() < deadline {
+        if syscall_of_thread(pid, name).is_some_and(|call| calls.contains(&call)) {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    false
+}

@@ -1,0 +1,210 @@
+//! Waiting inside the receive (issue 16): the relay's thread sleeps in the
+//! listening socket's own receive ([`Batch::wait`](super::Batch::wait)) rather
+//! than in a poll followed by a receive, so a packet costs one system call plus
+//! one per destination.
+//!
+//! Two things make that wait safe:
+//! - its end: the socket's `SO_RCVTIMEO`, kept at the next deadline
+//!   ([`RecvTimeout`]). Setting it is a system call, so it is set again only when
+//!   the wait it would allow ends too early or more than a slack too late;
+//! - its wake-up: other threads can't wake a thread asleep in a receive through
+//!   the poll's waker, so they send the listening socket a datagram from the
+//!   relay's own socket on this computer ([`WakeSender`]), carrying a cookie
+//!   drawn at start. [`WakeFilter`] tells it apart from every other datagram; it
+//!   is never forwarded, tapped or counted as input.
+//!
+//! Portable code: the `unsafe` receive stays in `linux.rs`.
+
+use std::collections::hash_map::RandomState;
+use std::hash::{BuildHasher, Hasher};
+use std::io;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, UdpSocket};
+use std::time::{Duration, SystemTime};
+
+/// Bytes of the wake-up datagram: a cookie drawn per socket pair.
+const COOKIE_LEN: usize = 16;
+
+/// The shortest `SO_RCVTIMEO` set: a zero one would mean "no timeout".
+const MIN_TIMEOUT: Duration = Duration::from_millis(1);
+
+/// Sends the wake-up datagram to a listening socket (held by
+/// [`crate::relay::Control`], used from any thread).
+#[derive(Debug)]
+pub struct WakeSender {
+    socket: UdpSocket,
+    cookie: [u8; COOKIE_LEN],
+}
+
+impl WakeSender {
+    /// Sends the wake-up. It never blocks; a failure means the relay notices
+    /// the command at its next datagram or deadline instead.
+    pub fn wake(&self) -> io::Result<()> {
+        self.socket.send(&self.cookie).map(drop)
+    }
+}
+
+/// Recognises the wake-up datagram among those received.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WakeFilter {
+    from: SocketAddr,
+    cookie: [u8; COOKIE_LEN],
+}
+
+impl WakeFilter {
+    /// True for the wake-up datagram: sent from the wake-up socket's address,
+    /// holding its cookie, nothing else.
+    pub fn is_wake(&self, bytes: &[u8], from: SocketAddr) -> bool {
+        // The port first: for every other datagram one comparison decides.
+        from.port() == self.from.port() && from.ip() == self.from.ip() && bytes == self.cookie
+    }
+}
+
+/// A wake-up socket for a socket listening on `listen`: bound to the address
+/// the wake-up is sent to (loopback when `listen` is every address), so its
+/// datagrams come from an address known in advance.
+pub fn wake_pair(listen: SocketAddr) -> io::Result<(WakeSender, WakeFilter)> {
+    let ip = match listen.ip() {
+        IpAddr::V4(ip) if ip.is_unspecified() => Ipv4Addr::LOCALHOST.into(),
+        IpAddr::V6(ip) if ip.is_unspecified() => Ipv6Addr::LOCALHOST.into(),
+        ip => ip,
+    };
+    let socket = UdpSocket::bind(SocketAddr::new(ip, 0))?;
+    socket.connect(SocketAddr::new(ip, listen.port()))?;
+    socket.set_nonblocking(true)?;
+    let from = socket.local_addr()?;
+    let cookie = cookie();
+    Ok((WakeSender { socket, cookie }, WakeFilter { from, cookie }))
+}
+
+/// Sixteen bytes no other program can guess: SipHash under the process's
+/// random keys (std draws them from the OS), over the time.
+fn cookie() -> [u8; COOKIE_LEN] {
+    let time = SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    let mut cookie = [0u8; COOKIE_LEN];
+    for half in cookie.chunks_exact_mut(8) {
+        // Each RandomState has keys of its own.
+        let mut h = RandomState::new().build_hasher();
+        h.write_u128(time);
+        half.copy_from_slice(&h.finish().to_le_bytes());
+    }
+    cookie
+}
+
+/// Puts the listening socket in blocking mode, for [`Batch::wait`]
+/// (super::Batch::wait). On Linux the poll's receives say `MSG_DONTWAIT`
+/// themselves, so the socket serves both.
+pub fn set_blocking(socket: &mio::net::UdpSocket) -> io::Result<()> {
+    socket2::SockRef::from(socket).set_nonblocking(false)
+}
+
+/// The listening socket's `SO_RCVTIMEO`, as last set.
+#[derive(Debug, Default)]
+pub struct RecvTimeout {
+    /// `None`: no timeout (as a new socket has).
+    set: Option<Duration>,
+}
+
+impl RecvTimeout {
+    /// Makes the next wait on `socket` end no sooner than `want` from now
+    /// (`None`: only with a datagram) and no later than `slack` after it,
+    /// setting the socket option only when the one set doesn't already.
+    pub fn arm(
+        &mut self,
+        socket: &mio::net::UdpSocket,
+        want: Option<Duration>,
+        slack: Duration,
+    ) -> io::Result<()> {
+        let want = want.map(|w| w.max(MIN_TIMEOUT));
+        if !self.needs(want, slack) {
+            return Ok(());
+        }
+        socket2::SockRef::from(socket).set_read_timeout(want)?;
+        self.set = want;
+        Ok(())
+    }
+
+    /// Whether the timeout set must change for a wait of `want`.
+    fn needs(&self, want: Option<Duration>, slack: Duration) -> bool {
+        match (self.set, want) {
+            (None, None) => false,
+            (Some(set), Some(want)) => set < want || set - want > slack,
+            _ => true,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_wake_up_is_known_by_its_sender_and_cookie_only() {
+        let listener = UdpSocket::bind("127.0.0.1:0").unwrap();
+        listener
+            .set_read_timeout(Some(Duration::from_secs(2)))
+            .unwrap();
+        let listen = listener.local_addr().unwrap();
+        let (sender, filter) =
+            wake_pair(SocketAddr::new(Ipv4Addr::UNSPECIFIED.into(), listen.port())).unwrap();
+        sender.wake().unwrap();
+        let mut buf = [0u8; 64];
+        let (n, from) = listener.recv_from(&mut buf).unwrap();
+        assert!(filter.is_wake(&buf[..n], from));
+
+        // The same bytes from elsewhere, or other bytes from the same socket.
+        let other = UdpSocket::bind("127.0.0.1:0").unwrap();
+        assert!(!filter.is_wake(&buf[..n], other.local_addr().unwrap()));
+        assert!(!filter.is_wake(&buf[..n - 1], from));
+        let mut changed = buf;
+        changed[0] ^= 1;
+        assert!(!filter.is_wake(&changed[..n], from));
+
+        let (_, another) = wake_pair(listen).unwrap();
+        assert_ne!(another.cookie, filter.cookie, "a cookie per pair");
+    }
+
+    #[test]
+    fn the_timeout_is_set_again_only_when_the_wait_would_end_too_soon_or_too_late() {
+        let ms = Duration::from_millis;
+        let slack = ms(50);
+        let t = |set| RecvTimeout { set };
+        assert!(!t(None).needs(None, slack));
+        assert!(t(None).needs(Some(ms(1_000)), slack));
+        assert!(t(Some(ms(1_000))).needs(None, slack));
+        assert!(!t(Some(ms(1_000))).needs(Some(ms(1_000)), slack));
+        assert!(
+            !t(Some(ms(1_000))).needs(Some(ms(950)), slack),
+            "within the slack"
+        );
+        assert!(t(Some(ms(1_000))).needs(Some(ms(949)), slack), "too late");
+        assert!(t(Some(ms(1_000))).needs(Some(ms(1_001)), slack), "too soon");
+    }
+
+    #[test]
+    fn an_armed_socket_stops_waiting() {
+        let std_socket = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let socket = mio::net::UdpSocket::from_std(std_socket);
+        set_blocking(&socket).unwrap();
+        let mut timeout = RecvTimeout::default();
+        timeout
+            .arm(&socket, Some(Duration::ZERO), Duration::ZERO)
+            .unwrap();
+        assert_eq!(
+            timeout.set,
+            Some(MIN_TIMEOUT),
+            "never zero: that means none"
+        );
+        let mut buf = [0u8; 16];
+        let e = socket.recv_from(&mut buf).unwrap_err();
+        // Windows says "timed out".
+        assert!(
+            matches!(
+                e.kind(),
+                io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+            ),
+            "{e}"
+        );
+    }
+}
