@@ -169,7 +169,9 @@ fn check(shared: &Shared, request: &Request) -> Result<bool, Refused> {
             format!("method {} not allowed", request.method()),
         ));
     }
-    let host = header(request, "Host").unwrap_or_default();
+    let Some(host) = header(request, "Host") else {
+        return Err(Refused(400, "a request without a Host header".to_owned()));
+    };
     if !host_allowed(shared, host) {
         return Err(Refused(
             403,
