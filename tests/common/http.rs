@@ -42,9 +42,31 @@ pub fn raw(addr: SocketAddr, raw: &[u8]) -> Option<Reply> {
     stream.set_read_timeout(Some(HTTP_TIMEOUT)).unwrap();
     // A server that answers before reading all of it may reset the rest.
     let _ = stream.write_all(raw);
+    // To the end of the body its Content-Length says, else to the close.
     let mut bytes = Vec::new();
-    let _ = stream.read_to_end(&mut bytes);
+    let mut buf = [0u8; 16 << 10];
+    loop {
+        match stream.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => bytes.extend_from_slice(&buf[..n]),
+        }
+        if complete(&bytes) {
+            break;
+        }
+    }
     parse(&bytes)
+}
+
+/// Whether `bytes` hold a whole response with a Content-Length.
+fn complete(bytes: &[u8]) -> bool {
+    let Some(end) = bytes.windows(4).position(|w| w == b"\r\n\r\n") else {
+        return false;
+    };
+    let head = String::from_utf8_lossy(&bytes[..end]).to_ascii_lowercase();
+    head.lines()
+        .filter_map(|l| l.strip_prefix("content-length:"))
+        .find_map(|v| v.trim().parse::<usize>().ok())
+        .is_some_and(|len| bytes.len() >= end + 4 + len)
 }
 
 fn parse(bytes: &[u8]) -> Option<Reply> {
