@@ -256,9 +256,14 @@ impl Observer for Web {
             return Ok(());
         };
         running.shared.stop.store(true, Ordering::Release);
-        running.shared.clients_changed.notify_all();
-        for client in lock(&running.shared.clients).iter() {
-            client.ready.notify_all();
+        {
+            // Under the lock the feed checks the flag with: no wake-up is lost.
+            let clients = lock(&running.shared.clients);
+            running.shared.clients_changed.notify_all();
+            for client in clients.iter() {
+                let _queue = lock(&client.queue);
+                client.ready.notify_all();
+            }
         }
         running.server.unblock();
         for thread in running.threads {
