@@ -49,6 +49,13 @@ skip=(
     issue_13_watch_counts_the_first_lap_of_a_drive_as_lap_1
     issue_13_watch_says_not_racing_for_a_menu_frame
     issue_13_watch_says_why_it_ignores_datagrams
+    on_loopback_it_serves_the_page_and_refuses_every_unsafe_request_while_relaying
+    beyond_loopback_every_request_needs_the_token_and_the_cookie_keeps_it
+    a_destination_added_from_the_page_is_written_with_the_comments_and_relayed_to
+    without_a_file_a_change_applies_to_the_running_relay_and_says_it_is_not_saved
+    a_taken_port_is_one_warning_and_the_relay_runs_on_without_the_page
+    # the Linux chromium and chromedriver (and signals); the native run covers it
+    the_page_in_chromium_shows_the_car_and_adds_and_removes_a_destination
     # tshark is a Linux program here
     tshark_reads_the_writer_s_capture_as_udp_with_good_checksums
     tshark_reads_a_recording_as_udp_with_the_right_ports

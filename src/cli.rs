@@ -320,6 +320,10 @@ pub struct Settings {
     /// relaying; {time} in the name becomes the start time (overrides the file).
     #[arg(long, value_name = "FILE")]
     pub record: Option<String>,
+    /// Where `run` serves its web page, IP:PORT (default 127.0.0.1:5480, this PC
+    /// only), or off (overrides the file).
+    #[arg(long, value_name = "ADDR|off")]
+    pub web: Option<String>,
 }
 
 impl Settings {
@@ -348,6 +352,7 @@ impl Settings {
                 stats_interval: self.stats_interval,
                 stats_format: self.stats_format.clone(),
                 record: self.record.clone(),
+                web: self.web.clone(),
             },
         })
     }

@@ -33,6 +33,9 @@ pub const DEFAULT_PORT: u16 = 5400;
 /// reaches it too.
 pub const DEFAULT_LISTEN: SocketAddr =
     SocketAddr::new(IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED), DEFAULT_PORT);
+/// Where `run` serves its web page unless told otherwise: this PC only.
+pub const DEFAULT_WEB: SocketAddr =
+    SocketAddr::new(IpAddr::V4(std::net::Ipv4Addr::LOCALHOST), 5480);
 /// Seconds between summary lines when `stats.interval` is not set.
 pub const DEFAULT_STATS_INTERVAL: u64 = 10;
 /// The longest `stats.interval` accepted: a day.
@@ -108,6 +111,8 @@ pub struct Config {
     /// A capture file recording every datagram received (`{time}` in it becomes
     /// the start time); `None` = no recording.
     pub record: Option<PathBuf>,
+    /// Where `run` serves the web page (`[web] addr`, `--web`); `None` = off.
+    pub web: Option<SocketAddr>,
 }
 
 /// One configuration mistake.
@@ -220,6 +225,17 @@ pub struct FileConfig {
     /// `[record]`.
     #[serde(default)]
     pub record: RecordFile,
+    /// `[web]`.
+    #[serde(default)]
+    pub web: WebFile,
+}
+
+/// `[web]` as written.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WebFile {
+    /// `addr = "127.0.0.1:5480"`, or `"off"`.
+    pub addr: Option<Spanned<String>>,
 }
 
 /// An address as written: text, or a bare port number without quotes (which the
@@ -355,6 +371,8 @@ struct Raw {
     destinations_place: Option<String>,
     /// `record.path`, and the folder a relative one is in.
     record: Option<(String, String, Option<PathBuf>)>,
+    /// `web.addr` (or `--web`), where it was written.
+    web: Option<(String, String)>,
 }
 
 /// The text of the config file at `path`, and its name for messages.
@@ -392,6 +410,8 @@ pub struct Overrides {
     pub stats_format: Option<String>,
     /// `--record`.
     pub record: Option<String>,
+    /// `--web`.
+    pub web: Option<String>,
 }
 
 impl Config {
@@ -610,6 +630,7 @@ impl Config {
                 let (place, text) = spanned(v, "record.path");
                 (place, text, folder.map(Path::to_path_buf))
             }),
+            web: file.web.addr.as_ref().map(|v| spanned(v, "web.addr")),
         };
         raw.apply(overrides).validate(previous, look_up)
     }
@@ -638,6 +659,7 @@ impl Config {
             destinations,
             destinations_place: Some("command line".to_owned()),
             record: None,
+            web: None,
         }
         .apply(overrides)
         .validate(None, &system_look_up)
@@ -659,6 +681,7 @@ impl Config {
             destinations: Vec::new(),
             destinations_place: None,
             record: None,
+            web: Some(("command line".to_owned(), "off".to_owned())),
         }
         .validate(None, &system_look_up)
         .map(|r| r.config)
@@ -819,6 +842,9 @@ impl Raw {
         if let Some(r) = &o.record {
             // Relative to the current folder, as any path on a command line.
             self.record = Some(("--record".to_owned(), r.clone(), None));
+        }
+        if let Some(w) = &o.web {
+            self.web = Some(("--web".to_owned(), w.clone()));
         }
         self
     }
@@ -1022,6 +1048,14 @@ impl Raw {
             }
         };
 
+        let web = match &self.web {
+            None => Some(DEFAULT_WEB),
+            Some((place, text)) => parse_web(text).unwrap_or_else(|message| {
+                problem(place, message);
+                None
+            }),
+        };
+
         match listen {
             Some(listen) if problems.is_empty() => Ok(Reloaded {
                 warnings,
@@ -1035,6 +1069,7 @@ impl Raw {
                     stats_format,
                     destinations,
                     record,
+                    web,
                 },
             }),
             _ => Err(ConfigError { problems }),
@@ -1088,6 +1123,24 @@ pub fn parse_max_age(text: &str) -> Result<Duration, String> {
     } else {
         Ok(age)
     }
+}
+
+/// The web page's address: `IP:PORT`, a bare `PORT` (this PC only), or `off`.
+pub fn parse_web(text: &str) -> Result<Option<SocketAddr>, String> {
+    let t = text.trim();
+    if t.eq_ignore_ascii_case("off") {
+        return Ok(None);
+    }
+    if let Ok(port) = t.parse::<u16>() {
+        return Ok(Some(SocketAddr::new(DEFAULT_WEB.ip(), port)));
+    }
+    t.parse::<SocketAddr>().map(Some).map_err(|_| {
+        format!(
+            "{text:?} is not an address for the web page: write IP:PORT, like \"{DEFAULT_WEB}\" \
+             (this PC only) or \"0.0.0.0:{}\" (phones on the network too, with a token), or \"off\"",
+            DEFAULT_WEB.port()
+        )
+    })
 }
 
 /// An IP (a single host) or a CIDR range.
@@ -1405,6 +1458,25 @@ addr = "localhost"
     }
 
     #[test]
+    fn the_web_page_is_on_this_pc_by_default_and_off_or_moved_on_request() {
+        let dest = "[[destination]]\naddr = \"127.0.0.1:8000\"\n";
+        let c = |text: &str| Config::from_toml(text, "t.toml", &Overrides::default());
+        assert_eq!(c(dest).unwrap().web, Some(DEFAULT_WEB));
+        let off = c(&format!("[web]\naddr = \"off\"\n{dest}")).unwrap();
+        assert_eq!(off.web, None);
+        let lan = c(&format!("[web]\naddr = \"0.0.0.0:8080\"\n{dest}")).unwrap();
+        assert_eq!(lan.web, Some("0.0.0.0:8080".parse().unwrap()));
+        let e = c(&format!("[web]\naddr = \"nowhere\"\n{dest}")).unwrap_err();
+        assert_eq!(e.problems[0].place, "t.toml:2: web.addr");
+        assert!(e.problems[0].message.contains("\"nowhere\""), "{e:?}");
+        let flag = Overrides {
+            web: Some("off".to_owned()),
+            ..Overrides::default()
+        };
+        assert_eq!(Config::from_toml(dest, "t", &flag).unwrap().web, None);
+    }
+
+    #[test]
     fn quick_form_parses_options() {
         let c = Config::from_args(
             &[
@@ -1417,6 +1489,7 @@ addr = "localhost"
                 stats_interval: Some(0),
                 stats_format: Some("json".to_owned()),
                 record: None,
+                web: Some("off".to_owned()),
             },
         )
         .unwrap();

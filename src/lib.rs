@@ -35,3 +35,4 @@ pub mod socket;
 pub mod stats;
 pub mod tap;
 pub mod watch;
+pub mod web;

@@ -51,6 +51,13 @@ const FLUSH_MAX: Duration = Duration::from_secs(5);
 /// How long the writer sleeps when it has nothing to do and nobody woke it.
 const IDLE: Duration = Duration::from_millis(200);
 
+/// How many of the latest lines [`recent`] keeps (for the web page).
+pub const RECENT_LINES: usize = 50;
+
+/// The latest lines written, and how many were written in all: filled by the
+/// writer thread (never the caller's), read by the web page.
+static RECENT: Mutex<(u64, VecDeque<String>)> = Mutex::new((0, VecDeque::new()));
+
 /// The lines waiting for the writer.
 static QUEUE: Mutex<VecDeque<u8>> = Mutex::new(VecDeque::new());
 /// Lines dropped since the writer last said so.
@@ -264,6 +271,7 @@ fn write_forever() {
         for line in taken.split_inclusive(|&b| b == b'\n') {
             // A console that fails (closed, gone) loses the line; the program goes on.
             let _ = console::write_line(line, &mut err);
+            keep_recent(line);
             ALIVE_MS.store(now_ms(), Ordering::Release);
             WRITTEN.fetch_add(line.len() as u64, Ordering::Release);
         }
@@ -281,6 +289,30 @@ fn write_forever() {
             std::thread::park_timeout(IDLE);
         }
     }
+}
+
+/// Keeps `line` among the [`RECENT_LINES`] latest.
+fn keep_recent(line: &[u8]) {
+    let text = String::from_utf8_lossy(line).trim_end().to_owned();
+    let mut recent = RECENT.lock().unwrap_or_else(|e| e.into_inner());
+    recent.0 += 1;
+    if recent.1.len() == RECENT_LINES {
+        recent.1.pop_front();
+    }
+    recent.1.push_back(text);
+}
+
+/// How many lines were written so far, and the latest [`RECENT_LINES`] of
+/// them, oldest first.
+pub fn recent() -> (u64, Vec<String>) {
+    let recent = RECENT.lock().unwrap_or_else(|e| e.into_inner());
+    (recent.0, recent.1.iter().cloned().collect())
+}
+
+/// How many lines were written so far (cheap: to see whether [`recent`]
+/// changed).
+pub fn written_lines() -> u64 {
+    RECENT.lock().unwrap_or_else(|e| e.into_inner()).0
 }
 
 /// Bytes of log lines queued since the log started (for tests and

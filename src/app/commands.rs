@@ -17,6 +17,7 @@ use crate::numbers::Thousands;
 use crate::relay::Relay;
 use crate::simulate::SendOptions;
 use crate::watch::live::LiveView;
+use crate::web::Web;
 
 /// What `forza-relay` prints when it finds no configuration.
 pub const NO_CONFIG_HELP: &str = "\
@@ -175,11 +176,19 @@ pub fn run(setup: &Setup, watch: bool, signals: &Signals) -> Result<(), Failure>
     let screen = watch && io::stdout().is_terminal();
     let recording = config.record.clone();
     let mut app = App::new(relay, signals);
-    if let Some(path) = file {
+    if let Some(path) = &file {
         app.observe(Reloading::new(
-            path,
+            path.clone(),
             setup.overrides.clone(),
             config.clone(),
+        ));
+    }
+    if let Some(addr) = config.web {
+        app.observe(Web::new(
+            addr,
+            file.clone(),
+            setup.overrides.clone(),
+            shown.clone(),
         ));
     }
     if let Some(path) = &recording {

@@ -246,6 +246,7 @@ fn default_config() -> Config {
         stats_format: StatsFormat::Text,
         destinations: Vec::new(),
         record: None,
+        web: None,
     }
 }
 

@@ -122,6 +122,31 @@ pub fn holder(addr: SocketAddr) -> Option<Holder> {
     on(&sockets, addr).first().map(|s| Holder::from(*s))
 }
 
+/// The process holding the TCP port of `addr` (the web page's), when the OS
+/// says; `None` for an error other than a taken port.
+pub fn tcp_blocker(addr: SocketAddr, error: &io::Error) -> Option<Holder> {
+    if !matches!(
+        error.kind(),
+        io::ErrorKind::AddrInUse | io::ErrorKind::PermissionDenied
+    ) {
+        return None;
+    }
+    let all = listeners::get_all().ok()?;
+    let sockets: Vec<Socket> = all
+        .into_iter()
+        .filter(|l| l.protocol == listeners::Protocol::TCP)
+        .map(|l| Socket {
+            addr: l.socket,
+            pid: l.process.pid,
+            process: l.process.name,
+        })
+        .collect();
+    on(&sockets, addr).first().map(|s| Holder {
+        tool: None,
+        ..Holder::from(*s)
+    })
+}
+
 /// Who stopped a bind to `addr` that failed with `error`: the holder when the
 /// port is taken (`AddrInUse`) or, on Windows, refused because a program holds
 /// it exclusively (`WSAEACCES`, which Rust reports as `PermissionDenied`).

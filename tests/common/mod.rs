@@ -5,6 +5,7 @@
 #![allow(dead_code)]
 
 pub mod bin;
+pub mod http;
 
 use std::io;
 use std::net::{SocketAddr, UdpSocket};

@@ -1,0 +1,252 @@
+// forza-relay's page: renders /api/snapshot, then the Server-Sent Events of
+// /api/events (car ≤30/s, counters and log 1/s). No inline handlers: the
+// Content-Security-Policy allows only this file.
+"use strict";
+
+const token = document.querySelector('meta[name="forza-token"]').content;
+const $ = (id) => document.getElementById(id);
+const fixed = (v, digits) => (v === null || v === undefined ? "–" : Number(v).toFixed(digits));
+const rates = new Map(); // destination name → packets/s of the last 60 s
+let previous = new Map(); // destination name → its counters a second ago
+let track = []; // [x, z, km/h] of the last few minutes
+const TRACK_POINTS = 5 * 60 * 30;
+
+function setText(id, text) {
+  const el = $(id);
+  if (el.textContent !== String(text)) el.textContent = text;
+}
+
+function renderCar(car) {
+  if (!car) return;
+  setText("speed-kmh", fixed(car.speed_kmh, 0));
+  setText("speed-mph", fixed(car.speed_mph, 0));
+  setText("gear", car.gear ?? "–");
+  setText("rpm", fixed(car.rpm, 0));
+  setText("redline", fixed(car.redline_rpm, 0));
+  $("rpm-bar").value = car.rev_fraction ?? 0;
+  $("throttle").value = car.throttle_pct ?? 0;
+  $("brake").value = car.brake_pct ?? 0;
+  $("clutch").value = car.clutch_pct ?? 0;
+  setText("steer", fixed(car.steer, 2));
+  car.tyres.forEach((t, i) => setText(`tyre-${i}`, `${fixed(t.temp_c, 0)} °C, slip ${fixed(t.slip, 2)}`));
+  setText("lap", car.lap ?? "–");
+  setText("current-lap", car.current_lap ?? "–");
+  setText("last-lap", car.last_lap ?? "–");
+  setText("best-lap", car.best_lap ?? "–");
+  if (car.x !== null && car.z !== null) {
+    track.push([car.x, car.z, car.speed_kmh ?? 0]);
+    if (track.length > TRACK_POINTS) track = track.slice(-TRACK_POINTS);
+  }
+}
+
+function drawMap() {
+  const canvas = $("map");
+  const g = canvas.getContext("2d");
+  g.clearRect(0, 0, canvas.width, canvas.height);
+  if (track.length < 2) return;
+  let [minX, maxX, minZ, maxZ] = [Infinity, -Infinity, Infinity, -Infinity];
+  for (const [x, z] of track) {
+    minX = Math.min(minX, x); maxX = Math.max(maxX, x);
+    minZ = Math.min(minZ, z); maxZ = Math.max(maxZ, z);
+  }
+  const pad = 12;
+  const scale = Math.min((canvas.width - 2 * pad) / Math.max(maxX - minX, 1),
+                         (canvas.height - 2 * pad) / Math.max(maxZ - minZ, 1));
+  const px = (x) => pad + (x - minX) * scale;
+  const pz = (z) => canvas.height - pad - (z - minZ) * scale;
+  g.lineWidth = 2;
+  for (let i = 1; i < track.length; i++) {
+    const hue = Math.max(0, 240 - Math.min(track[i][2], 300) * 0.8); // blue slow, red fast
+    g.strokeStyle = `hsl(${hue} 90% 50%)`;
+    g.beginPath();
+    g.moveTo(px(track[i - 1][0]), pz(track[i - 1][1]));
+    g.lineTo(px(track[i][0]), pz(track[i][1]));
+    g.stroke();
+  }
+  const [x, z] = track[track.length - 1];
+  g.fillStyle = "#fff";
+  g.strokeStyle = "#000";
+  g.beginPath();
+  g.arc(px(x), pz(z), 5, 0, 2 * Math.PI);
+  g.fill();
+  g.stroke();
+}
+
+function status(d, before) {
+  const errors = (s) => Object.values(s?.send_errors ?? {}).reduce((a, b) => a + b, 0);
+  if (before && errors(d) > errors(before)) {
+    return (d.send_errors.refused ?? 0) > (before.send_errors?.refused ?? 0) ? "refused" : "error";
+  }
+  if (d.packets_per_sec > 0) return "forwarding";
+  if (before && (d.drops?.not_racing ?? 0) > (before.drops?.not_racing ?? 0)) return "not-racing";
+  return "idle";
+}
+
+function sparkline(canvas, values) {
+  const g = canvas.getContext("2d");
+  g.clearRect(0, 0, canvas.width, canvas.height);
+  const max = Math.max(1, ...values);
+  g.strokeStyle = "#2da44e";
+  g.beginPath();
+  values.forEach((v, i) => {
+    const x = (i / 59) * canvas.width;
+    const y = canvas.height - (v / max) * (canvas.height - 2) - 1;
+    if (i === 0) g.moveTo(x, y); else g.lineTo(x, y);
+  });
+  g.stroke();
+}
+
+function cell(row, text) {
+  const td = document.createElement("td");
+  td.textContent = text;
+  row.appendChild(td);
+  return td;
+}
+
+function renderDestinations(list) {
+  const body = document.querySelector("#destinations tbody");
+  const rows = [];
+  const now = new Map();
+  for (const d of list) {
+    now.set(d.name, d);
+    const history = rates.get(d.name) ?? new Array(60).fill(0);
+    history.push(d.packets_per_sec ?? 0);
+    while (history.length > 60) history.shift();
+    rates.set(d.name, history);
+    const tr = document.createElement("tr");
+    tr.dataset.name = d.name;
+    const state = status(d, previous.get(d.name));
+    const dot = document.createElement("span");
+    dot.className = `dot ${state}`;
+    dot.title = state.replace("-", " ");
+    cell(tr, "").appendChild(dot);
+    cell(tr, d.name);
+    cell(tr, d.addr_text ?? d.addr);
+    cell(tr, d.output);
+    const filters = [];
+    if (d.only_race_on) filters.push("only race on");
+    if (d.max_rate) filters.push(`≤ ${d.max_rate} Hz`);
+    cell(tr, filters.join(", ") || "–");
+    cell(tr, fixed(d.packets_per_sec, 1)).className = "rate";
+    const spark = document.createElement("canvas");
+    spark.width = 120; spark.height = 24;
+    cell(tr, "").appendChild(spark);
+    sparkline(spark, history);
+    cell(tr, d.sent);
+    const drops = Object.entries(d.drops ?? {}).filter(([, n]) => n > 0).map(([k, n]) => `${k.replaceAll("_", " ")} ${n}`);
+    cell(tr, drops.join(", ") || "0");
+    cell(tr, d.problems || "–").className = d.problems ? "error-text" : "";
+    const remove = document.createElement("button");
+    remove.type = "button";
+    remove.className = "remove";
+    remove.dataset.name = d.name;
+    remove.textContent = "Remove";
+    cell(tr, "").appendChild(remove);
+    rows.push(tr);
+  }
+  body.replaceChildren(...rows);
+  previous = now;
+}
+
+function renderCounters(c) {
+  if (!c) return;
+  const input = c.input ?? {};
+  setText("in-listen", c.listen ?? "–");
+  setText("in-rate", fixed(input.packets_per_sec, 0));
+  setText("in-format", input.format ? `${input.format}${input.format_guessed ? " (guessed)" : ""}` : "–");
+  setText("in-sender", input.sender ?? "–");
+  setText("in-received", input.received ?? "–");
+  const banner = $("banner");
+  const silent = input.silent_s ?? (input.never && c.elapsed_s >= 2 ? Math.floor(c.elapsed_s) : null);
+  if (silent !== null && silent >= 2) {
+    const port = String(c.listen ?? "").split(":").pop();
+    banner.textContent = `Nothing has arrived for ${silent} s. In the game's HUD/Gameplay settings: ` +
+      `Data Out on, Data Out IP Address this PC's address (127.0.0.1 when the game runs here), ` +
+      `Data Out IP Port ${port}. A firewall may block it too (forza-relay doctor says more).`;
+    banner.hidden = false;
+  } else {
+    banner.hidden = true;
+  }
+  $("not-saved").hidden = c.saved !== false;
+  renderDestinations(c.destinations ?? []);
+  const r = c.recording;
+  setText("recording", r ? `${r.path}: ${(r.bytes / 1024).toFixed(0)} KiB, ${r.seconds} s` : "not recording");
+  setText("record", r ? "Stop recording" : "Start recording");
+}
+
+function renderLog(log) {
+  if (!log) return;
+  const pre = $("log");
+  const atEnd = pre.scrollTop + pre.clientHeight >= pre.scrollHeight - 4;
+  pre.textContent = log.lines.join("\n");
+  if (atEnd) pre.scrollTop = pre.scrollHeight;
+}
+
+async function post(path, body) {
+  const response = await fetch(path, {
+    method: "POST",
+    headers: { "Content-Type": "application/json", "X-Forza-Token": token },
+    body: JSON.stringify(body),
+  });
+  const text = await response.text();
+  try { return JSON.parse(text); } catch { return { ok: false, error: text }; }
+}
+
+function showResult(result) {
+  const out = $("form-result");
+  out.textContent = result.ok ? result.message : result.error;
+  out.className = result.ok ? "" : "error-text";
+}
+
+async function start() {
+  const snapshot = await (await fetch("/api/snapshot")).json();
+  for (const p of snapshot.presets ?? []) {
+    const option = document.createElement("option");
+    option.value = JSON.stringify(p);
+    option.textContent = `${p.name} (${p.addr}, ${p.format})`;
+    $("preset").appendChild(option);
+  }
+  renderCar(snapshot.car);
+  renderCounters(snapshot.counters);
+  renderLog(snapshot.log);
+
+  const events = new EventSource("/api/events");
+  events.addEventListener("open", () => { $("connection").className = "dot live"; });
+  events.addEventListener("error", () => { $("connection").className = "dot error"; });
+  events.addEventListener("car", (e) => renderCar(JSON.parse(e.data)));
+  events.addEventListener("counters", (e) => renderCounters(JSON.parse(e.data)));
+  events.addEventListener("log", (e) => renderLog(JSON.parse(e.data)));
+  const frame = () => { drawMap(); requestAnimationFrame(frame); };
+  requestAnimationFrame(frame);
+
+  $("preset").addEventListener("change", (e) => {
+    if (!e.target.value) return;
+    const p = JSON.parse(e.target.value);
+    $("dest-name").value = p.id;
+    $("dest-addr").value = p.addr;
+    $("dest-format").value = p.format;
+  });
+  $("add-form").addEventListener("submit", async (e) => {
+    e.preventDefault();
+    showResult(await post("/api/destinations", {
+      action: "add",
+      name: $("dest-name").value,
+      addr: $("dest-addr").value,
+      format: $("dest-format").value,
+      only_race_on: $("dest-race").checked,
+      max_rate: Number($("dest-rate").value) || 0,
+    }));
+  });
+  $("destinations").addEventListener("click", async (e) => {
+    const button = e.target.closest("button.remove");
+    if (!button) return;
+    showResult(await post("/api/destinations", { action: "remove", name: button.dataset.name }));
+  });
+  $("record").addEventListener("click", async () => {
+    const recording = $("record").textContent.startsWith("Stop");
+    const result = await post("/api/recording", { action: recording ? "stop" : "start" });
+    if (!result.ok) showResult(result);
+  });
+}
+
+start();

@@ -1,0 +1,314 @@
+//! Destinations changed from the page. With a configuration file, the change
+//! is made to the file's text with toml_edit (the user's comments, order and
+//! formatting stay), checked as the relay would check it, and written
+//! atomically (a temporary file in the same folder, then a rename); the
+//! reloader sees the new file and applies it as it applies a hand edit. With
+//! no file (`run --to …`), it is applied to the running relay only.
+
+use std::io::Write as _;
+use std::path::Path;
+use std::time::Duration;
+
+use toml_edit::{value, ArrayOfTables, DocumentMut, Item, Table};
+
+use super::{lock, Shared};
+use crate::config::Config;
+
+/// How long a change without a file waits for the relay to take it.
+const APPLY_WAIT: Duration = Duration::from_secs(3);
+
+/// A destination's settings as the page's form has them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Fields {
+    pub name: String,
+    pub addr: String,
+    /// `None` or `same`: what the game sends.
+    pub format: Option<String>,
+    pub only_race_on: bool,
+    pub max_rate: u32,
+}
+
+/// One change.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Edit {
+    Add(Fields),
+    /// The destination named so gets these fields.
+    Change(String, Fields),
+    Remove(String),
+}
+
+impl Edit {
+    fn describe(&self) -> String {
+        match self {
+            Edit::Add(f) => format!("added destination {:?} ({})", f.name, f.addr),
+            Edit::Change(was, f) => format!("changed destination {was:?} ({})", f.addr),
+            Edit::Remove(name) => format!("removed destination {name:?}"),
+        }
+    }
+}
+
+/// Makes the change: `Ok` says what was done, `Err` why nothing was.
+pub fn apply(shared: &Shared, edit: &Edit) -> Result<String, String> {
+    if let Edit::Add(f) | Edit::Change(_, f) = edit {
+        if f.name.is_empty() || f.addr.is_empty() {
+            return Err("a destination needs a Name and an Address".to_owned());
+        }
+    }
+    match &shared.file {
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+            let edited = edit_text(&text, edit)?;
+            // Checked as the reloader will check it: a change that makes the
+            // file invalid is not written.
+            Config::from_toml(&edited, &path.display().to_string(), &shared.overrides).map_err(
+                |e| {
+                    e.problems
+                        .iter()
+                        .map(|p| format!("{}: {}", p.place, p.message))
+                        .collect::<Vec<_>>()
+                        .join("; ")
+                },
+            )?;
+            write_atomically(path, &edited)
+                .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+            Ok(format!("{} in {}", edit.describe(), path.display()))
+        }
+        None => apply_unsaved(shared, edit),
+    }
+}
+
+/// The index of the `[[destination]]` called `name` (a table without a name
+/// is called by its address, as the relay calls it).
+fn find(tables: &ArrayOfTables, name: &str) -> Option<usize> {
+    tables.iter().position(|t| {
+        let key = |k: &str| t.get(k).and_then(Item::as_str);
+        key("name").or_else(|| key("addr")) == Some(name)
+    })
+}
+
+/// Sets `table`'s keys to `f`, leaving out the defaults.
+fn fill(table: &mut Table, f: &Fields) {
+    table["name"] = value(f.name.as_str());
+    table["addr"] = value(f.addr.as_str());
+    match f.format.as_deref() {
+        Some(format) if !format.is_empty() && format != "same" => {
+            table["format"] = value(format);
+        }
+        _ => {
+            table.remove("format");
+        }
+    }
+    if f.only_race_on {
+        table["only_race_on"] = value(true);
+    } else {
+        table.remove("only_race_on");
+    }
+    if f.max_rate > 0 {
+        table["max_rate"] = value(i64::from(f.max_rate));
+    } else {
+        table.remove("max_rate");
+    }
+}
+
+/// `text` with the change made, everything else as it was.
+pub fn edit_text(text: &str, edit: &Edit) -> Result<String, String> {
+    let mut doc: DocumentMut = text
+        .parse()
+        .map_err(|e| format!("the configuration file is not valid TOML: {e}"))?;
+    if doc.get("destination").is_none() {
+        doc.insert("destination", Item::ArrayOfTables(ArrayOfTables::new()));
+    }
+    let tables = doc["destination"]
+        .as_array_of_tables_mut()
+        .ok_or("destination is not a list of [[destination]] tables")?;
+    match edit {
+        Edit::Add(f) => {
+            if find(tables, &f.name).is_some() {
+                return Err(format!(
+                    "there is a destination called {:?} already",
+                    f.name
+                ));
+            }
+            let mut table = Table::new();
+            fill(&mut table, f);
+            tables.push(table);
+        }
+        Edit::Change(was, f) => {
+            let i = find(tables, was).ok_or_else(|| format!("no destination is called {was:?}"))?;
+            if *was != f.name && find(tables, &f.name).is_some() {
+                return Err(format!(
+                    "there is a destination called {:?} already",
+                    f.name
+                ));
+            }
+            let table = tables.get_mut(i).ok_or("the destination went away")?;
+            fill(table, f);
+        }
+        Edit::Remove(name) => {
+            let i =
+                find(tables, name).ok_or_else(|| format!("no destination is called {name:?}"))?;
+            tables.remove(i);
+        }
+    }
+    Ok(doc.to_string())
+}
+
+/// Writes `text` into a temporary file beside `path`, then renames it over
+/// `path`: a reader sees the old file or the new one, never half of one.
+fn write_atomically(path: &Path, text: &str) -> std::io::Result<()> {
+    let name = path.file_name().map_or_else(
+        || "forza-relay.toml".into(),
+        |n| n.to_string_lossy().into_owned(),
+    );
+    let temp = path.with_file_name(format!(".{name}.web-edit"));
+    let mut file = std::fs::File::create(&temp)?;
+    let written = file
+        .write_all(text.as_bytes())
+        .and_then(|()| file.sync_all());
+    drop(file);
+    if let Err(e) = written.and_then(|()| std::fs::rename(&temp, path)) {
+        let _ = std::fs::remove_file(&temp);
+        return Err(e);
+    }
+    Ok(())
+}
+
+/// The `--to` value of `f`.
+fn to_spec(f: &Fields) -> Result<String, String> {
+    if f.name.contains(',') || f.addr.contains(',') {
+        return Err(
+            "a name or address with a comma can't be used without a configuration file".to_owned(),
+        );
+    }
+    let mut spec = format!("{},name={}", f.addr, f.name);
+    if let Some(format) = f.format.as_deref().filter(|f| !f.is_empty()) {
+        spec.push_str(&format!(",format={format}"));
+    }
+    if f.only_race_on {
+        spec.push_str(",only-race-on");
+    }
+    if f.max_rate > 0 {
+        spec.push_str(&format!(",max-rate={}", f.max_rate));
+    }
+    Ok(spec)
+}
+
+/// Without a file: the running configuration with the change, checked as
+/// `--to` values are, then applied to the relay.
+fn apply_unsaved(shared: &Shared, edit: &Edit) -> Result<String, String> {
+    let mut config = lock(&shared.config);
+    let mut fields: Vec<Fields> = config
+        .destinations
+        .iter()
+        .map(|d| Fields {
+            name: d.name.clone(),
+            addr: d.addr_text.clone(),
+            format: Some(d.output.to_string()),
+            only_race_on: d.only_race_on,
+            max_rate: d.max_rate,
+        })
+        .collect();
+    let at = |fields: &[Fields], name: &str| fields.iter().position(|f| f.name == name);
+    match edit {
+        Edit::Add(f) => {
+            if at(&fields, &f.name).is_some() {
+                return Err(format!(
+                    "there is a destination called {:?} already",
+                    f.name
+                ));
+            }
+            fields.push(f.clone());
+        }
+        Edit::Change(was, f) => {
+            let i = at(&fields, was).ok_or_else(|| format!("no destination is called {was:?}"))?;
+            fields[i] = f.clone();
+        }
+        Edit::Remove(name) => {
+            let i =
+                at(&fields, name).ok_or_else(|| format!("no destination is called {name:?}"))?;
+            fields.remove(i);
+        }
+    }
+    let specs = fields.iter().map(to_spec).collect::<Result<Vec<_>, _>>()?;
+    let mut next = Config::from_args(&specs, &shared.overrides).map_err(|e| {
+        e.problems
+            .iter()
+            .map(|p| format!("{}: {}", p.place, p.message))
+            .collect::<Vec<_>>()
+            .join("; ")
+    })?;
+    // What the page can't change stays as it runs.
+    next.listen = config.listen;
+    next.listen_place = config.listen_place.clone();
+    next.web = config.web;
+    match shared.control.apply_and_wait(next.clone(), APPLY_WAIT) {
+        Some(Ok(applied)) => {
+            *config = next;
+            Ok(format!(
+                "{} (not saved: no configuration file): configuration applied: {applied}",
+                edit.describe()
+            ))
+        }
+        Some(Err(e)) => Err(e.to_string()),
+        None => Err("the relay did not answer".to_owned()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const FILE: &str = "\
+# my relay
+[listen]
+addr = \"0.0.0.0:5400\" # the game sends here
+
+# SimHub on this PC
+[[destination]]
+name = \"simhub\"
+addr = \"127.0.0.1:8000\"
+";
+
+    fn fields(name: &str, addr: &str) -> Fields {
+        Fields {
+            name: name.to_owned(),
+            addr: addr.to_owned(),
+            format: Some("fh5".to_owned()),
+            only_race_on: true,
+            max_rate: 30,
+        }
+    }
+
+    #[test]
+    fn an_added_destination_keeps_every_comment() {
+        let out = edit_text(FILE, &Edit::Add(fields("dash", "127.0.0.1:5301"))).unwrap();
+        assert!(out.starts_with(FILE), "{out}");
+        let config = Config::from_toml(&out, "t", &Default::default()).unwrap();
+        let d = &config.destinations[1];
+        assert_eq!(
+            (d.name.as_str(), d.max_rate, d.only_race_on),
+            ("dash", 30, true)
+        );
+        assert_eq!(d.output.to_string(), "fh5");
+    }
+
+    #[test]
+    fn a_change_and_a_remove_touch_only_their_table() {
+        let added = edit_text(FILE, &Edit::Add(fields("dash", "127.0.0.1:5301"))).unwrap();
+        let mut f = fields("dash", "127.0.0.1:5302");
+        f.format = Some("same".to_owned());
+        let changed = edit_text(&added, &Edit::Change("dash".to_owned(), f)).unwrap();
+        assert!(changed.contains("127.0.0.1:5302") && !changed.contains("fh5"));
+        let removed = edit_text(&changed, &Edit::Remove("dash".to_owned())).unwrap();
+        assert_eq!(removed.trim_end(), FILE.trim_end());
+    }
+
+    #[test]
+    fn a_taken_name_or_a_missing_one_is_refused_by_name() {
+        let e = edit_text(FILE, &Edit::Add(fields("simhub", "127.0.0.1:1"))).unwrap_err();
+        assert!(e.contains("\"simhub\""), "{e}");
+        let e = edit_text(FILE, &Edit::Remove("nope".to_owned())).unwrap_err();
+        assert!(e.contains("\"nope\""), "{e}");
+    }
+}

@@ -1,0 +1,391 @@
+//! The web page in a real browser: headless Chromium, driven over
+//! chromedriver's W3C WebDriver protocol (HTTP and JSON, with the small
+//! client of tests/common/http.rs), loads the page while packets stream into
+//! the relay; checks the speed shown and each destination's rate, adds a
+//! destination through the labelled form and sees datagrams reach it and the
+//! file keep its comments, removes it and sees them stop, and saves the
+//! screenshot the README shows (docs/web-page.png).
+//!
+//! Debian's `chromium` and `chromium-driver`, which `.ci/run` installs.
+
+mod common;
+
+use std::net::{SocketAddr, TcpListener, UdpSocket};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use forza_relay::wire::Format;
+use serde_json::{json, Value};
+
+use common::bin::Bin;
+use common::http::{self, request};
+use common::*;
+
+/// How long the page may take to show something.
+const SHOWN_WITHIN: Duration = Duration::from_secs(15);
+/// How long a destination added from the page may take to receive (issue 14).
+const ADDED_WITHIN: Duration = Duration::from_secs(3);
+/// The W3C WebDriver key of an element reference.
+const ELEMENT: &str = "element-6066-11e4-a52e-4f735466cecf";
+
+/// chromedriver, ended when dropped.
+struct Driver {
+    child: Child,
+    addr: SocketAddr,
+    session: String,
+}
+
+impl Drop for Driver {
+    fn drop(&mut self) {
+        let _ = http::request(
+            self.addr,
+            "DELETE",
+            &format!("/session/{}", self.session),
+            &[],
+            "",
+        );
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Driver {
+    #[track_caller]
+    fn start() -> Driver {
+        let port = TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let child = Command::new("chromedriver")
+            .arg(format!("--port={port}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start chromedriver");
+        let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+        let deadline = Instant::now() + SHOWN_WITHIN;
+        while std::net::TcpStream::connect(addr).is_err() {
+            assert!(Instant::now() < deadline, "chromedriver did not start");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let mut driver = Driver {
+            child,
+            addr,
+            session: String::new(),
+        };
+        let caps = json!({"capabilities": {"alwaysMatch": {
+            "browserName": "chrome",
+            "goog:chromeOptions": {
+                "binary": chromium(),
+                "args": ["--headless=new", "--no-sandbox", "--disable-gpu",
+                         "--disable-dev-shm-usage", "--window-size=1280,1500"],
+            },
+        }}});
+        let reply = driver.call("POST", "/session", &caps);
+        driver.session = reply["sessionId"].as_str().expect("a session").to_owned();
+        driver
+    }
+
+    /// One WebDriver command; its `value`.
+    #[track_caller]
+    fn call(&self, method: &str, path: &str, body: &Value) -> Value {
+        let body = if method == "GET" {
+            String::new()
+        } else {
+            body.to_string()
+        };
+        let r = request(
+            self.addr,
+            method,
+            path,
+            &["Content-Type: application/json"],
+            &body,
+        );
+        let v = r.json();
+        assert_eq!(r.status, 200, "{method} {path}: {v}");
+        v["value"].clone()
+    }
+
+    #[track_caller]
+    fn session(&self, method: &str, path: &str, body: &Value) -> Value {
+        self.call(method, &format!("/session/{}{path}", self.session), body)
+    }
+
+    /// The element `xpath` finds, if any.
+    fn find(&self, xpath: &str) -> Option<String> {
+        let r = request(
+            self.addr,
+            "POST",
+            &format!("/session/{}/element", self.session),
+            &["Content-Type: application/json"],
+            &json!({"using": "xpath", "value": xpath}).to_string(),
+        );
+        (r.status == 200).then(|| r.json()["value"][ELEMENT].as_str().unwrap().to_owned())
+    }
+
+    /// The text of the element `xpath` finds, read in one step in the page
+    /// (its rows are redrawn every second: an element found in one command
+    /// may be gone by the next).
+    fn text_at(&self, xpath: &str) -> Option<String> {
+        let script = "const e = document.evaluate(arguments[0], document, null, \
+                      XPathResult.FIRST_ORDERED_NODE_TYPE, null).singleNodeValue; \
+                      return e ? e.textContent : null;";
+        let path = format!("/session/{}/execute/sync", self.session);
+        let body = json!({"script": script, "args": [xpath]}).to_string();
+        let r = request(
+            self.addr,
+            "POST",
+            &path,
+            &["Content-Type: application/json"],
+            &body,
+        );
+        (r.status == 200)
+            .then(|| r.json()["value"].as_str().map(str::to_owned))
+            .flatten()
+    }
+
+    /// Clicks the element `xpath` finds, finding it again when it was redrawn
+    /// in between.
+    #[track_caller]
+    fn click_at(&self, xpath: &str) {
+        let deadline = Instant::now() + SHOWN_WITHIN;
+        loop {
+            if let Some(e) = self.find(xpath) {
+                let path = format!("/session/{}/element/{e}/click", self.session);
+                let r = request(
+                    self.addr,
+                    "POST",
+                    &path,
+                    &["Content-Type: application/json"],
+                    "{}",
+                );
+                if r.status == 200 {
+                    return;
+                }
+            }
+            assert!(Instant::now() < deadline, "cannot click {xpath}");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Waits until `xpath` finds an element whose text `ok` accepts.
+    #[track_caller]
+    fn wait_for(&self, xpath: &str, ok: impl Fn(&str) -> bool) -> String {
+        let deadline = Instant::now() + SHOWN_WITHIN;
+        let mut last = String::new();
+        loop {
+            if let Some(text) = self.text_at(xpath) {
+                if ok(&text) {
+                    return text;
+                }
+                last = text;
+            }
+            if Instant::now() >= deadline {
+                let source = self.session("GET", "/source", &json!({}));
+                let source = source.as_str().unwrap_or_default();
+                let at = source.find("id=\"destinations\"").unwrap_or(0);
+                panic!(
+                    "{xpath}: last shown {last:?}; the table: {}",
+                    &source[at..(at + 1500).min(source.len())]
+                );
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// The field whose visible `<label>` says `label`.
+    #[track_caller]
+    fn labelled(&self, label: &str) -> String {
+        let l = self
+            .find(&format!("//label[normalize-space()='{label}']"))
+            .unwrap_or_else(|| panic!("no label {label:?}"));
+        let id = self.session("GET", &format!("/element/{l}/attribute/for"), &json!({}));
+        let id = id.as_str().expect("the label names its field");
+        self.find(&format!("//*[@id='{id}']"))
+            .expect("the labelled field")
+    }
+
+    #[track_caller]
+    fn type_into(&self, element: &str, text: &str) {
+        self.session("POST", &format!("/element/{element}/clear"), &json!({}));
+        self.session(
+            "POST",
+            &format!("/element/{element}/value"),
+            &json!({"text": text}),
+        );
+    }
+
+    #[track_caller]
+    fn click(&self, element: &str) {
+        self.session("POST", &format!("/element/{element}/click"), &json!({}));
+    }
+}
+
+/// The Chromium program: Debian calls it `chromium`.
+fn chromium() -> &'static str {
+    "/usr/bin/chromium"
+}
+
+/// Standard base64, as WebDriver sends a screenshot.
+fn base64(text: &str) -> Vec<u8> {
+    let value = |c: u8| match c {
+        b'A'..=b'Z' => c - b'A',
+        b'a'..=b'z' => c - b'a' + 26,
+        b'0'..=b'9' => c - b'0' + 52,
+        b'+' => 62,
+        _ => 63,
+    };
+    let digits: Vec<u8> = text
+        .bytes()
+        .filter(|c| c.is_ascii_alphanumeric() || *c == b'+' || *c == b'/')
+        .map(value)
+        .collect();
+    let mut out = Vec::with_capacity(digits.len() * 3 / 4);
+    for chunk in digits.chunks(4) {
+        let n = chunk
+            .iter()
+            .enumerate()
+            .fold(0u32, |n, (i, &d)| n | (u32::from(d) << (18 - 6 * i)));
+        let bytes = [(n >> 16) as u8, (n >> 8) as u8, n as u8];
+        out.extend_from_slice(&bytes[..chunk.len() - 1]);
+    }
+    out
+}
+
+/// Streams racing packets to `to` at about 60 a second until `stop`.
+fn stream(to: SocketAddr, stop: Arc<AtomicBool>) -> std::thread::JoinHandle<()> {
+    std::thread::spawn(move || {
+        let sender = Sender::new(to);
+        let mut t = 0;
+        while !stop.load(Ordering::Relaxed) {
+            t += 16;
+            sender.send(&Spec::new(Format::Fh5, t).build());
+            std::thread::sleep(Duration::from_millis(16));
+        }
+    })
+}
+
+/// Whether `socket` receives something within `within`.
+fn receives(socket: &UdpSocket, within: Duration) -> bool {
+    socket
+        .set_read_timeout(Some(Duration::from_millis(100)))
+        .unwrap();
+    let deadline = Instant::now() + within;
+    let mut buf = [0u8; MAX_DATAGRAM];
+    while Instant::now() < deadline {
+        if socket.recv(&mut buf).is_ok() {
+            return true;
+        }
+    }
+    false
+}
+
+#[test]
+fn the_page_in_chromium_shows_the_car_and_adds_and_removes_a_destination() {
+    if !require_tool(
+        "chromium",
+        runs(chromium()) && runs("chromedriver"),
+        "install Debian's chromium and chromium-driver",
+    ) {
+        return;
+    }
+    let (first, first_addr) = receiver();
+    let text = format!(
+        "# my relay: the comments stay\n{}\n# the first tool\n{}",
+        listen_toml("fh5"),
+        destination_toml("first", first_addr, "same", "")
+    )
+    .replace(
+        "[stats]",
+        "[web]\naddr = \"127.0.0.1:0\" # the page\n\n[stats]",
+    );
+    let file = TempPath::file("browser.toml", &text);
+    let mut bin = Bin::spawn(&["run", "--config", file.path().to_str().unwrap()], None);
+    let listen = bin.wait_for_address("listen on ");
+    let line = bin.wait_for_line("web page on http://");
+    let url = line[line.find("http://").unwrap()..].trim().to_owned();
+    bin.wait_for_line("running; press Ctrl-C to stop");
+    let stop = Arc::new(AtomicBool::new(false));
+    let streaming = stream(listen, stop.clone());
+
+    let driver = Driver::start();
+    driver.session("POST", "/url", &json!({ "url": url }));
+    // SPEED m/s in km/h, ±1.
+    let kmh = f64::from(SPEED) * 3.6;
+    driver.wait_for("//*[@id='speed-kmh']", |t| {
+        t.parse::<f64>().is_ok_and(|v| (v - kmh).abs() <= 1.0)
+    });
+    driver.wait_for("//tr[@data-name='first']/td[@class='rate']", |t| {
+        t.parse::<f64>().is_ok_and(|v| v > 0.0)
+    });
+
+    let (second, second_addr) = receiver();
+    driver.type_into(&driver.labelled("Name"), "second");
+    driver.type_into(&driver.labelled("Address"), &second_addr.to_string());
+    let format = driver.labelled("Format");
+    let fh4 = driver
+        .find(&format!(
+            "//*[@id='{}']/option[text()='fh4']",
+            "dest-format"
+        ))
+        .expect("fh4 in the Format list");
+    driver.click(&format);
+    driver.click(&fh4);
+    let add = driver
+        .find("//button[normalize-space()='Add']")
+        .expect("a button that says Add");
+    driver.click(&add);
+    assert!(
+        receives(&second, ADDED_WITHIN),
+        "nothing reached the destination added from the page within {ADDED_WITHIN:?}"
+    );
+    let written = std::fs::read_to_string(file.path()).unwrap();
+    assert!(written.starts_with(&text), "comments kept:\n{written}");
+    assert!(
+        written.contains(&format!("addr = \"{second_addr}\"")),
+        "{written}"
+    );
+    assert!(written.contains("format = \"fh4\""), "{written}");
+    driver.wait_for("//tr[@data-name='second']/td[@class='rate']", |t| {
+        t.parse::<f64>().is_ok_and(|v| v > 0.0)
+    });
+
+    let shot = driver.session("GET", "/screenshot", &json!({}));
+    let png = base64(shot.as_str().expect("a screenshot"));
+    assert!(png.starts_with(b"\x89PNG"), "a PNG");
+    let docs = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs");
+    std::fs::write(docs.join("web-page.png"), &png).expect("save the screenshot");
+
+    driver.click_at("//tr[@data-name='second']//button[normalize-space()='Remove']");
+    bin.wait_for_line("configuration applied: - second");
+    // What was on its way drains; then nothing more arrives.
+    let deadline = Instant::now() + SHOWN_WITHIN;
+    while receives(&second, Duration::from_millis(300)) {
+        assert!(
+            Instant::now() < deadline,
+            "still sent to a removed destination"
+        );
+    }
+    assert!(
+        !receives(&second, Duration::from_secs(1)),
+        "still sent to a removed destination"
+    );
+    assert!(
+        receives(&first, Duration::from_secs(1)),
+        "first still relayed to"
+    );
+    assert_eq!(
+        std::fs::read_to_string(file.path()).unwrap().trim_end(),
+        text.trim_end()
+    );
+
+    stop.store(true, Ordering::Relaxed);
+    streaming.join().unwrap();
+    drop(driver);
+    bin.signal("INT");
+    let done = bin.wait();
+    assert_eq!(done.code(), 0, "{}", done.stderr);
+}

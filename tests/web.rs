@@ -1,0 +1,468 @@
+//! `run`'s web page through the real binary: what it serves, what it refuses
+//! (a foreign Host, a missing or wrong token, a cross-origin change, an
+//! oversized body, malformed requests) with nothing changed and the relay
+//! still forwarding every packet, and destinations changed from it.
+
+mod common;
+
+use std::net::{SocketAddr, UdpSocket};
+use std::time::{Duration, Instant};
+
+use forza_relay::wire::Format;
+
+use common::bin::Bin;
+use common::http::{self, get, request, Reply};
+use common::*;
+
+/// How long a change from the page may take to reach the relay.
+const APPLY_WITHIN: Duration = Duration::from_secs(5);
+
+/// Waits until it runs: the relay's address, the page's, the token in the
+/// page's URL (empty on loopback).
+fn started(bin: &mut Bin) -> (SocketAddr, SocketAddr, String) {
+    let listen = bin.wait_for_address("listen on ");
+    let (web, token) = web_addr(bin);
+    bin.wait_for_line("running; press Ctrl-C to stop");
+    (listen, web, token)
+}
+
+/// The page's address, from `web page on http://ADDR/…`.
+fn web_addr(bin: &mut Bin) -> (SocketAddr, String) {
+    let line = bin.wait_for_line("web page on http://");
+    let url = &line[line.find("http://").unwrap() + 7..];
+    let url = url.split_whitespace().next().unwrap();
+    let (addr, rest) = url.split_once('/').unwrap();
+    let token = rest.strip_prefix("?token=").unwrap_or_default().to_owned();
+    (
+        addr.parse()
+            .unwrap_or_else(|_| panic!("no address in {line:?}")),
+        token,
+    )
+}
+
+/// The session token, as the page gets it.
+fn page_token(page: &Reply) -> String {
+    let at = page
+        .body
+        .find("name=\"forza-token\" content=\"")
+        .expect("the token's meta")
+        + 28;
+    page.body[at..at + 32].to_owned()
+}
+
+/// Sends `n` racing packets and checks that `receiver` gets each.
+#[track_caller]
+fn forwards(sender: &Sender, receiver: &UdpSocket, n: u32) {
+    for i in 0..n {
+        let p = Spec::new(Format::Fh5, 1_000 + i).build();
+        sender.send(&p);
+        assert_eq!(recv(receiver), p, "packet {i}");
+    }
+}
+
+fn destinations(web: SocketAddr, headers: &[&str]) -> Vec<String> {
+    let snapshot = get(web, "/api/snapshot", headers).json();
+    snapshot["counters"]["destinations"]
+        .as_array()
+        .expect("destinations")
+        .iter()
+        .map(|d| d["name"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+fn post_change(web: SocketAddr, token: &str, body: &str) -> Reply {
+    request(
+        web,
+        "POST",
+        "/api/destinations",
+        &[
+            &format!("Origin: http://{web}"),
+            &format!("X-Forza-Token: {token}"),
+            "Content-Type: application/json",
+        ],
+        body,
+    )
+}
+
+#[test]
+fn on_loopback_it_serves_the_page_and_refuses_every_unsafe_request_while_relaying() {
+    let (receiver, to) = receiver();
+    let mut bin = Bin::spawn(
+        &[
+            "run",
+            "--listen",
+            "127.0.0.1:0",
+            "--web",
+            "127.0.0.1:0",
+            "--stats-interval",
+            "0",
+            "--to",
+            &format!("{to},name=tool"),
+        ],
+        None,
+    );
+    let (listen, web, token) = started(&mut bin);
+    assert!(token.is_empty(), "no token in the URL on loopback");
+    let sender = Sender::new(listen);
+    forwards(&sender, &receiver, 5);
+
+    let page = get(web, "/", &[]);
+    assert_eq!(page.status, 200);
+    let csp = page.header("content-security-policy").expect("a CSP");
+    assert!(
+        csp.contains("script-src 'self'") && !csp.contains("unsafe-inline"),
+        "{csp}"
+    );
+    assert!(
+        !page.body.contains(" on") || !page.body.contains("onclick="),
+        "no inline handlers"
+    );
+    let token = page_token(&page);
+    for label in ["Name", "Address", "Format"] {
+        assert!(
+            page.body.contains(&format!(">{label}</label>")),
+            "label {label}"
+        );
+    }
+    assert!(page.body.contains(">Add</button>"));
+    for asset in ["/app.js", "/app.css", "/icon.svg"] {
+        assert_eq!(get(web, asset, &[]).status, 200, "{asset}");
+    }
+    assert_eq!(destinations(web, &[]), ["tool"]);
+
+    // DNS rebinding: a page of another name that resolves here.
+    let foreign = get(
+        web,
+        "/api/snapshot",
+        &[&format!("Host: evil.example:{}", web.port())],
+    );
+    assert_eq!(foreign.status, 403, "{foreign:?}");
+    for host in ["localhost", "127.0.0.1", "[::1]"] {
+        let ok = get(
+            web,
+            "/api/snapshot",
+            &[&format!("Host: {host}:{}", web.port())],
+        );
+        assert_eq!(ok.status, 200, "Host {host}");
+    }
+    let add = r#"{"action":"add","name":"evil","addr":"127.0.0.1:9"}"#;
+    let origin = format!("Origin: http://{web}");
+    let with_token = format!("X-Forza-Token: {token}");
+    let refused = [
+        // Cross-origin, no origin, no token, a wrong token.
+        vec!["Origin: http://evil.example".to_owned(), with_token.clone()],
+        vec![with_token.clone()],
+        vec![origin.clone()],
+        vec![origin.clone(), format!("X-Forza-Token: {}", "0".repeat(32))],
+    ];
+    for headers in refused {
+        let headers: Vec<&str> = headers.iter().map(String::as_str).collect();
+        let r = request(web, "POST", "/api/destinations", &headers, add);
+        assert_eq!(r.status, 403, "{headers:?}: {r:?}");
+    }
+    // An oversized body, said and sent.
+    let big = format!(
+        r#"{{"action":"add","name":"{}","addr":"127.0.0.1:9"}}"#,
+        "x".repeat(40_000)
+    );
+    let r = request(
+        web,
+        "POST",
+        "/api/destinations",
+        &[&origin, &with_token],
+        &big,
+    );
+    assert_eq!(r.status, 413, "{:?}", r.status);
+    // Headers over the limit.
+    let huge = format!("X-Junk: {}", "y".repeat(10_000));
+    assert_eq!(get(web, "/", &[&huge]).status, 431);
+    // Malformed requests: each gets 400 (or the connection closed), nothing else.
+    let mut answered = 0;
+    for i in 0..1_000 {
+        let garbage: &[u8] = match i % 4 {
+            0 => b"NOT HTTP AT ALL\r\n\r\n",
+            1 => b"GET / HTTP/9.9\r\n\r\n",
+            2 => b"GET /\x00\xff HTTP/1.1\r\nHost\r\n\r\n",
+            _ => b"POST /api/destinations HTTP/1.1\r\nConnection: close\r\nContent-Length: -5\r\n\r\n",
+        };
+        if let Some(r) = http::raw(web, garbage) {
+            assert!(
+                r.status == 400 || r.status == 505,
+                "request {i}: {:?}",
+                r.status
+            );
+            answered += 1;
+        }
+    }
+    assert!(
+        answered > 0,
+        "tiny_http answers malformed requests with 400"
+    );
+    assert_eq!(destinations(web, &[]), ["tool"], "nothing changed");
+    forwards(&sender, &receiver, 50);
+
+    // A page's event stream says something at once.
+    let mut events = std::net::TcpStream::connect(web).unwrap();
+    use std::io::{Read as _, Write as _};
+    events
+        .write_all(format!("GET /api/events HTTP/1.1\r\nHost: {web}\r\n\r\n").as_bytes())
+        .unwrap();
+    events
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let mut seen = String::new();
+    let mut buf = [0u8; 4096];
+    while !seen.contains("event: counters") {
+        let n = events.read(&mut buf).expect("an event within 10 s");
+        assert!(n > 0, "the stream closed: {seen}");
+        seen.push_str(&String::from_utf8_lossy(&buf[..n]));
+    }
+    assert!(seen.starts_with("HTTP/1.1 200"), "{seen}");
+    assert!(seen.contains("text/event-stream"), "{seen}");
+    forwards(&sender, &receiver, 20);
+    drop(events);
+
+    bin.signal("INT");
+    let done = bin.wait();
+    assert_eq!(done.code(), 0, "{}", done.stderr);
+}
+
+#[test]
+fn beyond_loopback_every_request_needs_the_token_and_the_cookie_keeps_it() {
+    let (receiver, to) = receiver();
+    let mut bin = Bin::spawn(
+        &[
+            "run",
+            "--listen",
+            "127.0.0.1:0",
+            "--web",
+            "0.0.0.0:0",
+            "--stats-interval",
+            "0",
+            "--to",
+            &format!("{to},name=tool"),
+        ],
+        None,
+    );
+    let listen = bin.wait_for_address("listen on ");
+    let line = bin.wait_for_line("web page on http://");
+    let token = line.split("?token=").nth(1).expect("a token in the URL");
+    let token = &token[..32];
+    let port: u16 = line.split("address>:").nth(1).unwrap()[..5]
+        .trim_end_matches(|c: char| !c.is_ascii_digit())
+        .split('/')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    let web: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    bin.wait_for_line("running; press Ctrl-C to stop");
+    let sender = Sender::new(listen);
+
+    for path in ["/", "/api/snapshot", "/app.js", "/api/events"] {
+        assert_eq!(get(web, path, &[]).status, 401, "{path} without a token");
+        let wrong = format!("{path}?token={}", "f".repeat(32));
+        assert_eq!(
+            get(web, &wrong, &[]).status,
+            401,
+            "{path} with a wrong token"
+        );
+    }
+    let wrong_cookie = format!("Cookie: forza_relay_token={}", "a".repeat(32));
+    assert_eq!(get(web, "/api/snapshot", &[&wrong_cookie]).status, 401);
+    let r = request(
+        web,
+        "POST",
+        "/api/destinations",
+        &[&format!("Origin: http://{web}")],
+        r#"{"action":"remove","name":"tool"}"#,
+    );
+    assert_eq!(r.status, 401);
+
+    let page = get(web, &format!("/?token={token}"), &[]);
+    assert_eq!(page.status, 200);
+    let cookie = page
+        .header("set-cookie")
+        .expect("the token kept in a cookie");
+    assert!(
+        cookie.contains("HttpOnly") && cookie.contains("SameSite=Strict"),
+        "{cookie}"
+    );
+    let cookie = format!("Cookie: {}", cookie.split(';').next().unwrap());
+    assert_eq!(destinations(web, &[&cookie]), ["tool"], "nothing changed");
+    // A LAN address typed as digits is this page; a host name is not.
+    let by_name = get(
+        web,
+        "/api/snapshot",
+        &[&cookie, &format!("Host: relay.example:{port}")],
+    );
+    assert_eq!(by_name.status, 403);
+    forwards(&sender, &receiver, 20);
+
+    bin.signal("INT");
+    let done = bin.wait();
+    assert_eq!(done.code(), 0, "{}", done.stderr);
+}
+
+#[test]
+fn a_destination_added_from_the_page_is_written_with_the_comments_and_relayed_to() {
+    let (first, first_addr) = receiver();
+    let text = format!(
+        "# my relay: the comments stay\n{}\n# the first tool\n{}",
+        listen_toml("fh5"),
+        destination_toml("first", first_addr, "same", "")
+    );
+    let text = text.replace(
+        "[stats]",
+        "[web]\naddr = \"127.0.0.1:0\" # where the page is\n\n[stats]",
+    );
+    let file = TempPath::file("web.toml", &text);
+    let path = file.path().to_str().unwrap();
+    let mut bin = Bin::spawn(&["run", "--config", path], None);
+    let (listen, web, _) = started(&mut bin);
+    let sender = Sender::new(listen);
+    forwards(&sender, &first, 3);
+    let token = page_token(&get(web, "/", &[]));
+
+    let (second, second_addr) = receiver();
+    let r = post_change(
+        web,
+        &token,
+        &format!(r#"{{"action":"add","name":"second","addr":"{second_addr}","format":"fh4"}}"#),
+    );
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.json()["saved"], true);
+    let written = std::fs::read_to_string(file.path()).unwrap();
+    assert!(
+        written.starts_with(&text),
+        "comments, order and formatting kept:\n{written}"
+    );
+    assert!(
+        written.contains(&format!("addr = \"{second_addr}\"")),
+        "{written}"
+    );
+    bin.wait_for_line("configuration applied: + second (fh4)");
+    // Datagrams reach the new receiver, translated.
+    let deadline = Instant::now() + APPLY_WITHIN;
+    second
+        .set_read_timeout(Some(Duration::from_millis(100)))
+        .unwrap();
+    let mut buf = [0u8; MAX_DATAGRAM];
+    let got = loop {
+        sender.send(&Spec::new(Format::Fh5, 7).build());
+        let _ = recv(&first);
+        if let Ok(n) = second.recv(&mut buf) {
+            break n;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "nothing reached the new destination"
+        );
+    };
+    assert_eq!(got, Format::Fh4.len());
+
+    // A change that makes the file invalid is refused and not written.
+    let r = post_change(
+        web,
+        &token,
+        r#"{"action":"add","name":"bad","addr":"nowhere"}"#,
+    );
+    assert_eq!(r.status, 422, "{}", r.body);
+    assert!(
+        r.json()["error"].as_str().unwrap().contains("nowhere"),
+        "{}",
+        r.body
+    );
+    assert_eq!(std::fs::read_to_string(file.path()).unwrap(), written);
+
+    let r = post_change(web, &token, r#"{"action":"remove","name":"second"}"#);
+    assert_eq!(r.status, 200, "{}", r.body);
+    bin.wait_for_line("configuration applied: - second");
+    assert_eq!(
+        std::fs::read_to_string(file.path()).unwrap().trim_end(),
+        text.trim_end()
+    );
+    // Nothing more arrives there.
+    while second.recv(&mut buf).is_ok() {}
+    forwards(&sender, &first, 10);
+    assert!(
+        second.recv(&mut buf).is_err(),
+        "still sent to a removed destination"
+    );
+
+    bin.signal("INT");
+    let done = bin.wait();
+    assert_eq!(done.code(), 0, "{}", done.stderr);
+}
+
+#[test]
+fn without_a_file_a_change_applies_to_the_running_relay_and_says_it_is_not_saved() {
+    let (first, first_addr) = receiver();
+    let mut bin = Bin::spawn(
+        &[
+            "run",
+            "--listen",
+            "127.0.0.1:0",
+            "--web",
+            "127.0.0.1:0",
+            "--to",
+            &format!("{first_addr},name=first"),
+        ],
+        None,
+    );
+    let (listen, web, _) = started(&mut bin);
+    let token = page_token(&get(web, "/", &[]));
+    let snapshot = get(web, "/api/snapshot", &[]).json();
+    assert_eq!(snapshot["counters"]["saved"], false);
+    let (second, second_addr) = receiver();
+    let r = post_change(
+        web,
+        &token,
+        &format!(r#"{{"action":"add","name":"second","addr":"{second_addr}"}}"#),
+    );
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.json()["saved"], false);
+    assert!(r.body.contains("not saved"), "{}", r.body);
+    let sender = Sender::new(listen);
+    let p = Spec::new(Format::Fh5, 1).build();
+    sender.send(&p);
+    assert_eq!(recv(&first), p);
+    assert_eq!(recv(&second), p);
+    assert_eq!(destinations(web, &[]), ["first", "second"]);
+    bin.signal("INT");
+    let done = bin.wait();
+    assert_eq!(done.code(), 0, "{}", done.stderr);
+}
+
+#[test]
+fn a_taken_port_is_one_warning_and_the_relay_runs_on_without_the_page() {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = taken.local_addr().unwrap().port();
+    let (receiver, to) = receiver();
+    let mut bin = Bin::spawn(
+        &[
+            "run",
+            "--listen",
+            "127.0.0.1:0",
+            "--web",
+            &format!("127.0.0.1:{port}"),
+            "--to",
+            &to.to_string(),
+        ],
+        None,
+    );
+    let listen = bin.wait_for_address("listen on ");
+    let warning = bin.wait_for_line("no web page");
+    assert!(warning.contains(&format!("port {port}")), "{warning}");
+    bin.wait_for_line("running; press Ctrl-C to stop");
+    forwards(&Sender::new(listen), &receiver, 10);
+    bin.signal("INT");
+    let done = bin.wait();
+    assert_eq!(done.code(), 0, "{}", done.stderr);
+    let warnings = done
+        .stderr
+        .lines()
+        .filter(|l| l.contains("no web page"))
+        .count();
+    assert_eq!(warnings, 1, "{}", done.stderr);
+}
