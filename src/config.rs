@@ -27,7 +27,7 @@ use crate::wire::{Format, FORMAT_IDS};
 
 /// The port forza-relay listens on when none is given. Outside FH6's own
 /// 5200..5300, SimHub's 8000 and the community's usual 5300, 5555, 9999, 12350,
-/// 20777 (FORMATS.md).
+/// 20777 (docs/formats.md).
 pub const DEFAULT_PORT: u16 = 5400;
 /// The listen address when none is given: every interface, so an Xbox on the LAN
 /// reaches it too.

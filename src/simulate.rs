@@ -11,7 +11,7 @@
 //! `atan` come from each system's maths library, which may differ in the last bit
 //! of an `f64`; that rarely reaches the `f32` of a packet, but it can.)
 //!
-//! What the packets hold, and the relations a test can check (FORMATS.md "What
+//! What the packets hold, and the relations a test can check (docs/formats.md "What
 //! real drives look like"):
 //! - The first [`RACE_OFF_FRAMES`] frames, and every frame after
 //!   [`Simulator::finish`], have IsRaceOn = 0 and are all zero but TimestampMS, as
@@ -36,7 +36,7 @@
 //! - The car never changes: an invented rear-wheel-drive V8 of class R in FH6 (6),
 //!   S2 in FH4/FH5 (5), R in FM7 (5), with CarGroup set and the Smashable fields 0.
 //!
-//! Conventions FORMATS.md leaves open are ours: see `track.rs` for headings; Pitch
+//! Conventions docs/formats.md leaves open are ours: see `track.rs` for headings; Pitch
 //! is positive nose up, Roll positive leaning right.
 
 mod send;
@@ -56,7 +56,7 @@ pub const RACE_OFF_FRAMES: u32 = 5;
 
 /// Standard gravity, m/s².
 const G: f64 = 9.806_65;
-/// Redline as the game reports it: not a round number (FORMATS.md).
+/// Redline as the game reports it: not a round number (docs/formats.md).
 const ENGINE_MAX_RPM: f64 = 7_999.995;
 /// Idle.
 const ENGINE_IDLE_RPM: f64 = 850.0;
@@ -150,14 +150,14 @@ const MAX_STEP: f64 = 0.01;
 /// `dt` is taken to be at least this, and at most [`MAX_DT`], s.
 const MIN_DT: f64 = 0.000_1;
 const MAX_DT: f64 = 1.0;
-/// The car, as each game would identify it (FORMATS.md "Car class").
+/// The car, as each game would identify it (docs/formats.md "Car class").
 const CAR_ORDINAL: i32 = 2_352;
 const CAR_PI: i32 = 925;
 const FM_CAR_PI: i32 = 870;
 const CAR_GROUP: u32 = 26;
 const DRIVETRAIN_RWD: i32 = 1;
 const CYLINDERS: i32 = 8;
-/// FM2023's track id in FORMATS.md's example.
+/// FM2023's track id in docs/formats.md's example.
 const TRACK_ORDINAL: i32 = 1_640;
 /// The grid slot the car starts from; it gains a place a lap.
 const GRID_POSITION: u8 = 4;
@@ -382,7 +382,7 @@ impl Simulator {
             }
             Phase::Finished => {}
         }
-        // Race-off frames, and the Horizon tail byte, stay zero (FORMATS.md).
+        // Race-off frames, and the Horizon tail byte, stay zero (docs/formats.md).
         packet.set_timestamp_ms(timestamp);
         Ok(len)
     }
@@ -600,7 +600,7 @@ impl Simulator {
             let combined = slip.hypot(angle) * load.max(0.2);
             self.wear[i] = (self.wear[i] + WEAR_RATE * combined * v * h).min(1.0);
         }
-        // FORMATS.md: every game sends TireTempRL equal to TireTempRR.
+        // docs/formats.md: every game sends TireTempRL equal to TireTempRR.
         let rear = (self.tyre_temp[2] + self.tyre_temp[3]) / 2.0;
         self.tyre_temp[2] = rear;
         self.tyre_temp[3] = rear;

@@ -27,7 +27,7 @@ pub const KMH_PER_MS: f32 = 3.6;
 /// mph in one m/s (1 / 0.44704).
 pub const MPH_PER_MS: f32 = 2.236_936_3;
 
-/// The Gear byte as a driver reads it (FORMATS.md "Gear").
+/// The Gear byte as a driver reads it (docs/formats.md "Gear").
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Gear {
     /// 0.
@@ -205,7 +205,7 @@ impl Telemetry {
 }
 
 /// Whether `packet` is a frame the game sends in menus and pauses: IsRaceOn = 0
-/// and every byte but TimestampMS zero (FORMATS.md: "FH6's IsRaceOn = 0 frames are
+/// and every byte but TimestampMS zero (docs/formats.md: "FH6's IsRaceOn = 0 frames are
 /// all zero except TimestampMS").
 pub fn is_menu_frame<T: AsRef<[u8]>>(packet: &Packet<T>) -> bool {
     let stamp = field::TIMESTAMP_MS
@@ -562,7 +562,7 @@ mod fixtures {
         assert_eq!(t.fields.car_class, 5);
         assert_eq!(t.fields.drivetrain_type, 2);
         assert_eq!(t.drivetrain, Some("AWD"));
-        // FORMATS.md gives no class scale for the Sled packet.
+        // docs/formats.md gives no class scale for the Sled packet.
         assert_eq!(t.car_class_letter, None);
         no_horizon(&t);
         no_extras(&t);
@@ -622,7 +622,7 @@ mod fixtures {
         no_horizon(&t);
         no_extras(&t);
         assert_eq!(tail_byte(FM7, Format::Fm7), None);
-        // FORMATS.md: Speed at 244 and Gear at 307 in FM.
+        // docs/formats.md: Speed at 244 and Gear at 307 in FM.
         assert_eq!(FM7[244..248], 27.5f32.to_le_bytes());
         assert_eq!(FM7[307], 0);
         assert_eq!(detect(FM7), Some(Format::Fm7));
@@ -637,7 +637,7 @@ mod fixtures {
         shared_dash(&t);
         assert_eq!(t.fields.timestamp_ms, 333_333);
         assert_eq!(t.fields.car_class, 3);
-        // FORMATS.md gives no FM2023 class scale.
+        // docs/formats.md gives no FM2023 class scale.
         assert_eq!(t.car_class_letter, None);
         assert_eq!(t.fields.drivetrain_type, 0);
         assert_eq!(t.drivetrain, Some("FWD"));
@@ -647,7 +647,7 @@ mod fixtures {
         assert_eq!(t.fields.track_ordinal, Some(860));
         no_horizon(&t);
         assert_eq!(tail_byte(FM2023, Format::Fm2023), None);
-        // FORMATS.md: TireWear at 311, TrackOrdinal at 327.
+        // docs/formats.md: TireWear at 311, TrackOrdinal at 327.
         assert_eq!(FM2023[311..315], 0.91f32.to_le_bytes());
         assert_eq!(FM2023[327..331], 860i32.to_le_bytes());
         assert_eq!(detect(FM2023), Some(Format::Fm2023));
@@ -693,7 +693,7 @@ mod fixtures {
         assert_eq!(t.gear, Some(Gear::Other(12)));
         assert_eq!(t.gear.unwrap().to_string(), "12");
         assert_eq!(tail_byte(FH5, Format::Fh5), Some(0xA5));
-        // FORMATS.md: puddles are F32 depths, Speed at 256, Gear at 319, tail at 323.
+        // docs/formats.md: puddles are F32 depths, Speed at 256, Gear at 319, tail at 323.
         assert_eq!(FH5[132..136], 0.5f32.to_le_bytes());
         assert_eq!(FH5[256..260], 27.5f32.to_le_bytes());
         assert_eq!(FH5[319], 12);
@@ -734,7 +734,7 @@ mod fixtures {
         assert_eq!(t.gear, Some(Gear::Forward(6)));
         assert_eq!(t.gear.unwrap().to_string(), "6");
         assert_eq!(tail_byte(FH6, Format::Fh6), Some(0xA6));
-        // FORMATS.md: puddles are S32 flags, CarGroup at 232, Speed at 256.
+        // docs/formats.md: puddles are S32 flags, CarGroup at 232, Speed at 256.
         assert_eq!(FH6[132..136], 1i32.to_le_bytes());
         assert_eq!(FH6[232..236], 16u32.to_le_bytes());
         assert_eq!(FH6[256..260], 27.5f32.to_le_bytes());

@@ -1,4 +1,4 @@
-//! Rewriting a packet from one format into another (FORMATS.md "Translation rules").
+//! Rewriting a packet from one format into another (docs/formats.md "Translation rules").
 //!
 //! Pure: no I/O, no logging, no allocation. Every one of the 36 format pairs has a
 //! copy plan built at compile time from the [`Layout`](crate::wire::Layout) rows: a

@@ -316,7 +316,7 @@ fn assert_same_bytes(got: &[u8], sent: &[u8], what: &str) {
     }
 }
 
-/// FH6 CarClass on the FH5 scale, by letter (FORMATS.md "Car class"): R, which
+/// FH6 CarClass on the FH5 scale, by letter (docs/formats.md "Car class"): R, which
 /// FH5 lacks, becomes S2; a value off the scale passes as it is.
 fn fh5_class(fh6: i32) -> i32 {
     match fh6 {

@@ -76,7 +76,7 @@ fn fh6_input_is_translated_to_fh5_fm7_and_sled_at_once() {
             + &destination_toml("sled", sled_addr, "sled", "")),
     ));
     let sender = relay.sender();
-    // FH6 classes R and X become S2 and X on FH5's scale (FORMATS.md "Car class").
+    // FH6 classes R and X become S2 and X on FH5's scale (docs/formats.md "Car class").
     // The S32 0/1 puddle flags become F32 depths 0.0/1.0 in every other format.
     let cases = [
         (

@@ -413,7 +413,7 @@ fn issue_12_watch_shows_a_nan_datagram_as_dashes_and_keeps_running() {
 }
 
 /// FH6's frame in a menu or pause: all zero but TimestampMS and IsRaceOn = 0
-/// (FORMATS.md).
+/// (docs/formats.md).
 fn menu_frame(timestamp_ms: u32) -> Vec<u8> {
     let mut buf = vec![0u8; Format::Fh6.len()];
     Packet::new_checked(&mut buf[..], Format::Fh6)

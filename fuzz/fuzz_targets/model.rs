@@ -17,6 +17,7 @@ use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use forza_relay::config::Input;
+use forza_relay::stats::Latency;
 use forza_relay::watch::dashboard::plain_line;
 use forza_relay::watch::{render, DestinationRow, Model};
 use forza_relay::wire::Format;
@@ -129,6 +130,13 @@ fuzz_target!(|data: &[u8]| {
                     filtered: s.u64(),
                     rate_limited: s.u64(),
                     errors: s.u64(),
+                    stale: s.u64(),
+                    latency: Latency {
+                        count: s.u64(),
+                        p50: Duration::from_nanos(s.u64()),
+                        p99: Duration::from_nanos(s.u64()),
+                        max: Duration::from_nanos(s.u64()),
+                    },
                     problems: String::from_utf8_lossy(&s.bytes(problems_len)).into_owned(),
                 }
             })

@@ -577,7 +577,7 @@ mod tests {
     #[test]
     fn a_certain_horizon_guess_names_the_format() {
         let mut d = datagram("10.0.0.2:9", "10.0.0.1:5300", 324, 0);
-        // FH6 types WheelInPuddle as S32 0/1 (FORMATS.md): one wheel in a puddle.
+        // FH6 types WheelInPuddle as S32 0/1 (docs/formats.md): one wheel in a puddle.
         let at = crate::wire::field::WHEEL_IN_PUDDLE.offset;
         d.payload[at..at + 4].copy_from_slice(&1i32.to_le_bytes());
         let s = stream_of(&[d]);

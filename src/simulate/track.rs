@@ -9,7 +9,7 @@
 //! marked [`Piece::Closing`] are sized at start-up so that the loop ends exactly
 //! where it began, heading the same way.
 //!
-//! Conventions (ours; FORMATS.md does not fix them): the ground plane is world X/Z,
+//! Conventions (ours; docs/formats.md does not fix them): the ground plane is world X/Z,
 //! Y is up; a heading ψ points along (sin ψ, cos ψ) in (X, Z), so ψ = 0 faces +Z; a
 //! right turn increases ψ, and curvature is positive in right turns.
 

@@ -1,5 +1,5 @@
 //! The export's columns: every field of the one field table ([`field::ALL`]) by its
-//! FORMATS.md name, per-wheel fields as four columns (`TireTempFL` …), then the
+//! docs/formats.md name, per-wheel fields as four columns (`TireTempFL` …), then the
 //! values [`Telemetry`] derives, then where and when the datagram was received.
 //!
 //! Raw values are read straight from the table (block start + offset + the field's

@@ -2,7 +2,7 @@
 //! table ([`field::ALL`], the [`Layout`](crate::wire::Layout) rows, the per-format
 //! puddle type), so it can never disagree with the relay about an offset.
 //!
-//! Every field of every format is a `ProtoField` named as in FORMATS.md, with the
+//! Every field of every format is a `ProtoField` named as in docs/formats.md, with the
 //! abbreviation `forza.<key>` (`forza.speed`), per-wheel fields as a parent
 //! `forza.<key>` over four `forza.<key>.fl` … `.rr`. The format is chosen by length;
 //! 324 bytes is the Horizon game of the `forza.horizon` preference (fh6 unless
@@ -378,7 +378,7 @@ mod tests {
     #[test]
     fn offsets_and_types_come_from_the_table() {
         let lua = lua(5400);
-        // FORMATS.md: Speed F32 at 256 in FH, 244 in FM; Gear U8 at 319 / 307;
+        // docs/formats.md: Speed F32 at 256 in FH, 244 in FM; Gear U8 at 319 / 307;
         // WheelInPuddle S32 in fh6, F32 elsewhere; TrackOrdinal at 327 in fm2023.
         assert!(lua.contains("ProtoField.float(\"forza.speed\", \"Speed\""));
         assert!(lua.contains("ProtoField.uint8(\"forza.gear\", \"Gear\", base.DEC"));

@@ -52,7 +52,7 @@ const PERCENT: RangeInclusive<f32> = 0.0..=100.0;
 const AXIS: RangeInclusive<f32> = -1.0..=1.0;
 /// An angle in degrees.
 const ANGLE: RangeInclusive<f32> = -180.0..=180.0;
-/// A tyre whose |slip| is above this has lost grip (FORMATS.md: slip is
+/// A tyre whose |slip| is above this has lost grip (docs/formats.md: slip is
 /// normalised, above 1 the tyre slides).
 pub const GRIP_LOST: f32 = 1.0;
 

@@ -122,7 +122,7 @@ impl Source for UdpSource {
                 payload: &self.buf[..n],
             })),
             Err(e) => match e.kind() {
-                // Windows reports an earlier send's ICMP refusal on recv (FORMATS.md);
+                // Windows reports an earlier send's ICMP refusal on recv (docs/formats.md);
                 // the viewers never send, but it costs nothing to be safe.
                 io::ErrorKind::WouldBlock
                 | io::ErrorKind::TimedOut

@@ -1,4 +1,4 @@
-//! Telling formats apart (FORMATS.md "Telling formats apart"), and the one
+//! Telling formats apart (docs/formats.md "Telling formats apart"), and the one
 //! rule for which datagrams are packets of the input ([`Acceptor`]).
 //!
 //! Length decides everything but the 324-byte Horizon formats. Between fh4/fh5 and

@@ -1,4 +1,4 @@
-//! The field table: every named field of FORMATS.md, with its type and its offset
+//! The field table: every named field of docs/formats.md, with its type and its offset
 //! relative to its block, written exactly once.
 //!
 //! The [`fields!`] invocation at the bottom of this file generates, from one list:
@@ -12,7 +12,7 @@ use serde::Serialize;
 
 use super::{Absent, Block, Format, Packet, PuddleKind};
 
-/// The scalar types of FORMATS.md ("S32", "F32", …), plus WheelInPuddle's, which
+/// The scalar types of docs/formats.md ("S32", "F32", …), plus WheelInPuddle's, which
 /// is typed per format.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Scalar {
@@ -146,7 +146,7 @@ impl<T: Value> Value for Wheels<T> {
     }
 }
 
-/// One WheelInPuddle word, typed as its format types it (FORMATS.md): a depth
+/// One WheelInPuddle word, typed as its format types it (docs/formats.md): a depth
 /// 0..1 in sled, fm7, fm2023, fh4, fh5; a 0/1 flag in fh6.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 #[serde(untagged)]
@@ -214,7 +214,7 @@ impl Value for Puddle {
 /// Where one named field lives.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Field {
-    /// The name FORMATS.md gives it (per-wheel fields carry all four wheels).
+    /// The name docs/formats.md gives it (per-wheel fields carry all four wheels).
     pub name: &'static str,
     /// The snake_case name of its getter on [`Packet`] and of its key in [`Fields`].
     pub key: &'static str,
@@ -406,7 +406,7 @@ fields! {
         suspension_travel_meters, set_suspension_travel_meters, SUSPENSION_TRAVEL_METERS: Wheels<f32> = 196, "SuspensionTravelMeters";
         /// Unique per make and model.
         car_ordinal, set_car_ordinal, CAR_ORDINAL: i32 = 212, "CarOrdinal";
-        /// Class index on the game's own scale (FORMATS.md "Car class").
+        /// Class index on the game's own scale (docs/formats.md "Car class").
         car_class, set_car_class, CAR_CLASS: i32 = 216, "CarClass";
         /// 100..999.
         car_performance_index, set_car_performance_index, CAR_PERFORMANCE_INDEX: i32 = 220, "CarPerformanceIndex";
@@ -464,7 +464,7 @@ fields! {
         clutch, set_clutch, CLUTCH: u8 = 73, "Clutch";
         /// 0..255.
         hand_brake, set_hand_brake, HAND_BRAKE: u8 = 74, "HandBrake";
-        /// 0 = R, 1..10 forward, 11 = N (FORMATS.md "Gear").
+        /// 0 = R, 1..10 forward, 11 = N (docs/formats.md "Gear").
         gear, set_gear, GEAR: u8 = 75, "Gear";
         /// -127 left … 127 right.
         steer, set_steer, STEER: i8 = 76, "Steer";
@@ -525,7 +525,7 @@ mod tests {
 
     #[test]
     fn absolute_offsets_match_formats_md() {
-        // Spot checks of the FH and FM columns of FORMATS.md's Dash table.
+        // Spot checks of the FH and FM columns of docs/formats.md's Dash table.
         assert_eq!(SPEED.start(Format::Fm7), Some(244));
         assert_eq!(SPEED.start(Format::Fh6), Some(256));
         assert_eq!(GEAR.start(Format::Fm7), Some(307));

@@ -1,6 +1,6 @@
 //! The Forza "Data Out" packet formats, described once.
 //!
-//! Every format is built from the same blocks (see `FORMATS.md`):
+//! Every format is built from the same blocks (see `docs/formats.md`):
 //!
 //! | block   | length | in                    |
 //! |---------|--------|-----------------------|
@@ -121,7 +121,7 @@ impl Layout {
     }
 }
 
-// FORMATS.md "Car class".
+// docs/formats.md "Car class".
 const CLASSES_FH5: &[&str] = &["D", "C", "B", "A", "S1", "S2", "X"];
 const CLASSES_FH6: &[&str] = &["D", "C", "B", "A", "S1", "S2", "R", "X"];
 const CLASSES_FM7: &[&str] = &["D", "C", "B", "A", "S", "R", "P", "X"];
@@ -260,7 +260,7 @@ impl Format {
         self as usize
     }
 
-    /// The letter of CarClass `value` on this format's scale (FORMATS.md "Car
+    /// The letter of CarClass `value` on this format's scale (docs/formats.md "Car
     /// class"), where the scale is known.
     pub fn class_letter(self, value: i32) -> Option<&'static str> {
         let letters = self.layout().classes?;
@@ -370,7 +370,7 @@ impl std::error::Error for Error {}
 /// A field that the packet's format does not carry (Speed in `sled`, say).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Absent {
-    /// The field's name as in FORMATS.md.
+    /// The field's name as in docs/formats.md.
     pub field: &'static str,
     /// The format that lacks it.
     pub format: Format,

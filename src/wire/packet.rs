@@ -134,7 +134,7 @@ mod tests {
         assert_eq!(p.car_group(), Some(7));
         assert_eq!(p.wheel_in_puddle().fl, Puddle::Flag(1));
         assert_eq!(p.wheel_in_puddle().fr, Puddle::Flag(0));
-        // FORMATS.md: Speed at 256, Gear at 319, Steer at 320, CarGroup at 232 in FH.
+        // docs/formats.md: Speed at 256, Gear at 319, Steer at 320, CarGroup at 232 in FH.
         assert_eq!(&buf[256..260], &41.5f32.to_le_bytes());
         assert_eq!(buf[319], 3);
         assert_eq!(buf[320] as i8, -100);

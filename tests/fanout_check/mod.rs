@@ -5,7 +5,7 @@
 //! records what it is handed and answers as a shell would: sent, queued (the
 //! socket would block), or a failed send.
 //!
-//! The oracle is written from the formats reference (FORMATS.md) and the
+//! The oracle is written from the formats reference (docs/formats.md) and the
 //! relay's stated rules, not from the crate: its own layouts and field offsets,
 //! its own translation (block by block, field by field), its own detection
 //! (by length and by the puddle words, with the 30-packet rule of issue 12),
@@ -61,7 +61,7 @@ const MAX_SCRIPT_DATAGRAM: usize = 2_048;
 /// Longest script step: a timer or datagram advances the clock by up to this.
 const STEP: Duration = Duration::from_micros(500);
 
-// ---- The formats, as FORMATS.md describes them. ----
+// ---- The formats, as docs/formats.md describes them. ----
 
 /// Lengths of the blocks ("The five layouts").
 const SLED_LEN: usize = 232;
@@ -263,7 +263,7 @@ fn map_class(value: i32, from: Shape, to: Shape) -> i32 {
     }
 }
 
-/// `data` (a whole `from` packet) as a `to` packet, by FORMATS.md's
+/// `data` (a whole `from` packet) as a `to` packet, by docs/formats.md's
 /// "Translation rules": every byte written; Sled copied with the puddle words
 /// retyped and CarClass mapped; Horizon block, Dash, FM2023 extras and the
 /// tail byte copied when both formats have them, else zero.
