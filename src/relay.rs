@@ -1052,6 +1052,15 @@ impl Shell {
         self.timers(now);
     }
 
+    /// A receive that failed for a reason of its own: counted, and warned
+    /// about at most once per interval.
+    fn receive_failed(&mut self, e: &io::Error, now: Instant) {
+        self.core.count_recv_error();
+        if let Some(more) = self.recv_error.occurred(1, now, self.warn_every) {
+            warn!("receive failed on {}: {e}{}", self.listen, Suppressed(more));
+        }
+    }
+
     /// A wait in the receive that ended without a datagram: the timeout or a
     /// signal say nothing; another error is counted and warned about as a
     /// drain does, and after [`MAX_RECV_ERRORS`] in a row the loop waits in the
@@ -1063,10 +1072,7 @@ impl Shell {
                 trace!("ignored {e} on the listening socket");
             }
             _ => {
-                self.core.count_recv_error();
-                if let Some(more) = self.recv_error.occurred(1, now, self.warn_every) {
-                    warn!("receive failed on {}: {e}{}", self.listen, Suppressed(more));
-                }
+                self.receive_failed(e, now);
                 self.wait_errors += 1;
                 if self.wait_errors == MAX_RECV_ERRORS {
                     warn!(
@@ -1122,10 +1128,7 @@ impl Shell {
                         trace!("ignored {e} on the listening socket");
                     }
                     _ => {
-                        self.core.count_recv_error();
-                        if let Some(more) = self.recv_error.occurred(1, now, self.warn_every) {
-                            warn!("receive failed on {}: {e}{}", self.listen, Suppressed(more));
-                        }
+                        self.receive_failed(&e, now);
                         // Keep reading what is queued (mio is edge-triggered), but
                         // don't spin on a socket that keeps failing.
                         errors += 1;
