@@ -29,6 +29,23 @@ static GLOBAL: counting::Counting = counting::Counting;
 const WARM_UP: u64 = 200;
 const MEASURED: u64 = 1_500;
 
+/// Turns the relay with `turn` until WARM_UP datagrams have arrived, then
+/// counts the allocations on this thread while MEASURED more go through
+/// (bounded at 30 s).
+fn measure(relay: &mut Relay, turn: fn(&mut Relay, Option<Duration>)) -> usize {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while relay.input_stats().received < WARM_UP && Instant::now() < deadline {
+        turn(relay, Some(Duration::from_millis(10)));
+    }
+    let before = ALLOCATIONS.load(Ordering::SeqCst);
+    ARMED.with(|a| a.set(true));
+    while relay.input_stats().received < WARM_UP + MEASURED && Instant::now() < deadline {
+        turn(relay, Some(Duration::from_millis(10)));
+    }
+    ARMED.with(|a| a.set(false));
+    ALLOCATIONS.load(Ordering::SeqCst) - before
+}
+
 /// A receiver that counts what arrives until told to stop.
 fn receiver(stop: Arc<AtomicBool>) -> (u16, thread::JoinHandle<u64>) {
     let socket = UdpSocket::bind("127.0.0.1:0").unwrap();
@@ -111,17 +128,7 @@ max_age = "1s"
         }
     });
 
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while relay.input_stats().received < WARM_UP && Instant::now() < deadline {
-        relay.poll_once(Some(Duration::from_millis(10)));
-    }
-    let before = ALLOCATIONS.load(Ordering::SeqCst);
-    ARMED.with(|a| a.set(true));
-    while relay.input_stats().received < WARM_UP + MEASURED && Instant::now() < deadline {
-        relay.poll_once(Some(Duration::from_millis(10)));
-    }
-    ARMED.with(|a| a.set(false));
-    let allocations = ALLOCATIONS.load(Ordering::SeqCst) - before;
+    let allocations = measure(&mut relay, Relay::poll_once);
     let received = relay.input_stats().received;
 
     sender.join().unwrap();
@@ -236,17 +243,7 @@ format = "sled"
             }
         }
     });
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while relay.input_stats().received < WARM_UP && Instant::now() < deadline {
-        relay.step(Some(Duration::from_millis(10)));
-    }
-    let before = ALLOCATIONS.load(Ordering::SeqCst);
-    ARMED.with(|a| a.set(true));
-    while relay.input_stats().received < WARM_UP + MEASURED && Instant::now() < deadline {
-        relay.step(Some(Duration::from_millis(10)));
-    }
-    ARMED.with(|a| a.set(false));
-    let allocations = ALLOCATIONS.load(Ordering::SeqCst) - before;
+    let allocations = measure(&mut relay, Relay::step);
     let received = relay.input_stats().received;
     sender.join().unwrap();
     stop.store(true, Ordering::SeqCst);
