@@ -51,6 +51,7 @@
 use std::fmt;
 use std::io;
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -598,12 +599,16 @@ pub struct Control {
     /// Wakes a loop asleep in the receive; `None` where it never sleeps there.
     /// The loop replaces it when its listening address moves.
     wake: Arc<Mutex<Option<WakeSender>>>,
+    /// Set after a message is sent, before the wake-up: the loop reads the
+    /// channel only when it is, so a packet costs one flag, not a channel.
+    pending: Arc<AtomicBool>,
 }
 
 impl Control {
     fn send(&self, command: Command) {
         // A relay that is gone has nothing left to do with the message.
         if self.commands.send(command).is_ok() {
+            self.pending.store(true, Ordering::Release);
             // If waking fails the loop still sees the message at its next wake-up.
             let _ = self.waker.wake();
             if let Ok(wake) = self.wake.lock() {
@@ -754,6 +759,7 @@ impl Relay {
                     commands: tx,
                     waker,
                     wake: Arc::new(Mutex::new(None)),
+                    pending: Arc::new(AtomicBool::new(false)),
                 },
                 stopping: false,
                 unread: false,
@@ -818,11 +824,16 @@ impl Relay {
     pub fn step(&mut self, timeout: Option<Duration>) {
         let shell = &mut self.shell;
         let now = Instant::now();
-        let until = match (shell.next_wake(), timeout.and_then(|t| now.checked_add(t))) {
+        // Looked up once a turn: it walks every destination.
+        let deadline = shell.core.next_deadline();
+        let until = match (
+            shell.next_wake(deadline),
+            timeout.and_then(|t| now.checked_add(t)),
+        ) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         };
-        if shell.plain() {
+        if shell.plain(deadline) {
             shell.waiting = true;
             shell.wait(until, now);
             return;
@@ -1004,11 +1015,11 @@ impl Shell {
 
     /// The plain case, in which the loop can wait inside the receive: nothing
     /// left unread, no frame waiting in a backlog or for its rate slot.
-    fn plain(&self) -> bool {
+    fn plain(&self, deadline: Option<Instant>) -> bool {
         self.wake.is_some()
             && !self.unread
             && !self.stopping
-            && self.core.next_deadline().is_none()
+            && deadline.is_none()
             && self
                 .links
                 .iter()
@@ -1019,7 +1030,7 @@ impl Shell {
     /// One turn in the plain case: sleeps inside the receive until a datagram
     /// comes (a packet, or the wake-up of a command) or `until` passes, then
     /// handles what came, the commands and the timers.
-    fn wait(&mut self, until: Option<Instant>, now: Instant) {
+    fn wait(&mut self, until: Option<Instant>, mut now: Instant) {
         // A command whose wake-up was lost (a full socket, a moved listener)
         // is not left waiting for the next packet.
         self.commands(now);
@@ -1032,22 +1043,28 @@ impl Shell {
                 (i / 20).clamp(MIN_WAIT_SLACK, MAX_WAIT_SLACK)
             });
             let armed = self.recv_timeout.arm(&self.listener, timeout, slack);
-            match armed.and_then(|()| self.batch.wait(&self.listener)) {
+            now = match armed.and_then(|()| self.batch.wait(&self.listener)) {
                 Ok(n) => {
                     self.wait_errors = 0;
-                    let now = self.handle_batch(n);
+                    let read = self.handle_batch(n);
                     if n == Batch::SIZE {
                         // More may be queued.
-                        self.drain(now);
+                        self.drain(read);
+                        Instant::now()
                     } else {
-                        self.warn_input(now);
+                        self.warn_input(read);
                         self.check_backlogs();
+                        // The sends since took microseconds: no clock read
+                        // for them.
+                        read
                     }
                 }
-                Err(e) => self.wait_failed(&e, now),
-            }
+                Err(e) => {
+                    self.wait_failed(&e, now);
+                    Instant::now()
+                }
+            };
         }
-        let now = Instant::now();
         self.commands(now);
         self.timers(now);
     }
@@ -1088,9 +1105,10 @@ impl Shell {
         }
     }
 
-    /// The earliest moment the loop must wake without an event.
-    fn next_wake(&self) -> Option<Instant> {
-        match (self.core.next_deadline(), self.next_summary) {
+    /// The earliest moment the loop must wake without an event, given the
+    /// core's next `deadline`.
+    fn next_wake(&self, deadline: Option<Instant>) -> Option<Instant> {
+        match (deadline, self.next_summary) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         }
@@ -1228,7 +1246,21 @@ impl Shell {
     /// Warns, at most once per interval each, about datagrams the core counted
     /// as malformed or from a sender outside `listen.allow` since the last look,
     /// and says when `auto` changed how it reads Horizon packets.
+    #[inline]
     fn warn_input(&mut self, now: Instant) {
+        let stats = self.core.input_stats();
+        if stats.malformed != self.warned.malformed
+            || stats.disallowed != self.warned.disallowed
+            || self.core.horizon() != self.horizon
+        {
+            self.warn_new_input(now);
+        }
+    }
+
+    /// [`Shell::warn_input`] when there is something new to consider.
+    #[cold]
+    #[inline(never)]
+    fn warn_new_input(&mut self, now: Instant) {
         let stats = *self.core.input_stats();
         let new = stats.malformed - self.warned.malformed;
         if let (Some(more), Some((len, from))) = (
@@ -1383,7 +1415,19 @@ impl Shell {
     }
 
     /// Acts on every command waiting.
+    #[inline]
     fn commands(&mut self, now: Instant) {
+        // Cleared before reading: a message sent meanwhile sets it again.
+        if self.control.pending.swap(false, Ordering::Acquire) {
+            self.read_commands(now);
+        }
+    }
+
+    /// Acts on every command in the channel: seldom, so kept out of the
+    /// loop's own code.
+    #[cold]
+    #[inline(never)]
+    fn read_commands(&mut self, now: Instant) {
         while let Ok(command) = self.commands.try_recv() {
             match command {
                 Command::Stop => self.stopping = true,
