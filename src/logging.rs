@@ -24,7 +24,7 @@
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
 use std::io::{self, Write};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Mutex, OnceLock, TryLockError};
 use std::thread::Thread;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -48,8 +48,6 @@ pub const LOCK_TRIES: u32 = 64;
 pub const STALL: Duration = Duration::from_millis(300);
 /// [`flush`] gives up after this long in any case.
 const FLUSH_MAX: Duration = Duration::from_secs(5);
-/// How long the writer sleeps when it has nothing to do and nobody woke it.
-const IDLE: Duration = Duration::from_millis(200);
 
 /// How many of the latest lines [`recent`] keeps (for the web page).
 pub const RECENT_LINES: usize = 50;
@@ -71,6 +69,10 @@ static WRITER: OnceLock<Thread> = OnceLock::new();
 /// it woke up, or finished writing a line.
 static STARTED: OnceLock<Instant> = OnceLock::new();
 static ALIVE_MS: AtomicU64 = AtomicU64::new(0);
+/// The writer is asleep with nothing to write: not stalled, whatever the time
+/// of its last sign of life (it sleeps until woken, so an idle relay makes no
+/// wake-ups).
+static IDLE: AtomicBool = AtomicBool::new(false);
 
 /// Milliseconds since the log started.
 fn now_ms() -> u64 {
@@ -81,7 +83,8 @@ fn now_ms() -> u64 {
 
 /// Whether the writer has been stuck in one write for [`STALL`].
 fn stalled() -> bool {
-    now_ms().saturating_sub(ALIVE_MS.load(Ordering::Acquire)) >= STALL.as_millis() as u64
+    !IDLE.load(Ordering::Acquire)
+        && now_ms().saturating_sub(ALIVE_MS.load(Ordering::Acquire)) >= STALL.as_millis() as u64
 }
 
 thread_local! {
@@ -285,9 +288,14 @@ fn write_forever() {
             let _ = console::write_line(&line, &mut err);
         }
         taken.clear();
+        IDLE.store(true, Ordering::Release);
+        // Looked at after saying so: a line queued from now on wakes it.
         if QUEUE.lock().map_or(true, |q| q.is_empty()) && !console::has_released() {
-            std::thread::park_timeout(IDLE);
+            std::thread::park();
+            // A sign of life before "not idle": never seen stalled meanwhile.
+            ALIVE_MS.store(now_ms(), Ordering::Release);
         }
+        IDLE.store(false, Ordering::Release);
     }
 }
 
