@@ -82,6 +82,7 @@ struct Tools {
     python: bool,
     baseline: Option<PathBuf>,
     samplicator: Option<PathBuf>,
+    c_relay: Option<PathBuf>,
 }
 
 fn main() {
@@ -104,6 +105,7 @@ fn main() {
         samplicator: std::env::var_os(SAMPLICATOR_ENV)
             .map(PathBuf::from)
             .filter(|p| p.is_file()),
+        c_relay: peers::build_c_relay(),
     };
     if pinned {
         // Started by `latency_pinned`: the latency section alone, then its aims.
@@ -203,6 +205,9 @@ fn peers_for(dests: usize, tools: &Tools) -> Vec<Peer> {
     if let Some(path) = &tools.samplicator {
         peers.push(Peer::Samplicator(path.clone()));
     }
+    if let Some(path) = &tools.c_relay {
+        peers.push(Peer::CRelay(path.clone()));
+    }
     peers
 }
 
@@ -240,6 +245,10 @@ fn syscall_section(tools: &Tools, epoch: Instant) -> SyscallFigures {
     }
     if let Some(path) = &tools.samplicator {
         let c = Peer::Samplicator(path.clone());
+        runs.extend([(c.clone(), 1), (c, 4)]);
+    }
+    if let Some(path) = &tools.c_relay {
+        let c = Peer::CRelay(path.clone());
         runs.extend([(c.clone(), 1), (c, 4)]);
     }
     println!(
@@ -701,13 +710,17 @@ fn syscall_aims(figures: &SyscallFigures) {
 fn latency_aims(runs: &LatencyRuns) {
     for dests in [1, 4] {
         let ours = peer_figures(runs, dests, Peer::Forza.label());
-        let others: Vec<(&str, PeerFigures)> =
-            [Peer::Socat, Peer::Python, Peer::Samplicator(PathBuf::new())]
-                .iter()
-                .filter(|p| p.serves(dests))
-                .map(|p| (p.label(), peer_figures(runs, dests, p.label())))
-                .filter(|(_, f)| f.cpu_us.median().is_some())
-                .collect();
+        let others: Vec<(&str, PeerFigures)> = [
+            Peer::Socat,
+            Peer::Python,
+            Peer::Samplicator(PathBuf::new()),
+            Peer::CRelay(PathBuf::new()),
+        ]
+        .iter()
+        .filter(|p| p.serves(dests))
+        .map(|p| (p.label(), peer_figures(runs, dests, p.label())))
+        .filter(|(_, f)| f.cpu_us.median().is_some())
+        .collect();
         if others.is_empty() {
             println!(
                 "   MISS CPU and p50 against the peers, {}: no peer measured",
@@ -718,7 +731,11 @@ fn latency_aims(runs: &LatencyRuns) {
         for (name, theirs) in &others {
             let (a, b) = (ours.cpu_us.median(), theirs.cpu_us.median());
             let ratio = a.zip(b).map(|(a, b)| a / b);
-            let aim = if *name == Peer::Samplicator(PathBuf::new()).label() {
+            let c_relays = [
+                Peer::Samplicator(PathBuf::new()).label(),
+                Peer::CRelay(PathBuf::new()).label(),
+            ];
+            let aim = if c_relays.contains(name) {
                 AIM_CPU_RATIO_C
             } else {
                 AIM_CPU_RATIO

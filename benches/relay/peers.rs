@@ -66,6 +66,9 @@ pub enum Peer {
     /// samplicator's `samplicate`, the C relay: a blocking `recvfrom`, then a
     /// `sendto` each destination.
     Samplicator(PathBuf),
+    /// The same shape in a few lines of our own C (`peers/c_relay.c`, built by
+    /// [`build_c_relay`]): a peer any machine with a C compiler has.
+    CRelay(PathBuf),
 }
 
 impl Peer {
@@ -80,6 +83,7 @@ impl Peer {
             Peer::Socat => "socat",
             Peer::Python => "python relay",
             Peer::Samplicator(_) => "samplicator",
+            Peer::CRelay(_) => "C relay (peers/c_relay.c)",
         }
     }
 
@@ -169,6 +173,36 @@ impl Peer {
                 .args(to.iter().map(|a| format!("{}/{}", a.ip(), a.port())));
                 Some(cmd)
             }
+            Peer::CRelay(path) => {
+                let mut cmd = Command::new(path);
+                // The receive buffer forza-relay asks for.
+                cmd.args([listen.port().to_string(), "4194304".to_owned()])
+                    .args(to.iter().map(|a| a.port().to_string()));
+                Some(cmd)
+            }
+        }
+    }
+}
+
+/// Compiles `peers/c_relay.c` with the system's C compiler (`cc`, `-O2`) into
+/// the bench's scratch folder; `None` (and why, printed) without a compiler.
+pub fn build_c_relay() -> Option<PathBuf> {
+    let source = concat!(env!("CARGO_MANIFEST_DIR"), "/benches/relay/peers/c_relay.c");
+    let binary = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("c-relay");
+    let built = Command::new("cc")
+        .args(["-O2", "-o"])
+        .arg(&binary)
+        .arg(source)
+        .status();
+    match built {
+        Ok(s) if s.success() => Some(binary),
+        Ok(s) => {
+            println!("C relay: `cc` failed ({s}) on {source}: its rows are skipped");
+            None
+        }
+        Err(e) => {
+            println!("C relay: no C compiler (`cc`: {e}): its rows are skipped");
+            None
         }
     }
 }
