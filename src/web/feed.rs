@@ -14,6 +14,7 @@ use super::{lock, Shared, CAR_EVERY, COUNTERS_EVERY};
 use crate::capture::record::{Existing, Recorder};
 use crate::config::Input;
 use crate::logging;
+use crate::relay::Snapshots;
 use crate::stats::{DropReason, Snapshot, SnapshotKind};
 use crate::tap;
 use crate::watch::model::{Car, DestinationRates, Finite, Model, Tyre};
@@ -208,6 +209,8 @@ fn event(kind: &str, data: &Value) -> Arc<str> {
 /// closes, until the web page stops.
 pub fn run(shared: &Shared, input: Input) {
     let mut rates = DestinationRates::default();
+    // The relay fills these buffers in place: its answers allocate nothing.
+    let mut snapshots = shared.control.snapshots();
     loop {
         {
             let mut clients = lock(&shared.clients);
@@ -221,12 +224,12 @@ pub fn run(shared: &Shared, input: Input) {
         if shared.stopping() {
             return;
         }
-        sample(shared, input, &mut rates);
+        sample(shared, input, &mut rates, &mut snapshots);
     }
 }
 
 /// Feeds the open pages until none is left.
-fn sample(shared: &Shared, input: Input, rates: &mut DestinationRates) {
+fn sample(shared: &Shared, input: Input, rates: &mut DestinationRates, snapshots: &mut Snapshots) {
     let (producer, mut tap) = tap::tap(tap::DEFAULT_CAPACITY);
     shared.control.attach(producer);
     let mut model = Model::new(input, "the relay");
@@ -251,8 +254,8 @@ fn sample(shared: &Shared, input: Input, rates: &mut DestinationRates) {
         if now >= next_counters {
             next_counters = now + COUNTERS_EVERY;
             follow_file(shared, &mut file_time);
-            if let Some(snapshot) = shared.control.snapshot(SNAPSHOT_TIMEOUT) {
-                let counters = counters_json(shared, &snapshot, rates, Some(&model));
+            if let Some(snapshot) = snapshots.take(SNAPSHOT_TIMEOUT) {
+                let counters = counters_json(shared, snapshot, rates, Some(&model));
                 shared.broadcast(&event("counters", &counters));
                 lock(&shared.latest).counters = Some(counters);
             }
