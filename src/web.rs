@@ -13,7 +13,9 @@
 //! - `web-feed` samples what the pages show: the car at most [`CAR_EVERY`]
 //!   (from a tap it attaches only while a page is open), the counters every
 //!   [`COUNTERS_EVERY`] (a snapshot through the relay's [`Control`]). With no
-//!   page open it waits on a condition variable: no wake-ups, no tap.
+//!   page open it waits on a condition variable: no wake-ups, no tap. Then
+//!   `/api/snapshot` itself listens to the relay, for at most half a second
+//!   ([`feed::CAR_WAIT`]), so a script gets the car too.
 //!
 //! Nothing here is on the relay loop's per-packet path: the loop copies
 //! datagrams into the tap (as for a recording) and answers snapshots between
@@ -102,6 +104,9 @@ struct Shared {
     /// The latest update of each kind, for a page that opens and for
     /// `/api/snapshot`.
     latest: Mutex<feed::Latest>,
+    /// The server's own snapshot buffers, for `/api/snapshot` with no page
+    /// open (the relay fills them in place).
+    answers: Mutex<crate::relay::Snapshots>,
     /// The recording started from the page, if any.
     recording: Mutex<Option<feed::PageRecording>>,
     stop: AtomicBool,
@@ -212,6 +217,7 @@ impl Observer for Web {
             clients: Mutex::new(Vec::new()),
             clients_changed: Condvar::new(),
             latest: Mutex::new(feed::Latest::default()),
+            answers: Mutex::new(relay.control().snapshots()),
             recording: Mutex::new(None),
             stop: AtomicBool::new(false),
         });

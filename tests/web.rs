@@ -466,3 +466,69 @@ fn a_taken_port_is_one_warning_and_the_relay_runs_on_without_the_page() {
         .count();
     assert_eq!(warnings, 1, "{}", done.stderr);
 }
+
+/// Issue 14: `/api/snapshot` gives the car with no page open (the page's feed
+/// listens to the relay only while one is): the relay is listened to for a
+/// moment, and `car` is `null` only when nothing arrives in it.
+#[test]
+fn the_snapshot_gives_the_car_with_no_page_open() {
+    let (receiver, to) = receiver();
+    let mut bin = Bin::spawn(
+        &[
+            "run",
+            "--listen",
+            "127.0.0.1:0",
+            "--web",
+            "127.0.0.1:0",
+            "--stats-interval",
+            "0",
+            "--to",
+            &format!("{to},name=tool"),
+        ],
+        None,
+    );
+    let (listen, web, _) = started(&mut bin);
+    let quiet = get(web, "/api/snapshot", &[]).json();
+    assert!(quiet["car"].is_null(), "nothing sent: {}", quiet["car"]);
+    assert_eq!(quiet["counters"]["destinations"][0]["name"], "tool");
+
+    // A game sending at 60 Hz, as long as the snapshot takes.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let game = std::thread::spawn({
+        let stop = stop.clone();
+        move || {
+            let sender = Sender::new(listen);
+            let mut sent = 0u32;
+            while !stop.load(std::sync::atomic::Ordering::SeqCst) && sent < 6_000 {
+                sender.send(&Spec::new(Format::Fh5, sent).build());
+                sent += 1;
+                std::thread::sleep(Duration::from_millis(16));
+            }
+            sent
+        }
+    });
+    let snapshot = get(web, "/api/snapshot", &[]).json();
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    let sent = game.join().unwrap();
+    let kmh = snapshot["car"]["speed_kmh"]
+        .as_f64()
+        .unwrap_or_else(|| panic!("no speed in {}", snapshot["car"]));
+    assert!(
+        (kmh - f64::from(SPEED) * 3.6).abs() <= 1.0,
+        "{kmh} km/h shown for {SPEED} m/s"
+    );
+    assert_eq!(snapshot["car"]["gear"], GEAR.to_string());
+    // What the short listen learnt of the input.
+    assert!(
+        snapshot["counters"]["input"]["sender"].is_string(),
+        "{}",
+        snapshot["counters"]["input"]
+    );
+    // The relay forwarded every packet meanwhile.
+    for i in 0..sent {
+        assert_eq!(recv(&receiver), Spec::new(Format::Fh5, i).build(), "{i}");
+    }
+    bin.signal("INT");
+    let done = bin.wait();
+    assert_eq!(done.code(), 0, "{}", done.stderr);
+}

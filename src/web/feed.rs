@@ -22,6 +22,11 @@ use crate::watch::model::{Car, DestinationRates, Finite, Model, Tyre};
 /// How long the feed waits for the relay's counters.
 const SNAPSHOT_TIMEOUT: Duration = Duration::from_millis(200);
 
+/// How long `/api/snapshot` listens for the car when no page is open.
+pub const CAR_WAIT: Duration = Duration::from_millis(500);
+/// The ring of that short listen: a second of a 360 Hz stream.
+const LISTEN_CAPACITY: usize = 128 << 10;
+
 /// The latest update of each kind.
 #[derive(Debug, Default)]
 pub struct Latest {
@@ -197,6 +202,27 @@ fn follow_file(shared: &Shared, seen: &mut Option<std::time::SystemTime>) {
     *seen = modified;
     if let Ok(config) = crate::config::Config::from_file(path, &shared.overrides) {
         *lock(&shared.config) = config;
+    }
+}
+
+/// The input and the car now, for `/api/snapshot` with no page open (the
+/// feed listens only while one is): a tap attached until the first frame
+/// comes, at most [`CAR_WAIT`], then detached.
+pub fn listen_once(shared: &Shared) -> Model {
+    let input = lock(&shared.config).input;
+    let (producer, mut tap) = tap::tap(LISTEN_CAPACITY);
+    shared.control.attach(producer);
+    let mut model = Model::new(input, "the relay");
+    let until = Instant::now() + CAR_WAIT;
+    loop {
+        let now = Instant::now();
+        while let Some(d) = tap.pop() {
+            model.on_datagram(now, d.from, d.payload);
+        }
+        if model.car().is_some() || now >= until {
+            return model;
+        }
+        std::thread::sleep(Duration::from_millis(5));
     }
 }
 
