@@ -3,7 +3,8 @@
 //! client of tests/common/http.rs), loads the page while packets stream into
 //! the relay; checks the speed shown and each destination's rate, adds a
 //! destination through the labelled form and sees datagrams reach it and the
-//! file keep its comments, removes it and sees them stop, and saves the
+//! file keep its comments, edits its address through the row's Edit button and
+//! sees them move, removes it and sees them stop, and saves the
 //! screenshot the README shows (target/web-page.png; docs/web-page.png with
 //! FORZA_RELAY_BLESS=1).
 //!
@@ -284,6 +285,18 @@ fn receives(socket: &UdpSocket, within: Duration) -> bool {
     false
 }
 
+/// Whether what `socket` was sent stops: what was on its way drains, then
+/// nothing more arrives for a second.
+fn stops(socket: &UdpSocket) -> bool {
+    let deadline = Instant::now() + SHOWN_WITHIN;
+    while receives(socket, Duration::from_millis(300)) {
+        if Instant::now() >= deadline {
+            return false;
+        }
+    }
+    !receives(socket, Duration::from_secs(1))
+}
+
 #[test]
 fn the_page_in_chromium_shows_the_car_and_adds_and_removes_a_destination() {
     if !require_tool(
@@ -368,20 +381,40 @@ fn the_page_in_chromium_shows_the_car_and_adds_and_removes_a_destination() {
     let _ = std::fs::create_dir_all(&folder);
     std::fs::write(folder.join("web-page.png"), &png).expect("save the screenshot");
 
+    // Edit: the row's button fills the form, Save changes the address (the
+    // server's `change`, written with the comments kept, applied by the
+    // reloader), and the datagrams move to the new receiver.
+    let (third, third_addr) = receiver();
+    driver.click_at("//tr[@data-name='second']//button[normalize-space()='Edit']");
+    driver.wait_for("//*[@id='add']", |t| t == "Save");
+    let address = driver.labelled("Address");
+    driver.type_into(&address, &third_addr.to_string());
+    driver.click_at("//button[normalize-space()='Save']");
+    assert!(
+        receives(&third, ADDED_WITHIN),
+        "nothing reached the new address of the destination edited on the page within \
+         {ADDED_WITHIN:?}"
+    );
+    let written = std::fs::read_to_string(file.path()).unwrap();
+    assert!(written.starts_with(&text), "comments kept:\n{written}");
+    assert!(
+        written.contains(&format!("addr = \"{third_addr}\""))
+            && !written.contains(&second_addr.to_string()),
+        "{written}"
+    );
+    assert!(
+        written.contains("format = \"fh4\""),
+        "the rest kept: {written}"
+    );
+    assert!(
+        stops(&second),
+        "still sent to the address the destination had"
+    );
+    driver.wait_for("//*[@id='add']", |t| t == "Add");
+
     driver.click_at("//tr[@data-name='second']//button[normalize-space()='Remove']");
     bin.wait_for_line("configuration applied: - second");
-    // What was on its way drains; then nothing more arrives.
-    let deadline = Instant::now() + SHOWN_WITHIN;
-    while receives(&second, Duration::from_millis(300)) {
-        assert!(
-            Instant::now() < deadline,
-            "still sent to a removed destination"
-        );
-    }
-    assert!(
-        !receives(&second, Duration::from_secs(1)),
-        "still sent to a removed destination"
-    );
+    assert!(stops(&third), "still sent to a removed destination");
     assert!(
         receives(&first, Duration::from_secs(1)),
         "first still relayed to"
