@@ -532,3 +532,58 @@ fn the_snapshot_gives_the_car_with_no_page_open() {
     let done = bin.wait();
     assert_eq!(done.code(), 0, "{}", done.stderr);
 }
+
+/// Issue 14: a recording started from the page shows its packet count while it
+/// grows (the recorder's shared counter).
+#[test]
+fn a_recording_from_the_page_counts_its_packets_as_it_grows() {
+    let folder = TempPath::dir("web-recording");
+    let (receiver, to) = receiver();
+    let mut bin = Bin::spawn(
+        &[
+            "run",
+            "--listen",
+            "127.0.0.1:0",
+            "--web",
+            "127.0.0.1:0",
+            "--stats-interval",
+            "0",
+            "--to",
+            &to.to_string(),
+        ],
+        Some(folder.path()),
+    );
+    let (listen, web, _) = started(&mut bin);
+    let token = page_token(&get(web, "/", &[]));
+    let post = |action: &str| {
+        request(
+            web,
+            "POST",
+            "/api/recording",
+            &[
+                &format!("Origin: http://{web}"),
+                &format!("X-Forza-Token: {token}"),
+                "Content-Type: application/json",
+            ],
+            &format!(r#"{{"action":"{action}"}}"#),
+        )
+    };
+    let started = post("start");
+    assert_eq!(started.status, 200, "{}", started.body);
+    assert_eq!(started.json()["recording"]["packets"], 0);
+    forwards(&Sender::new(listen), &receiver, 20);
+    let deadline = Instant::now() + APPLY_WITHIN;
+    let recording = loop {
+        let r = get(web, "/api/snapshot", &[]).json()["counters"]["recording"].clone();
+        if r["packets"] == 20 || Instant::now() >= deadline {
+            break r;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(recording["packets"], 20, "{recording}");
+    assert!(recording["bytes"].as_u64().unwrap() > 0, "{recording}");
+    assert_eq!(post("stop").status, 200);
+    bin.signal("INT");
+    let done = bin.wait();
+    assert_eq!(done.code(), 0, "{}", done.stderr);
+}

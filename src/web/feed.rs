@@ -62,12 +62,13 @@ impl PageRecording {
         })
     }
 
-    /// Its name, size and time so far.
+    /// Its name, size, packet count and time so far.
     pub fn describe(&self) -> Value {
         let path = self.recorder.path();
         json!({
             "path": path.display().to_string(),
             "bytes": std::fs::metadata(path).map_or(0, |m| m.len()),
+            "packets": self.recorder.packets(),
             "seconds": self.started.elapsed().as_secs(),
         })
     }

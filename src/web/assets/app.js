@@ -174,7 +174,9 @@ function renderCounters(c) {
   $("not-saved").hidden = c.saved !== false;
   renderDestinations(c.destinations ?? []);
   const r = c.recording;
-  setText("recording", r ? `${r.path}: ${(r.bytes / 1024).toFixed(0)} KiB, ${r.seconds} s` : "not recording");
+  setText("recording", r
+    ? `${r.path}: ${r.packets} packets, ${(r.bytes / 1024).toFixed(0)} KiB, ${r.seconds} s`
+    : "not recording");
   setText("record", r ? "Stop recording" : "Start recording");
 }
 
