@@ -23,6 +23,7 @@
 
 mod edit;
 mod feed;
+pub mod open;
 mod server;
 
 use std::net::{SocketAddr, TcpListener};
@@ -131,6 +132,8 @@ pub struct Web {
     file: Option<PathBuf>,
     overrides: Overrides,
     config: Config,
+    /// Open the page in the default browser once it is served.
+    browser: bool,
     running: Option<Running>,
 }
 
@@ -155,8 +158,16 @@ impl Web {
             file,
             overrides,
             config,
+            browser: false,
             running: None,
         }
+    }
+
+    /// Opens the page in the default browser once it is served (a start by
+    /// double-click; see [`open`]).
+    pub fn open_in_browser(mut self, open: bool) -> Web {
+        self.browser = open;
+        self
     }
 }
 
@@ -248,6 +259,20 @@ impl Observer for Web {
             );
         } else {
             info!("web page on http://{addr}/");
+        }
+        if self.browser {
+            // Served on every interface: this computer reaches it on loopback.
+            let host = match addr.ip() {
+                ip if ip.is_unspecified() && ip.is_ipv4() => "127.0.0.1".to_owned(),
+                ip if ip.is_unspecified() => "[::1]".to_owned(),
+                std::net::IpAddr::V6(ip) => format!("[{ip}]"),
+                ip => ip.to_string(),
+            };
+            let query = match need_token {
+                true => format!("?token={}", shared.token),
+                false => String::new(),
+            };
+            open::page(&format!("http://{host}:{}/{query}", addr.port()));
         }
         self.running = Some(Running {
             shared,

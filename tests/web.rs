@@ -587,3 +587,69 @@ fn a_recording_from_the_page_counts_its_packets_as_it_grows() {
     let done = bin.wait();
     assert_eq!(done.code(), 0, "{}", done.stderr);
 }
+
+/// Issue 14: started by double-click (no arguments, a `forza-relay.toml`
+/// found) the page opens in the default browser — here the program
+/// `FORZA_RELAY_OPENER` names, a script that writes the URL it gets to a file;
+/// started with any argument, it does not.
+#[cfg(unix)]
+#[test]
+fn a_double_click_start_opens_the_page_and_a_start_with_arguments_does_not() {
+    use std::os::unix::fs::PermissionsExt as _;
+
+    let folder = TempPath::dir("web-open");
+    let (_receiver, to) = receiver();
+    std::fs::write(
+        folder.path().join("forza-relay.toml"),
+        format!(
+            "[listen]\naddr = \"127.0.0.1:0\"\n[web]\naddr = \"127.0.0.1:0\"\n\
+             [[destination]]\naddr = \"{to}\"\n"
+        ),
+    )
+    .unwrap();
+    let opened = folder.path().join("opened.txt");
+    let script = folder.path().join("opener.sh");
+    std::fs::write(
+        &script,
+        format!("#!/bin/sh\nprintf '%s' \"$1\" > '{}'\n", opened.display()),
+    )
+    .unwrap();
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let start = |args: &[&str]| {
+        let mut command = common::bin::command();
+        command
+            .args(args)
+            .current_dir(folder.path())
+            .env("FORZA_RELAY_OPENER", &script);
+        Bin::spawn_command(command)
+    };
+
+    let mut bin = start(&[]);
+    let (web, _) = web_addr(&mut bin);
+    bin.wait_for_line("opening http://");
+    let deadline = Instant::now() + APPLY_WITHIN;
+    while !opened.exists() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let url = std::fs::read_to_string(&opened).expect("the opener ran");
+    assert_eq!(url, format!("http://{web}/"));
+    assert_eq!(get(web, "/", &[]).status, 200, "the page is there");
+    bin.signal("INT");
+    assert_eq!(bin.wait().code(), 0);
+    std::fs::remove_file(&opened).unwrap();
+
+    for args in [&["run"][..], &["run", "--web", "127.0.0.1:0"][..]] {
+        let mut bin = start(args);
+        let (_web, _) = web_addr(&mut bin);
+        bin.wait_for_line("running; press Ctrl-C to stop");
+        bin.signal("INT");
+        let done = bin.wait();
+        assert_eq!(done.code(), 0, "{}", done.stderr);
+        assert!(
+            !done.stderr.contains("opening http://"),
+            "{args:?}: {}",
+            done.stderr
+        );
+        assert!(!opened.exists(), "{args:?} opened the page");
+    }
+}
