@@ -199,6 +199,12 @@ fn page(web: SocketAddr, stop: Arc<AtomicBool>) -> thread::JoinHandle<u64> {
 }
 
 fn main() {
+    // `cargo bench` passes --bench; `cargo test --all-targets` runs this binary
+    // too, without it: a test run is no place for a measurement.
+    if !std::env::args().any(|a| a == "--bench") {
+        println!("web bench: skipped outside `cargo bench --bench web`");
+        return;
+    }
     if !cfg!(target_os = "linux") {
         println!("web bench: the per-thread figures need Linux's /proc");
         return;
