@@ -459,6 +459,16 @@ impl DestinationState {
             latency: self.latency.figures(window),
         }
     }
+
+    /// As [`DestinationState::snapshot`], into `into`: its name's capacity is
+    /// reused, so nothing is allocated once it is long enough.
+    fn snapshot_into(&self, window: LatencyWindow, into: &mut DestinationSnapshot) {
+        into.name.clone_from(&self.config.name);
+        into.addr = self.config.addr;
+        into.output = self.config.output;
+        into.stats = self.stats();
+        into.latency = self.latency.figures(window);
+    }
 }
 
 impl<'a> Report<'a> {
@@ -1099,6 +1109,26 @@ impl Fanout {
             input: self.stats,
             destinations: self.states().map(|(_, d)| d.snapshot(window)).collect(),
         }
+    }
+
+    /// As [`Fanout::counters_over`], into `destinations` (returning the input's
+    /// counters): the list and each name keep their capacity, so a reused list
+    /// costs no allocation unless destinations were added or renamed longer.
+    pub fn counters_into(
+        &self,
+        window: LatencyWindow,
+        destinations: &mut Vec<DestinationSnapshot>,
+    ) -> InputStats {
+        let mut n = 0;
+        for (_, d) in self.states() {
+            match destinations.get_mut(n) {
+                Some(into) => d.snapshot_into(window, into),
+                None => destinations.push(d.snapshot(window)),
+            }
+            n += 1;
+        }
+        destinations.truncate(n);
+        self.stats
     }
 
     /// A periodic summary was taken: every destination's latency interval

@@ -24,7 +24,7 @@ fn main() -> ExitCode {
     // queue; the relay's loop never does.
     logging::may_wait_on_this_thread();
     let signals = Signals::install();
-    let code = match dispatch(cli, &signals) {
+    let code = match dispatch(cli, bare, &signals) {
         Ok(()) => 0,
         Err(failure) => {
             if !failure.message.is_empty() {
@@ -42,10 +42,11 @@ fn main() -> ExitCode {
 }
 
 /// Runs the subcommand the command line names (`run` when none).
-fn dispatch(cli: Cli, signals: &Signals) -> Result<(), Failure> {
+/// `bare`: started with no arguments (double-clicked).
+fn dispatch(cli: Cli, bare: bool, signals: &Signals) -> Result<(), Failure> {
     match cli.command {
-        None => commands::run(&cli.run.settings.setup()?, cli.run.watch, signals),
-        Some(Command::Run(a)) => commands::run(&a.settings.setup()?, a.watch, signals),
+        None => commands::run(&cli.run.settings.setup()?, cli.run.watch, bare, signals),
+        Some(Command::Run(a)) => commands::run(&a.settings.setup()?, a.watch, false, signals),
         Some(Command::Check(a)) if a.watch => {
             Err(Failure::usage("--watch is an option of run, not of check"))
         }

@@ -587,6 +587,9 @@ enum Command {
     ),
     /// Reply with a snapshot of every counter.
     Snapshot(mpsc::Sender<Snapshot>),
+    /// Fill this snapshot with every counter and hand it back: the reader's
+    /// buffers, so the loop allocates nothing ([`Snapshots`]).
+    Fill(Box<Snapshot>, mpsc::SyncSender<Box<Snapshot>>),
     /// Copy every datagram admitted into this tap from now on.
     Attach(Box<TapProducer>),
 }
@@ -656,6 +659,17 @@ impl Control {
         rx.recv_timeout(timeout).ok()
     }
 
+    /// A reader of snapshots that brings its own buffers (see [`Snapshots`]).
+    pub fn snapshots(&self) -> Snapshots {
+        let (answers, returned) = mpsc::sync_channel(Snapshots::IN_FLIGHT);
+        Snapshots {
+            control: self.clone(),
+            spare: None,
+            answers,
+            returned,
+        }
+    }
+
     /// As [`Control::apply`], returning where the loop will say how it went:
     /// the caller can wait as long as it likes, and a closed channel means the
     /// relay is gone (its loop will never answer).
@@ -663,6 +677,43 @@ impl Control {
         let (tx, rx) = mpsc::channel();
         self.send(Command::Apply(Box::new(Setup::of(&config)), Some(tx)));
         rx
+    }
+}
+
+/// Asks the loop for every counter, again and again, without allocating on
+/// the loop's thread: each request carries a [`Snapshot`] that the loop fills
+/// in place (its lists and names keep their capacity) and hands back, so a page
+/// asking once a second costs the relay no allocation (issue 14). One buffer
+/// is reused from request to request; a request that timed out leaves its
+/// buffer with the loop, and the next one takes it back if it has come.
+pub struct Snapshots {
+    control: Control,
+    /// The buffer of the last answer, or `None` while the loop holds it.
+    spare: Option<Box<Snapshot>>,
+    answers: mpsc::SyncSender<Box<Snapshot>>,
+    returned: mpsc::Receiver<Box<Snapshot>>,
+}
+
+impl Snapshots {
+    /// Answers the loop can hand back before it drops one (it never waits for
+    /// the reader): requests that timed out, plus the one being waited for.
+    const IN_FLIGHT: usize = 2;
+
+    /// Every counter now, or `None` if the loop doesn't answer within
+    /// `timeout`. After a timeout, the next answer may be the late one: at
+    /// most `timeout` older than the request.
+    pub fn take(&mut self, timeout: Duration) -> Option<&Snapshot> {
+        let buffer = match self.spare.take() {
+            Some(b) => b,
+            None => match self.returned.try_recv() {
+                Ok(b) => b,
+                Err(_) => Box::new(Snapshot::empty()),
+            },
+        };
+        self.control
+            .send(Command::Fill(buffer, self.answers.clone()));
+        let answer = self.returned.recv_timeout(timeout).ok()?;
+        Some(&**self.spare.insert(answer))
     }
 }
 
@@ -969,6 +1020,17 @@ impl Shell {
             now,
             warn_every: self.warn_every,
         }
+    }
+
+    /// As [`Shell::snapshot`], into `into`, reusing its lists' capacity.
+    fn snapshot_into(&self, window: LatencyWindow, into: &mut Snapshot) {
+        into.listen = self.listen;
+        into.elapsed = self.started.elapsed();
+        into.input = self.core.counters_into(window, &mut into.destinations);
+        into.tap_dropped =
+            self.tap_dropped + self.taps.iter().map(TapProducer::dropped).sum::<u64>();
+        into.not_recorded =
+            self.not_recorded + self.taps.iter().map(TapProducer::not_recorded).sum::<u64>();
     }
 
     /// Every counter, latency over `window`.
@@ -1445,6 +1507,11 @@ impl Shell {
                 }
                 Command::Snapshot(reply) => {
                     let _ = reply.send(self.snapshot(LatencyWindow::Interval));
+                }
+                Command::Fill(mut snapshot, reply) => {
+                    self.snapshot_into(LatencyWindow::Interval, &mut snapshot);
+                    // A reader that gave up twice gets this one dropped.
+                    let _ = reply.try_send(snapshot);
                 }
                 Command::Attach(tap) => self.taps.push(*tap),
             }

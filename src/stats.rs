@@ -557,6 +557,18 @@ impl SnapshotKind {
 }
 
 impl Snapshot {
+    /// A snapshot of nothing: a buffer for [`crate::relay::Snapshots`] to fill.
+    pub fn empty() -> Snapshot {
+        Snapshot {
+            listen: SocketAddr::from(([0, 0, 0, 0], 0)),
+            elapsed: Duration::ZERO,
+            input: InputStats::default(),
+            destinations: Vec::new(),
+            tap_dropped: 0,
+            not_recorded: 0,
+        }
+    }
+
     /// The counters of the destination called `name`.
     pub fn destination(&self, name: &str) -> Option<&DestinationSnapshot> {
         self.destinations.iter().find(|d| d.name == name)

@@ -13,7 +13,9 @@
 //! - `web-feed` samples what the pages show: the car at most [`CAR_EVERY`]
 //!   (from a tap it attaches only while a page is open), the counters every
 //!   [`COUNTERS_EVERY`] (a snapshot through the relay's [`Control`]). With no
-//!   page open it waits on a condition variable: no wake-ups, no tap.
+//!   page open it waits on a condition variable: no wake-ups, no tap. Then
+//!   `/api/snapshot` itself listens to the relay, for at most half a second
+//!   ([`feed::CAR_WAIT`]), so a script gets the car too.
 //!
 //! Nothing here is on the relay loop's per-packet path: the loop copies
 //! datagrams into the tap (as for a recording) and answers snapshots between
@@ -21,6 +23,7 @@
 
 mod edit;
 mod feed;
+pub mod open;
 mod server;
 
 use std::net::{SocketAddr, TcpListener};
@@ -102,6 +105,9 @@ struct Shared {
     /// The latest update of each kind, for a page that opens and for
     /// `/api/snapshot`.
     latest: Mutex<feed::Latest>,
+    /// The server's own snapshot buffers, for `/api/snapshot` with no page
+    /// open (the relay fills them in place).
+    answers: Mutex<crate::relay::Snapshots>,
     /// The recording started from the page, if any.
     recording: Mutex<Option<feed::PageRecording>>,
     stop: AtomicBool,
@@ -126,6 +132,8 @@ pub struct Web {
     file: Option<PathBuf>,
     overrides: Overrides,
     config: Config,
+    /// Open the page in the default browser once it is served.
+    browser: bool,
     running: Option<Running>,
 }
 
@@ -150,8 +158,16 @@ impl Web {
             file,
             overrides,
             config,
+            browser: false,
             running: None,
         }
+    }
+
+    /// Opens the page in the default browser once it is served (a start by
+    /// double-click; see [`open`]).
+    pub fn open_in_browser(mut self, open: bool) -> Web {
+        self.browser = open;
+        self
     }
 }
 
@@ -212,6 +228,7 @@ impl Observer for Web {
             clients: Mutex::new(Vec::new()),
             clients_changed: Condvar::new(),
             latest: Mutex::new(feed::Latest::default()),
+            answers: Mutex::new(relay.control().snapshots()),
             recording: Mutex::new(None),
             stop: AtomicBool::new(false),
         });
@@ -242,6 +259,20 @@ impl Observer for Web {
             );
         } else {
             info!("web page on http://{addr}/");
+        }
+        if self.browser {
+            // Served on every interface: this computer reaches it on loopback.
+            let host = match addr.ip() {
+                ip if ip.is_unspecified() && ip.is_ipv4() => "127.0.0.1".to_owned(),
+                ip if ip.is_unspecified() => "[::1]".to_owned(),
+                std::net::IpAddr::V6(ip) => format!("[{ip}]"),
+                ip => ip.to_string(),
+            };
+            let query = match need_token {
+                true => format!("?token={}", shared.token),
+                false => String::new(),
+            };
+            open::page(&format!("http://{host}:{}/{query}", addr.port()));
         }
         self.running = Some(Running {
             shared,

@@ -3,7 +3,8 @@
 //! client of tests/common/http.rs), loads the page while packets stream into
 //! the relay; checks the speed shown and each destination's rate, adds a
 //! destination through the labelled form and sees datagrams reach it and the
-//! file keep its comments, removes it and sees them stop, and saves the
+//! file keep its comments, edits its address through the row's Edit button and
+//! sees them move, removes it and sees them stop, and saves the
 //! screenshot the README shows (target/web-page.png; docs/web-page.png with
 //! FORZA_RELAY_BLESS=1).
 //!
@@ -14,10 +15,11 @@ mod common;
 use std::net::{SocketAddr, TcpListener, UdpSocket};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use forza_relay::wire::Format;
+use forza_relay::simulate::Simulator;
+use forza_relay::wire::{Format, Packet, MAX_LEN};
 use serde_json::{json, Value};
 
 use common::bin::Bin;
@@ -256,17 +258,82 @@ fn base64(text: &str) -> Vec<u8> {
     out
 }
 
-/// Streams racing packets to `to` at about 60 a second until `stop`.
-fn stream(to: SocketAddr, stop: Arc<AtomicBool>) -> std::thread::JoinHandle<()> {
-    std::thread::spawn(move || {
-        let sender = Sender::new(to);
-        let mut t = 0;
-        while !stop.load(Ordering::Relaxed) {
-            t += 16;
-            sender.send(&Spec::new(Format::Fh5, t).build());
-            std::thread::sleep(Duration::from_millis(16));
+/// `simulate`'s drive sent to `to`, about 60 frames a second, until `stop`:
+/// the car laps the circuit, so the page's map draws a line. While `hold` is
+/// set, the car stands still: the frame it had is sent again (its timestamp
+/// going on) and its speed is in `held` (m/s), for the page to be checked
+/// against what was sent.
+struct Drive {
+    stop: Arc<AtomicBool>,
+    hold: Arc<AtomicBool>,
+    held: Arc<Mutex<Option<f32>>>,
+    thread: std::thread::JoinHandle<()>,
+}
+
+impl Drive {
+    fn start(to: SocketAddr) -> Drive {
+        let stop = Arc::new(AtomicBool::new(false));
+        let hold = Arc::new(AtomicBool::new(false));
+        let held = Arc::new(Mutex::new(None));
+        let thread = std::thread::spawn({
+            let (stop, hold, held) = (stop.clone(), hold.clone(), held.clone());
+            move || {
+                let sender = Sender::new(to);
+                let mut sim = Simulator::new(Format::Fh5, 14);
+                let mut buf = [0u8; MAX_LEN];
+                let dt = Duration::from_micros(16_667);
+                let mut n = 0;
+                while !stop.load(Ordering::Relaxed) {
+                    let mut kept = held.lock().unwrap();
+                    if kept.is_some() && hold.load(Ordering::Relaxed) {
+                        let mut p = Packet::new_checked(&mut buf[..n], Format::Fh5).unwrap();
+                        p.set_timestamp_ms(p.timestamp_ms().wrapping_add(16));
+                    } else {
+                        n = sim.frame(dt, &mut buf).expect("MAX_LEN holds fh5");
+                        let speed = Packet::new_checked(&buf[..n], Format::Fh5)
+                            .unwrap()
+                            .speed()
+                            .expect("fh5 has Speed");
+                        *kept = (hold.load(Ordering::Relaxed) && sim.is_racing() && speed > 5.0)
+                            .then_some(speed);
+                    }
+                    drop(kept);
+                    sender.send(&buf[..n]);
+                    std::thread::sleep(Duration::from_millis(16));
+                }
+            }
+        });
+        Drive {
+            stop,
+            hold,
+            held,
+            thread,
         }
-    })
+    }
+
+    /// Stops the car (once it is racing and moving) and returns its speed.
+    #[track_caller]
+    fn hold(&self) -> f32 {
+        self.hold.store(true, Ordering::Relaxed);
+        let deadline = Instant::now() + SHOWN_WITHIN;
+        loop {
+            if let Some(speed) = *self.held.lock().unwrap() {
+                return speed;
+            }
+            assert!(Instant::now() < deadline, "the simulated car never raced");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Drives on.
+    fn release(&self) {
+        self.hold.store(false, Ordering::Relaxed);
+    }
+
+    fn stop(self) {
+        self.stop.store(true, Ordering::Relaxed);
+        self.thread.join().unwrap();
+    }
 }
 
 /// Whether `socket` receives something within `within`.
@@ -282,6 +349,18 @@ fn receives(socket: &UdpSocket, within: Duration) -> bool {
         }
     }
     false
+}
+
+/// Whether what `socket` was sent stops: what was on its way drains, then
+/// nothing more arrives for a second.
+fn stops(socket: &UdpSocket) -> bool {
+    let deadline = Instant::now() + SHOWN_WITHIN;
+    while receives(socket, Duration::from_millis(300)) {
+        if Instant::now() >= deadline {
+            return false;
+        }
+    }
+    !receives(socket, Duration::from_secs(1))
 }
 
 #[test]
@@ -309,16 +388,16 @@ fn the_page_in_chromium_shows_the_car_and_adds_and_removes_a_destination() {
     let line = bin.wait_for_line("web page on http://");
     let url = line[line.find("http://").unwrap()..].trim().to_owned();
     bin.wait_for_line("running; press Ctrl-C to stop");
-    let stop = Arc::new(AtomicBool::new(false));
-    let streaming = stream(listen, stop.clone());
+    let drive = Drive::start(listen);
 
     let driver = Driver::start();
     driver.session("POST", "/url", &json!({ "url": url }));
-    // SPEED m/s in km/h, ±1.
-    let kmh = f64::from(SPEED) * 3.6;
+    // The speed of the car held still, in km/h, ±1.
+    let kmh = f64::from(drive.hold()) * 3.6;
     driver.wait_for("//*[@id='speed-kmh']", |t| {
         t.parse::<f64>().is_ok_and(|v| (v - kmh).abs() <= 1.0)
     });
+    drive.release();
     driver.wait_for("//tr[@data-name='first']/td[@class='rate']", |t| {
         t.parse::<f64>().is_ok_and(|v| v > 0.0)
     });
@@ -354,6 +433,26 @@ fn the_page_in_chromium_shows_the_car_and_adds_and_removes_a_destination() {
         t.parse::<f64>().is_ok_and(|v| v > 0.0)
     });
 
+    // The map draws the drive as a line: the car has gone round the first
+    // corner (the circuit opens with 200 m straight, then turns 90°).
+    let deadline = Instant::now() + 2 * SHOWN_WITHIN;
+    loop {
+        let extent = driver.session(
+            "POST",
+            "/execute/sync",
+            &json!({"script": "const xs = track.map((p) => p[0]), zs = track.map((p) => p[1]); \
+                       return Math.min(Math.max(...xs) - Math.min(...xs), \
+                                       Math.max(...zs) - Math.min(...zs));", "args": []}),
+        );
+        if extent.as_f64().is_some_and(|m| m > 60.0) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the map's drive spans {extent} m across"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
     let shot = driver.session("GET", "/screenshot", &json!({}));
     let png = base64(shot.as_str().expect("a screenshot"));
     assert!(png.starts_with(b"\x89PNG"), "a PNG");
@@ -368,20 +467,40 @@ fn the_page_in_chromium_shows_the_car_and_adds_and_removes_a_destination() {
     let _ = std::fs::create_dir_all(&folder);
     std::fs::write(folder.join("web-page.png"), &png).expect("save the screenshot");
 
+    // Edit: the row's button fills the form, Save changes the address (the
+    // server's `change`, written with the comments kept, applied by the
+    // reloader), and the datagrams move to the new receiver.
+    let (third, third_addr) = receiver();
+    driver.click_at("//tr[@data-name='second']//button[normalize-space()='Edit']");
+    driver.wait_for("//*[@id='add']", |t| t == "Save");
+    let address = driver.labelled("Address");
+    driver.type_into(&address, &third_addr.to_string());
+    driver.click_at("//button[normalize-space()='Save']");
+    assert!(
+        receives(&third, ADDED_WITHIN),
+        "nothing reached the new address of the destination edited on the page within \
+         {ADDED_WITHIN:?}"
+    );
+    let written = std::fs::read_to_string(file.path()).unwrap();
+    assert!(written.starts_with(&text), "comments kept:\n{written}");
+    assert!(
+        written.contains(&format!("addr = \"{third_addr}\""))
+            && !written.contains(&second_addr.to_string()),
+        "{written}"
+    );
+    assert!(
+        written.contains("format = \"fh4\""),
+        "the rest kept: {written}"
+    );
+    assert!(
+        stops(&second),
+        "still sent to the address the destination had"
+    );
+    driver.wait_for("//*[@id='add']", |t| t == "Add");
+
     driver.click_at("//tr[@data-name='second']//button[normalize-space()='Remove']");
     bin.wait_for_line("configuration applied: - second");
-    // What was on its way drains; then nothing more arrives.
-    let deadline = Instant::now() + SHOWN_WITHIN;
-    while receives(&second, Duration::from_millis(300)) {
-        assert!(
-            Instant::now() < deadline,
-            "still sent to a removed destination"
-        );
-    }
-    assert!(
-        !receives(&second, Duration::from_secs(1)),
-        "still sent to a removed destination"
-    );
+    assert!(stops(&third), "still sent to a removed destination");
     assert!(
         receives(&first, Duration::from_secs(1)),
         "first still relayed to"
@@ -391,8 +510,7 @@ fn the_page_in_chromium_shows_the_car_and_adds_and_removes_a_destination() {
         text.trim_end()
     );
 
-    stop.store(true, Ordering::Relaxed);
-    streaming.join().unwrap();
+    drive.stop();
     drop(driver);
     bin.signal("INT");
     let done = bin.wait();

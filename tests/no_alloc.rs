@@ -4,10 +4,10 @@
 //! byte-for-byte with an age limit, translated, translated with `only_race_on`,
 //! and rate-limited with an age limit (every send's latency measured, issue
 //! 15), while recording (`[record]`: the tap drained into a capture file by the
-//! recorder thread).
+//! recorder thread); and with the web page's tap and snapshots (issue 14).
 
 use std::net::UdpSocket;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
@@ -17,6 +17,7 @@ use forza_relay::config::{Config, Overrides};
 use forza_relay::relay::Relay;
 use forza_relay::simulate::Simulator;
 use forza_relay::tap;
+use forza_relay::watch::model::Model;
 use forza_relay::wire::{Format, Packet, MAX_LEN};
 
 mod counting;
@@ -265,4 +266,118 @@ format = "sled"
         relay.input_stats().received,
         "the tap got every packet"
     );
+}
+
+/// Issue 14: the web page in use — its tap read into `watch`'s model on the
+/// feed's thread, and the counters asked for every [`SNAPSHOT_EVERY`] packets
+/// through [`forza_relay::relay::Snapshots`] (the page asks once a second) —
+/// costs the loop no allocation: it fills the reader's snapshot in place.
+#[test]
+fn the_web_pages_tap_and_snapshots_allocate_nothing_per_packet() {
+    const SNAPSHOT_EVERY: u64 = 25;
+    let stop = Arc::new(AtomicBool::new(false));
+    let receivers: Vec<_> = (0..2).map(|_| receiver(stop.clone())).collect();
+    let toml = format!(
+        r#"
+[listen]
+addr = "127.0.0.1:0"
+format = "fh6"
+[stats]
+interval = 0
+[[destination]]
+name = "same"
+addr = "127.0.0.1:{}"
+[[destination]]
+name = "a-longer-name-for-fm7"
+addr = "127.0.0.1:{}"
+format = "fm7"
+"#,
+        receivers[0].0, receivers[1].0
+    );
+    let config = Config::from_toml(&toml, "no_alloc.toml", &Overrides::default()).unwrap();
+    let mut relay = Relay::bind(&config).unwrap();
+    let target = relay.local_addr();
+    let control = relay.control();
+    let answered = Arc::new(AtomicU64::new(0));
+    let feed = thread::spawn({
+        let (stop, answered, input) = (stop.clone(), answered.clone(), config.input);
+        move || {
+            // As the page's feed does it: through the command channel.
+            let (producer, mut tap) = tap::tap(tap::DEFAULT_CAPACITY);
+            control.attach(producer);
+            let mut snapshots = control.snapshots();
+            let mut model = Model::new(input, "the relay");
+            let mut asked_at = 0;
+            let mut sent = 0;
+            let mut ask = |snapshots: &mut forza_relay::relay::Snapshots| {
+                if let Some(s) = snapshots.take(Duration::from_secs(5)) {
+                    sent = s.destinations[0].stats.sent;
+                    answered.fetch_add(1, Ordering::SeqCst);
+                }
+            };
+            ask(&mut snapshots);
+            while !stop.load(Ordering::SeqCst) {
+                let now = Instant::now();
+                while let Some(d) = tap.pop() {
+                    model.on_datagram(now, d.from, d.payload);
+                }
+                if model.packets() >= asked_at + SNAPSHOT_EVERY {
+                    asked_at = model.packets();
+                    ask(&mut snapshots);
+                }
+                thread::sleep(Duration::from_millis(1));
+            }
+            (model.packets(), sent)
+        }
+    });
+    // The first answer fills the reader's empty snapshot (its list, its
+    // names): before the count, as the page's first second is.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while answered.load(Ordering::SeqCst) == 0 && Instant::now() < deadline {
+        relay.poll_once(Some(Duration::from_millis(10)));
+    }
+    let sender = thread::spawn(move || {
+        let socket = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let mut buf = [0u8; 324];
+        for i in 0..(WARM_UP + MEASURED + 200) {
+            let mut p = Packet::new_checked(&mut buf[..], Format::Fh6).unwrap();
+            p.set_is_race_on(1);
+            p.set_timestamp_ms(i as u32);
+            p.set_speed(i as f32).unwrap();
+            socket.send_to(&buf, target).unwrap();
+            if i % 10 == 9 {
+                thread::sleep(Duration::from_millis(1));
+            }
+        }
+    });
+    let answered_before = answered.load(Ordering::SeqCst);
+    let allocations = measure(&mut relay, Relay::poll_once);
+    let answered_measured = answered.load(Ordering::SeqCst) - answered_before;
+    let received = relay.input_stats().received;
+    sender.join().unwrap();
+    // The feed's last question still gets its answer.
+    let deadline = Instant::now() + Duration::from_millis(200);
+    while Instant::now() < deadline {
+        relay.poll_once(Some(Duration::from_millis(10)));
+    }
+    stop.store(true, Ordering::SeqCst);
+    let (modelled, sent) = feed.join().unwrap();
+    for r in receivers {
+        r.1.join().unwrap();
+    }
+
+    assert!(
+        received >= WARM_UP + MEASURED,
+        "only {received} packets arrived"
+    );
+    assert_eq!(allocations, 0, "{allocations} allocations while relaying");
+    assert!(
+        answered_measured >= 10,
+        "only {answered_measured} snapshots answered while measured"
+    );
+    assert!(
+        modelled > WARM_UP,
+        "the tap fed the model {modelled} packets"
+    );
+    assert!(sent > WARM_UP, "the snapshots counted {sent} sent");
 }

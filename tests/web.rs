@@ -466,3 +466,190 @@ fn a_taken_port_is_one_warning_and_the_relay_runs_on_without_the_page() {
         .count();
     assert_eq!(warnings, 1, "{}", done.stderr);
 }
+
+/// Issue 14: `/api/snapshot` gives the car with no page open (the page's feed
+/// listens to the relay only while one is): the relay is listened to for a
+/// moment, and `car` is `null` only when nothing arrives in it.
+#[test]
+fn the_snapshot_gives_the_car_with_no_page_open() {
+    let (receiver, to) = receiver();
+    let mut bin = Bin::spawn(
+        &[
+            "run",
+            "--listen",
+            "127.0.0.1:0",
+            "--web",
+            "127.0.0.1:0",
+            "--stats-interval",
+            "0",
+            "--to",
+            &format!("{to},name=tool"),
+        ],
+        None,
+    );
+    let (listen, web, _) = started(&mut bin);
+    let quiet = get(web, "/api/snapshot", &[]).json();
+    assert!(quiet["car"].is_null(), "nothing sent: {}", quiet["car"]);
+    assert_eq!(quiet["counters"]["destinations"][0]["name"], "tool");
+
+    // A game sending at 60 Hz, as long as the snapshot takes.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let game = std::thread::spawn({
+        let stop = stop.clone();
+        move || {
+            let sender = Sender::new(listen);
+            let mut sent = 0u32;
+            while !stop.load(std::sync::atomic::Ordering::SeqCst) && sent < 6_000 {
+                sender.send(&Spec::new(Format::Fh5, sent).build());
+                sent += 1;
+                std::thread::sleep(Duration::from_millis(16));
+            }
+            sent
+        }
+    });
+    let snapshot = get(web, "/api/snapshot", &[]).json();
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    let sent = game.join().unwrap();
+    let kmh = snapshot["car"]["speed_kmh"]
+        .as_f64()
+        .unwrap_or_else(|| panic!("no speed in {}", snapshot["car"]));
+    assert!(
+        (kmh - f64::from(SPEED) * 3.6).abs() <= 1.0,
+        "{kmh} km/h shown for {SPEED} m/s"
+    );
+    assert_eq!(snapshot["car"]["gear"], GEAR.to_string());
+    // What the short listen learnt of the input.
+    assert!(
+        snapshot["counters"]["input"]["sender"].is_string(),
+        "{}",
+        snapshot["counters"]["input"]
+    );
+    // The relay forwarded every packet meanwhile.
+    for i in 0..sent {
+        assert_eq!(recv(&receiver), Spec::new(Format::Fh5, i).build(), "{i}");
+    }
+    bin.signal("INT");
+    let done = bin.wait();
+    assert_eq!(done.code(), 0, "{}", done.stderr);
+}
+
+/// Issue 14: a recording started from the page shows its packet count while it
+/// grows (the recorder's shared counter).
+#[test]
+fn a_recording_from_the_page_counts_its_packets_as_it_grows() {
+    let folder = TempPath::dir("web-recording");
+    let (receiver, to) = receiver();
+    let mut bin = Bin::spawn(
+        &[
+            "run",
+            "--listen",
+            "127.0.0.1:0",
+            "--web",
+            "127.0.0.1:0",
+            "--stats-interval",
+            "0",
+            "--to",
+            &to.to_string(),
+        ],
+        Some(folder.path()),
+    );
+    let (listen, web, _) = started(&mut bin);
+    let token = page_token(&get(web, "/", &[]));
+    let post = |action: &str| {
+        request(
+            web,
+            "POST",
+            "/api/recording",
+            &[
+                &format!("Origin: http://{web}"),
+                &format!("X-Forza-Token: {token}"),
+                "Content-Type: application/json",
+            ],
+            &format!(r#"{{"action":"{action}"}}"#),
+        )
+    };
+    let started = post("start");
+    assert_eq!(started.status, 200, "{}", started.body);
+    assert_eq!(started.json()["recording"]["packets"], 0);
+    forwards(&Sender::new(listen), &receiver, 20);
+    let deadline = Instant::now() + APPLY_WITHIN;
+    let recording = loop {
+        let r = get(web, "/api/snapshot", &[]).json()["counters"]["recording"].clone();
+        if r["packets"] == 20 || Instant::now() >= deadline {
+            break r;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(recording["packets"], 20, "{recording}");
+    assert!(recording["bytes"].as_u64().unwrap() > 0, "{recording}");
+    assert_eq!(post("stop").status, 200);
+    bin.signal("INT");
+    let done = bin.wait();
+    assert_eq!(done.code(), 0, "{}", done.stderr);
+}
+
+/// Issue 14: started by double-click (no arguments, a `forza-relay.toml`
+/// found) the page opens in the default browser — here the program
+/// `FORZA_RELAY_OPENER` names, a script that writes the URL it gets to a file;
+/// started with any argument, it does not.
+#[cfg(unix)]
+#[test]
+fn a_double_click_start_opens_the_page_and_a_start_with_arguments_does_not() {
+    use std::os::unix::fs::PermissionsExt as _;
+
+    let folder = TempPath::dir("web-open");
+    let (_receiver, to) = receiver();
+    std::fs::write(
+        folder.path().join("forza-relay.toml"),
+        format!(
+            "[listen]\naddr = \"127.0.0.1:0\"\n[web]\naddr = \"127.0.0.1:0\"\n\
+             [[destination]]\naddr = \"{to}\"\n"
+        ),
+    )
+    .unwrap();
+    let opened = folder.path().join("opened.txt");
+    let script = folder.path().join("opener.sh");
+    std::fs::write(
+        &script,
+        format!("#!/bin/sh\nprintf '%s' \"$1\" > '{}'\n", opened.display()),
+    )
+    .unwrap();
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let start = |args: &[&str]| {
+        let mut command = common::bin::command();
+        command
+            .args(args)
+            .current_dir(folder.path())
+            .env("FORZA_RELAY_OPENER", &script);
+        Bin::spawn_command(command)
+    };
+
+    let mut bin = start(&[]);
+    let (web, _) = web_addr(&mut bin);
+    bin.wait_for_line("opening http://");
+    let deadline = Instant::now() + APPLY_WITHIN;
+    while !opened.exists() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let url = std::fs::read_to_string(&opened).expect("the opener ran");
+    assert_eq!(url, format!("http://{web}/"));
+    assert_eq!(get(web, "/", &[]).status, 200, "the page is there");
+    bin.signal("INT");
+    assert_eq!(bin.wait().code(), 0);
+    std::fs::remove_file(&opened).unwrap();
+
+    for args in [&["run"][..], &["run", "--web", "127.0.0.1:0"][..]] {
+        let mut bin = start(args);
+        let (_web, _) = web_addr(&mut bin);
+        bin.wait_for_line("running; press Ctrl-C to stop");
+        bin.signal("INT");
+        let done = bin.wait();
+        assert_eq!(done.code(), 0, "{}", done.stderr);
+        assert!(
+            !done.stderr.contains("opening http://"),
+            "{args:?}: {}",
+            done.stderr
+        );
+        assert!(!opened.exists(), "{args:?} opened the page");
+    }
+}

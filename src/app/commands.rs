@@ -166,8 +166,15 @@ pub fn check(setup: &Setup) -> Result<(), Failure> {
 }
 
 /// `run`: relays until stopped; reloads the file when it changes; with
-/// `watch`, shows the telemetry and the counters live.
-pub fn run(setup: &Setup, watch: bool, signals: &Signals) -> Result<(), Failure> {
+/// `watch`, shows the telemetry and the counters live. `double_clicked`: the
+/// program started with no arguments at all, so the page (if served and a
+/// configuration file was found) opens in the default browser.
+pub fn run(
+    setup: &Setup,
+    watch: bool,
+    double_clicked: bool,
+    signals: &Signals,
+) -> Result<(), Failure> {
     let (config, file) = load(setup)?;
     let relay = Relay::bind(&config).map_err(|e| Failure::start(e.to_string()))?;
     let mut shown = config.clone();
@@ -184,12 +191,10 @@ pub fn run(setup: &Setup, watch: bool, signals: &Signals) -> Result<(), Failure>
         ));
     }
     if let Some(addr) = config.web {
-        app.observe(Web::new(
-            addr,
-            file.clone(),
-            setup.overrides.clone(),
-            shown.clone(),
-        ));
+        app.observe(
+            Web::new(addr, file.clone(), setup.overrides.clone(), shown.clone())
+                .open_in_browser(double_clicked && file.is_some()),
+        );
     }
     if let Some(path) = &recording {
         app.observe(Recording::new(path.clone(), record::Existing::Number, None));

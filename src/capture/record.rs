@@ -13,7 +13,7 @@
 
 use std::fmt;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime};
@@ -190,6 +190,9 @@ fn numbered(path: &Path, n: u32) -> PathBuf {
 /// A recording in progress.
 pub struct Recorder {
     stop: Arc<AtomicBool>,
+    /// Datagrams in the file so far: stored by the recorder thread after
+    /// each drain of the tap (an atomic, no lock, nothing allocated).
+    written: Arc<AtomicU64>,
     path: PathBuf,
     thread: JoinHandle<Result<Recorded, CaptureError>>,
 }
@@ -212,15 +215,18 @@ impl Recorder {
         let path = path.as_path();
         let stop = Arc::new(AtomicBool::new(false));
         let flag = stop.clone();
+        let written = Arc::new(AtomicU64::new(0));
+        let count = written.clone();
         let thread = std::thread::Builder::new()
             .name("recorder".to_owned())
-            .spawn(move || record(writer, tap, &flag, limit, at_limit))
+            .spawn(move || record(writer, tap, &flag, &count, limit, at_limit))
             .map_err(|source| CaptureError::Create {
                 path: path.to_owned(),
                 source,
             })?;
         Ok(Recorder {
             stop,
+            written,
             path: path.to_owned(),
             thread,
         })
@@ -229,6 +235,11 @@ impl Recorder {
     /// The file being written.
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// Datagrams written so far (the web page's count while it grows).
+    pub fn packets(&self) -> u64 {
+        self.written.load(Ordering::Relaxed)
     }
 
     /// Writes what the tap still holds, flushes, and says what was recorded.
@@ -249,6 +260,7 @@ fn record(
     writer: Writer,
     mut tap: Tap,
     stop: &AtomicBool,
+    written: &AtomicU64,
     limit: Option<u64>,
     at_limit: impl FnOnce(),
 ) -> Result<Recorded, CaptureError> {
@@ -283,6 +295,9 @@ fn record(
                 }
                 Err(e) => file.failed(e, &tap),
             }
+        }
+        if took {
+            written.store(file.writer.packets(), Ordering::Relaxed);
         }
         if limit.is_some_and(|n| taken >= n) {
             if let Some(f) = at_limit.take() {
@@ -435,6 +450,7 @@ mod tests {
             std::thread::sleep(Duration::from_millis(5));
         }
         assert!(called.load(Ordering::SeqCst), "the limit was reached");
+        assert_eq!(recorder.packets(), 3, "the count while it runs");
         assert_eq!(recorder.finish().unwrap().packets, 3);
         let _ = std::fs::remove_file(&path);
     }

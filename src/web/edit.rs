@@ -9,7 +9,7 @@ use std::io::Write as _;
 use std::path::Path;
 use std::time::Duration;
 
-use toml_edit::{value, ArrayOfTables, DocumentMut, Item, Table};
+use toml_edit::{ArrayOfTables, DocumentMut, Item, Table};
 
 use super::{lock, Shared};
 use crate::config::Config;
@@ -87,25 +87,35 @@ fn find(tables: &ArrayOfTables, name: &str) -> Option<usize> {
     })
 }
 
+/// Sets `key` to `v`, keeping what was written around the old value (its
+/// spacing, a comment after it).
+fn set(table: &mut Table, key: &str, v: impl Into<toml_edit::Value>) {
+    let mut new = v.into();
+    if let Some(old) = table.get(key).and_then(Item::as_value) {
+        *new.decor_mut() = old.decor().clone();
+    }
+    table[key] = Item::Value(new);
+}
+
 /// Sets `table`'s keys to `f`, leaving out the defaults.
 fn fill(table: &mut Table, f: &Fields) {
-    table["name"] = value(f.name.as_str());
-    table["addr"] = value(f.addr.as_str());
+    set(table, "name", f.name.as_str());
+    set(table, "addr", f.addr.as_str());
     match f.format.as_deref() {
         Some(format) if !format.is_empty() && format != "same" => {
-            table["format"] = value(format);
+            set(table, "format", format);
         }
         _ => {
             table.remove("format");
         }
     }
     if f.only_race_on {
-        table["only_race_on"] = value(true);
+        set(table, "only_race_on", true);
     } else {
         table.remove("only_race_on");
     }
     if f.max_rate > 0 {
-        table["max_rate"] = value(i64::from(f.max_rate));
+        set(table, "max_rate", i64::from(f.max_rate));
     } else {
         table.remove("max_rate");
     }
@@ -302,6 +312,24 @@ addr = \"127.0.0.1:8000\"
         assert!(changed.contains("127.0.0.1:5302") && !changed.contains("fh5"));
         let removed = edit_text(&changed, &Edit::Remove("dash".to_owned())).unwrap();
         assert_eq!(removed.trim_end(), FILE.trim_end());
+    }
+
+    #[test]
+    fn a_change_keeps_the_comment_after_a_value() {
+        let text = FILE.replace(
+            "addr = \"127.0.0.1:8000\"\n",
+            "addr = \"127.0.0.1:8000\" # SimHub's port\n",
+        );
+        let mut f = fields("simhub", "127.0.0.1:8001");
+        f.format = None;
+        f.only_race_on = false;
+        f.max_rate = 0;
+        let changed = edit_text(&text, &Edit::Change("simhub".to_owned(), f)).unwrap();
+        assert_eq!(
+            changed,
+            text.replace("127.0.0.1:8000", "127.0.0.1:8001"),
+            "only the address changed"
+        );
     }
 
     #[test]

@@ -14,12 +14,18 @@ use super::{lock, Shared, CAR_EVERY, COUNTERS_EVERY};
 use crate::capture::record::{Existing, Recorder};
 use crate::config::Input;
 use crate::logging;
+use crate::relay::Snapshots;
 use crate::stats::{DropReason, Snapshot, SnapshotKind};
 use crate::tap;
 use crate::watch::model::{Car, DestinationRates, Finite, Model, Tyre};
 
 /// How long the feed waits for the relay's counters.
 const SNAPSHOT_TIMEOUT: Duration = Duration::from_millis(200);
+
+/// How long `/api/snapshot` listens for the car when no page is open.
+pub const CAR_WAIT: Duration = Duration::from_millis(500);
+/// The ring of that short listen: a second of a 360 Hz stream.
+const LISTEN_CAPACITY: usize = 128 << 10;
 
 /// The latest update of each kind.
 #[derive(Debug, Default)]
@@ -56,12 +62,13 @@ impl PageRecording {
         })
     }
 
-    /// Its name, size and time so far.
+    /// Its name, size, packet count and time so far.
     pub fn describe(&self) -> Value {
         let path = self.recorder.path();
         json!({
             "path": path.display().to_string(),
             "bytes": std::fs::metadata(path).map_or(0, |m| m.len()),
+            "packets": self.recorder.packets(),
             "seconds": self.started.elapsed().as_secs(),
         })
     }
@@ -199,6 +206,27 @@ fn follow_file(shared: &Shared, seen: &mut Option<std::time::SystemTime>) {
     }
 }
 
+/// The input and the car now, for `/api/snapshot` with no page open (the
+/// feed listens only while one is): a tap attached until the first frame
+/// comes, at most [`CAR_WAIT`], then detached.
+pub fn listen_once(shared: &Shared) -> Model {
+    let input = lock(&shared.config).input;
+    let (producer, mut tap) = tap::tap(LISTEN_CAPACITY);
+    shared.control.attach(producer);
+    let mut model = Model::new(input, "the relay");
+    let until = Instant::now() + CAR_WAIT;
+    loop {
+        let now = Instant::now();
+        while let Some(d) = tap.pop() {
+            model.on_datagram(now, d.from, d.payload);
+        }
+        if model.car().is_some() || now >= until {
+            return model;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
 /// One Server-Sent Event.
 fn event(kind: &str, data: &Value) -> Arc<str> {
     Arc::from(format!("event: {kind}\ndata: {data}\n\n"))
@@ -208,6 +236,8 @@ fn event(kind: &str, data: &Value) -> Arc<str> {
 /// closes, until the web page stops.
 pub fn run(shared: &Shared, input: Input) {
     let mut rates = DestinationRates::default();
+    // The relay fills these buffers in place: its answers allocate nothing.
+    let mut snapshots = shared.control.snapshots();
     loop {
         {
             let mut clients = lock(&shared.clients);
@@ -221,12 +251,12 @@ pub fn run(shared: &Shared, input: Input) {
         if shared.stopping() {
             return;
         }
-        sample(shared, input, &mut rates);
+        sample(shared, input, &mut rates, &mut snapshots);
     }
 }
 
 /// Feeds the open pages until none is left.
-fn sample(shared: &Shared, input: Input, rates: &mut DestinationRates) {
+fn sample(shared: &Shared, input: Input, rates: &mut DestinationRates, snapshots: &mut Snapshots) {
     let (producer, mut tap) = tap::tap(tap::DEFAULT_CAPACITY);
     shared.control.attach(producer);
     let mut model = Model::new(input, "the relay");
@@ -251,8 +281,8 @@ fn sample(shared: &Shared, input: Input, rates: &mut DestinationRates) {
         if now >= next_counters {
             next_counters = now + COUNTERS_EVERY;
             follow_file(shared, &mut file_time);
-            if let Some(snapshot) = shared.control.snapshot(SNAPSHOT_TIMEOUT) {
-                let counters = counters_json(shared, &snapshot, rates, Some(&model));
+            if let Some(snapshot) = snapshots.take(SNAPSHOT_TIMEOUT) {
+                let counters = counters_json(shared, snapshot, rates, Some(&model));
                 shared.broadcast(&event("counters", &counters));
                 lock(&shared.latest).counters = Some(counters);
             }

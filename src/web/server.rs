@@ -270,23 +270,30 @@ fn body(request: &mut Request) -> Result<Value, Response<std::io::Cursor<Vec<u8>
 }
 
 /// Everything the page shows, now: for scripts, and for a page that opens.
+/// While a page is open the feed's latest updates; with none, the relay is
+/// asked now and listened to for the car (at most [`feed::CAR_WAIT`]).
 pub fn snapshot(shared: &Shared) -> Value {
+    let page_open = !lock(&shared.clients).is_empty();
     let latest = lock(&shared.latest);
-    let (car, counters, log) = (
-        latest.car.clone(),
-        latest.counters.clone(),
-        latest.log.clone(),
-    );
+    let (car, counters, log) = match page_open {
+        true => (
+            latest.car.clone(),
+            latest.counters.clone(),
+            latest.log.clone(),
+        ),
+        false => (None, None, None),
+    };
     drop(latest);
+    let model = (!page_open).then(|| feed::listen_once(shared));
+    let car = car.or_else(|| model.as_ref()?.car().map(feed::car_json));
     let counters = counters.or_else(|| {
-        let now: Snapshot = shared
-            .control
-            .snapshot(std::time::Duration::from_millis(200))?;
+        let mut answers = lock(&shared.answers);
+        let now: &Snapshot = answers.take(std::time::Duration::from_millis(200))?;
         Some(feed::counters_json(
             shared,
-            &now,
+            now,
             &mut DestinationRates::default(),
-            None,
+            model.as_ref(),
         ))
     });
     let presets: Vec<Value> = crate::setup::tools::tools()

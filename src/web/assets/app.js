@@ -10,6 +10,7 @@ const rates = new Map(); // destination name → packets/s of the last 60 s
 let previous = new Map(); // destination name → its counters a second ago
 let track = []; // [x, z, km/h] of the last few minutes
 const TRACK_POINTS = 5 * 60 * 30;
+let editing = null; // the name of the destination the form changes; null: it adds
 
 function setText(id, text) {
   const el = $(id);
@@ -136,12 +137,15 @@ function renderDestinations(list) {
     const drops = Object.entries(d.drops ?? {}).filter(([, n]) => n > 0).map(([k, n]) => `${k.replaceAll("_", " ")} ${n}`);
     cell(tr, drops.join(", ") || "0");
     cell(tr, d.problems || "–").className = d.problems ? "error-text" : "";
-    const remove = document.createElement("button");
-    remove.type = "button";
-    remove.className = "remove";
-    remove.dataset.name = d.name;
-    remove.textContent = "Remove";
-    cell(tr, "").appendChild(remove);
+    const actions = cell(tr, "");
+    for (const [kind, text] of [["edit", "Edit"], ["remove", "Remove"]]) {
+      const button = document.createElement("button");
+      button.type = "button";
+      button.className = kind;
+      button.dataset.name = d.name;
+      button.textContent = text;
+      actions.appendChild(button);
+    }
     rows.push(tr);
   }
   body.replaceChildren(...rows);
@@ -170,7 +174,9 @@ function renderCounters(c) {
   $("not-saved").hidden = c.saved !== false;
   renderDestinations(c.destinations ?? []);
   const r = c.recording;
-  setText("recording", r ? `${r.path}: ${(r.bytes / 1024).toFixed(0)} KiB, ${r.seconds} s` : "not recording");
+  setText("recording", r
+    ? `${r.path}: ${r.packets} packets, ${(r.bytes / 1024).toFixed(0)} KiB, ${r.seconds} s`
+    : "not recording");
   setText("record", r ? "Stop recording" : "Start recording");
 }
 
@@ -196,6 +202,26 @@ function showResult(result) {
   const out = $("form-result");
   out.textContent = result.ok ? result.message : result.error;
   out.className = result.ok ? "" : "error-text";
+}
+
+// The form adds a destination, or (after an Edit button) changes the one
+// named `editing`, through the same request with action "change".
+function editDestination(d) {
+  editing = d ? d.name : null;
+  setText("form-title", d ? `Change destination ${d.name}` : "Add a destination");
+  setText("add", d ? "Save" : "Add");
+  $("cancel-edit").hidden = !d;
+  if (d) {
+    $("preset").value = "";
+    $("dest-name").value = d.name;
+    $("dest-addr").value = d.addr_text ?? d.addr;
+    $("dest-format").value = d.output;
+    $("dest-race").checked = Boolean(d.only_race_on);
+    $("dest-rate").value = d.max_rate ?? 0;
+    $("dest-addr").focus();
+  } else {
+    $("add-form").reset();
+  }
 }
 
 async function start() {
@@ -228,18 +254,27 @@ async function start() {
   });
   $("add-form").addEventListener("submit", async (e) => {
     e.preventDefault();
-    showResult(await post("/api/destinations", {
-      action: "add",
+    const result = await post("/api/destinations", {
+      action: editing === null ? "add" : "change",
+      was: editing ?? undefined,
       name: $("dest-name").value,
       addr: $("dest-addr").value,
       format: $("dest-format").value,
       only_race_on: $("dest-race").checked,
       max_rate: Number($("dest-rate").value) || 0,
-    }));
+    });
+    showResult(result);
+    if (result.ok && editing !== null) editDestination(null);
   });
+  $("cancel-edit").addEventListener("click", () => editDestination(null));
   $("destinations").addEventListener("click", async (e) => {
-    const button = e.target.closest("button.remove");
+    const button = e.target.closest("button.remove, button.edit");
     if (!button) return;
+    if (button.classList.contains("edit")) {
+      const d = previous.get(button.dataset.name);
+      if (d) editDestination(d);
+      return;
+    }
     showResult(await post("/api/destinations", { action: "remove", name: button.dataset.name }));
   });
   $("record").addEventListener("click", async () => {
