@@ -34,6 +34,17 @@
 //! frames as held until the shell says what became of them; when the relay
 //! stops, one last flush is tried and the rest is counted dropped.
 //!
+//! After a stall (issue 15), a destination with `max_age` must get the newest
+//! frame at once, and one without must get every frame in order. So while a
+//! backlog is drained (a full batch, `BACKLOG_IN_ROW` datagrams in a row, or
+//! frames older than the smallest `max_age`), frames for destinations without
+//! a limit are held back in rings made with the link (`Link::hold_back`)
+//! instead of sent, and sent in order once the listening socket is empty
+//! (`Link::release`), after `HOLD_BACK_MAX`, or before the rings would
+//! overflow: the limited
+//! destinations reach the newest frame after the receives alone, not after a
+//! send per backlog frame to each neighbour. Holding back drops nothing.
+//!
 //! A new configuration is planned by the core, carried out here (every new
 //! socket opened first, so that a failure changes nothing) and committed to the
 //! core, which returns what changed: the shell never matches destinations
@@ -58,7 +69,8 @@ use std::time::{Duration, Instant};
 use log::{debug, error, info, trace, warn};
 use mio::net::UdpSocket;
 use mio::{Events, Interest, Poll, Registry, Token, Waker};
-use ringbuf::traits::{Consumer, Observer, RingBuffer};
+use ringbuf::storage::Heap;
+use ringbuf::traits::{Consumer, Observer, Producer, RingBuffer};
 use ringbuf::LocalRb;
 
 use crate::config::{self, Config};
@@ -98,6 +110,19 @@ pub use crate::recv::MAX_DATAGRAM;
 pub const BACKLOG_FRAMES: usize = 8;
 /// Datagrams read per drain before other work gets a turn.
 const DRAIN_BUDGET: usize = 256;
+/// Datagrams found queued in a row that mean a backlog is being drained (a
+/// full `recvmmsg` batch on Linux), so frames for destinations without
+/// `max_age` are held back (issue 15).
+const BACKLOG_IN_ROW: usize = 32;
+/// Bytes a destination without `max_age` may hold back: about 3,000 Horizon
+/// frames, 8 s at 360 frames/s.
+const HELD_BACK_BYTES: usize = 1 << 20;
+/// Frames a destination without `max_age` may hold back.
+const HELD_BACK_FRAMES: usize = 4_096;
+/// How long frames are held back at most: draining the 720 frames of a 2 s
+/// stall takes 3 ms here, so this only matters when the relay can't keep up
+/// and the listening socket never empties.
+const HOLD_BACK_MAX: Duration = Duration::from_millis(20);
 /// Consecutive unexpected receive errors after which a drain gives up.
 const MAX_RECV_ERRORS: usize = 8;
 /// Events handled per `poll` call.
@@ -303,11 +328,46 @@ fn check_loop(d: &Destination, listen: SocketAddr) -> Result<(), StartError> {
     Ok(())
 }
 
+/// Frames held back for a destination without `max_age` while a backlog is
+/// drained, oldest first, packed end to end: after a stall there are hundreds,
+/// and a [`HeldFrame`] each would cost 1.5 KiB. The rings are allocated once
+/// and their pages touched only when used.
+struct HeldBack {
+    /// Each frame's length and receive time.
+    heads: LocalRb<Heap<(u16, Instant)>>,
+    bytes: LocalRb<Heap<u8>>,
+    /// Where a frame is copied out to be sent.
+    scratch: Box<[u8]>,
+}
+
+impl HeldBack {
+    fn new() -> Self {
+        HeldBack {
+            heads: LocalRb::new(HELD_BACK_FRAMES),
+            bytes: LocalRb::new(HELD_BACK_BYTES),
+            scratch: vec![0; FRAME_CAPACITY].into_boxed_slice(),
+        }
+    }
+
+    /// True when `len` more bytes fit.
+    fn has_room(&self, len: usize) -> bool {
+        !self.heads.is_full() && self.bytes.vacant_len() >= len
+    }
+
+    fn clear(&mut self) {
+        self.heads.clear();
+        self.bytes.clear();
+    }
+}
+
 /// A destination's socket and backlog.
 struct Link {
     socket: UdpSocket,
     token: Token,
-    backlog: LocalRb<ringbuf::storage::Heap<HeldFrame>>,
+    backlog: LocalRb<Heap<HeldFrame>>,
+    /// Frames not yet sent because a backlog is being drained (issue 15);
+    /// all older than any frame that comes after them.
+    held_back: HeldBack,
     /// Registered with the poll for writability: only while frames wait.
     watched: bool,
     warner: Warner,
@@ -328,6 +388,7 @@ impl Link {
             socket,
             token: token_of(id),
             backlog: LocalRb::new(BACKLOG_FRAMES),
+            held_back: HeldBack::new(),
             watched: false,
             warner: Warner {
                 name: d.name.clone(),
@@ -365,6 +426,58 @@ impl Link {
             self.watch(registry, true);
             outcome
         })
+    }
+
+    /// Holds `bytes`, received at `received`, back while a backlog is drained,
+    /// so that destinations with `max_age` reach the newest frame first;
+    /// [`Link::release`] sends them, in order. When the held-back frames fill
+    /// their rings they are released first: holding back never drops a frame.
+    fn hold_back(
+        &mut self,
+        bytes: &[u8],
+        received: Instant,
+        report: &mut Report<'_>,
+        registry: &Registry,
+        clock: Clock,
+    ) -> Outcome {
+        let len = match u16::try_from(bytes.len()) {
+            Ok(len) if bytes.len() <= FRAME_CAPACITY => len,
+            // Too large to hold: it goes now, after the frames before it.
+            _ => {
+                self.release(report, registry, clock);
+                return self.send(bytes, received, report, registry, clock);
+            }
+        };
+        if !self.held_back.has_room(bytes.len()) {
+            self.release(report, registry, clock);
+        }
+        // Released, the rings have room for any frame up to FRAME_CAPACITY.
+        let _ = self.held_back.heads.try_push((len, received));
+        self.held_back.bytes.push_slice(bytes);
+        Outcome::Queued
+    }
+
+    /// Sends the held-back frames, oldest first, as they would have been sent
+    /// when they came (behind the backlog, into it when the socket would
+    /// block).
+    fn release(&mut self, report: &mut Report<'_>, registry: &Registry, clock: Clock) {
+        if self.held_back.heads.is_empty() {
+            return;
+        }
+        // Taking the boxed slice leaves an empty one: no allocation.
+        let mut scratch = std::mem::take(&mut self.held_back.scratch);
+        while let Some((len, received)) = self.held_back.heads.try_pop() {
+            let frame = &mut scratch[..usize::from(len)];
+            self.held_back.bytes.pop_slice(frame);
+            let outcome = self.send(frame, received, report, registry, clock);
+            report.held(outcome);
+        }
+        self.held_back.scratch = scratch;
+    }
+
+    /// Frames the shell holds for the destination: the core's `queued`.
+    fn holding(&self) -> usize {
+        self.backlog.occupied_len() + self.held_back.heads.occupied_len()
     }
 
     /// Keeps `bytes` for later, dropping the oldest waiting frame when full.
@@ -432,6 +545,7 @@ impl Link {
     /// or the relay stops).
     fn clear_backlog(&mut self, registry: &Registry) {
         self.backlog.clear();
+        self.held_back.clear();
         self.watch(registry, false);
     }
 }
@@ -441,6 +555,9 @@ struct Links<'a> {
     links: &'a mut [Option<Link>],
     registry: &'a Registry,
     clock: Clock,
+    /// A backlog is being drained: frames for destinations without `max_age`
+    /// are held back.
+    hold_back: bool,
 }
 
 impl Sink for Links<'_> {
@@ -451,8 +568,16 @@ impl Sink for Links<'_> {
         received: Instant,
         report: &mut Report<'_>,
     ) -> Outcome {
+        let (registry, clock) = (self.registry, self.clock);
         match self.links.get_mut(id.index()) {
-            Some(Some(link)) => link.send(bytes, received, report, self.registry, self.clock),
+            Some(Some(link)) if self.hold_back && !report.has_age_limit() => {
+                link.hold_back(bytes, received, report, registry, clock)
+            }
+            Some(Some(link)) => {
+                // Frames held back go first (none are, outside a drain).
+                link.release(report, registry, clock);
+                link.send(bytes, received, report, registry, clock)
+            }
             // Every destination of the core has a link (see `Shell::apply`).
             _ => Outcome::Dropped(DropReason::SendError),
         }
@@ -686,6 +811,10 @@ struct Shell {
     stopping: bool,
     /// The last drain stopped at its budget with datagrams still queued.
     unread: bool,
+    /// Since when a backlog is being drained: frames for destinations without
+    /// `max_age` are held back until the listening socket is empty, or for
+    /// [`HOLD_BACK_MAX`] at most (issue 15).
+    holding_back: Option<Instant>,
     /// Tells the wake-up datagram apart; `None`: the loop never waits in the
     /// receive (not Linux, or the wake-up socket could not be made).
     wake: Option<WakeFilter>,
@@ -757,6 +886,7 @@ impl Relay {
                 },
                 stopping: false,
                 unread: false,
+                holding_back: None,
                 wake: None,
                 recv_timeout: RecvTimeout::default(),
                 waiting: false,
@@ -1007,6 +1137,7 @@ impl Shell {
     fn plain(&self) -> bool {
         self.wake.is_some()
             && !self.unread
+            && self.holding_back.is_none()
             && !self.stopping
             && self.core.next_deadline().is_none()
             && self
@@ -1035,11 +1166,12 @@ impl Shell {
             match armed.and_then(|()| self.batch.wait(&self.listener)) {
                 Ok(n) => {
                     self.wait_errors = 0;
-                    let now = self.handle_batch(n);
+                    let now = self.handle_batch(n, 0);
                     if n == Batch::SIZE {
                         // More may be queued.
                         self.drain(now);
                     } else {
+                        self.release_held_back(now);
                         self.warn_input(now);
                         self.check_backlogs();
                     }
@@ -1105,7 +1237,7 @@ impl Shell {
         loop {
             match self.batch.recv(&self.listener) {
                 Ok(n) => {
-                    now = self.handle_batch(n);
+                    now = self.handle_batch(n, read);
                     read += n;
                     if n < Batch::SIZE {
                         // A short batch: the queue is empty (Linux's recvmmsg).
@@ -1139,20 +1271,71 @@ impl Shell {
                 },
             }
         }
+        if !self.unread {
+            self.release_held_back(now);
+        }
         self.warn_input(now);
         self.check_backlogs();
     }
 
-    /// Hands the `n` datagrams of the last batch to the core, each with when
-    /// it reached the machine, then to the taps; returns the moment the batch
-    /// was read, on the loop's clock. The wake-up datagram goes to neither: it
-    /// only ended the wait, after which the commands are looked at (in the
-    /// poll, the waker says so).
-    fn handle_batch(&mut self, n: usize) -> Instant {
+    /// Whether the last batch (`n` datagrams, after `read` in the same drain,
+    /// read at `moment`) shows a backlog: many queued at once, or its oldest
+    /// frame already past the smallest `max_age`. Only worth acting on when
+    /// some destinations have a limit and others don't.
+    fn is_backlog(&self, n: usize, read: usize, moment: &Moment) -> bool {
+        let mut smallest = None::<Duration>;
+        let mut unlimited = false;
+        for (_, d) in self.core.destinations() {
+            match d.max_age {
+                Some(age) => smallest = Some(smallest.map_or(age, |s| s.min(age))),
+                None => unlimited = true,
+            }
+        }
+        let Some(smallest) = smallest.filter(|_| unlimited && n > 0) else {
+            return false;
+        };
+        let oldest = moment.received(&self.batch, 0);
+        read + n >= BACKLOG_IN_ROW || moment.instant.saturating_duration_since(oldest) > smallest
+    }
+
+    /// The listening socket is empty (or a command needs the frames out): the
+    /// frames held back go, in order.
+    fn release_held_back(&mut self, now: Instant) {
+        if self.holding_back.take().is_none() {
+            return;
+        }
+        let clock = self.clock(now);
+        for i in 0..self.links.len() {
+            self.on_link(DestinationId::from_index(i), |link, report, registry| {
+                link.release(report, registry, clock);
+            });
+        }
+    }
+
+    /// Hands the `n` datagrams of the last batch (read after `read` others in
+    /// the same drain) to the core, each with when it reached the machine,
+    /// then to the taps; returns the moment the batch was read, on the loop's
+    /// clock. The wake-up datagram goes to neither: it only ended the wait,
+    /// after which the commands are looked at (in the poll, the waker says
+    /// so).
+    fn handle_batch(&mut self, n: usize, read: usize) -> Instant {
         // Both clocks once per batch, after the receive: the kernel's times
         // are before it.
         let moment = Moment::now();
         let now = moment.instant;
+        if self
+            .holding_back
+            .is_some_and(|since| now.saturating_duration_since(since) > HOLD_BACK_MAX)
+        {
+            // Under a load the relay can't keep up with, the socket never
+            // empties: destinations without a limit still get their frames.
+            self.release_held_back(now);
+        }
+        if self.holding_back.is_none() && self.is_backlog(n, read, &moment) {
+            // Destinations with a limit reach the newest frame before those
+            // without get the backlog (issue 15).
+            self.holding_back = Some(now);
+        }
         let Shell {
             batch,
             verdicts,
@@ -1161,6 +1344,7 @@ impl Shell {
             registry,
             warn_every,
             wake,
+            holding_back,
             ..
         } = self;
         let mut sink = Links {
@@ -1170,6 +1354,7 @@ impl Shell {
                 now,
                 warn_every: *warn_every,
             },
+            hold_back: holding_back.is_some(),
         };
         for (i, verdict) in verdicts.iter_mut().enumerate().take(n) {
             let (data, from) = batch.datagram(i);
@@ -1307,7 +1492,7 @@ impl Shell {
                 if let Some(link) = link {
                     let id = DestinationId::from_index(i);
                     debug_assert_eq!(
-                        link.backlog.occupied_len() as u64,
+                        link.holding() as u64,
                         self.core.queued(id),
                         "{}: the backlog and the core disagree",
                         link.warner.name
@@ -1357,6 +1542,7 @@ impl Shell {
                 core,
                 links,
                 registry,
+                holding_back,
                 ..
             } = self;
             core.due(
@@ -1365,6 +1551,7 @@ impl Shell {
                     links,
                     registry,
                     clock,
+                    hold_back: holding_back.is_some(),
                 },
             );
             self.check_backlogs();
@@ -1451,6 +1638,8 @@ impl Shell {
             self.configured_listen = setup.listen;
             self.open_wake();
         }
+        // Held-back frames go as they would have, before anything closes.
+        self.release_held_back(now);
         for &id in plan.closed() {
             if let Some(mut link) = self.links.get_mut(id.index()).and_then(Option::take) {
                 link.clear_backlog(&self.registry);
@@ -1516,6 +1705,7 @@ impl Shell {
     /// without waiting; what is still there, or waits for its rate slot, the
     /// core counts dropped.
     fn finish(&mut self, now: Instant) {
+        self.release_held_back(now);
         let clock = self.clock(now);
         for i in 0..self.links.len() {
             self.on_link(DestinationId::from_index(i), |link, report, registry| {
@@ -1723,6 +1913,115 @@ mod tests {
         let latency = core.counters().destinations[0].latency;
         assert_eq!(latency.count, 2);
         assert!(latency.max >= ms(100), "from the receive time: {latency:?}");
+    }
+
+    /// Issue 15: while a backlog is drained, a destination with `max_age`
+    /// gets the newest frame before one without gets any of the backlog;
+    /// released, that one gets every frame, in order, none dropped. Held-back
+    /// frames that fill their rings are released, not dropped.
+    #[test]
+    fn a_drain_holds_back_frames_for_destinations_without_max_age() {
+        let poll = Poll::new().unwrap();
+        let ms = Duration::from_millis;
+        let receivers: Vec<_> = (0..2)
+            .map(|_| {
+                let r = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+                r.set_nonblocking(true).unwrap();
+                r
+            })
+            .collect();
+        let destination = |name: &str, r: &std::net::UdpSocket, max_age| {
+            let addr = r.local_addr().unwrap();
+            Destination {
+                name: name.to_owned(),
+                addr_text: addr.to_string(),
+                addr,
+                output: Output::Same,
+                only_race_on: false,
+                max_rate: 0,
+                max_age,
+            }
+        };
+        let mut core = Fanout::new(&Routes {
+            input: Input::Auto,
+            allow: Vec::new(),
+            destinations: vec![
+                destination("rig", &receivers[0], Some(ms(50))),
+                destination("plain", &receivers[1], None),
+            ],
+        });
+        let listen = "127.0.0.1:5400".parse().unwrap();
+        let mut links: Vec<Option<Link>> = core
+            .destinations()
+            .map(|(id, d)| Some(Link::open(id, d, listen).unwrap()))
+            .collect();
+        let [rig, plain] = [0, 1].map(DestinationId::from_index);
+        // A stall: 30 frames 10 ms apart, read 300 ms after the first came.
+        let t0 = Instant::now() - ms(400);
+        let now = t0 + ms(300);
+        let clock = Clock {
+            now,
+            warn_every: DEFAULT_WARN_INTERVAL,
+        };
+        for i in 0..30u8 {
+            let packet = [i; 324];
+            let arrival = Arrival::new(&packet, FROM, t0 + ms(10) * u32::from(i));
+            let mut sink = Links {
+                links: &mut links,
+                registry: poll.registry(),
+                clock,
+                hold_back: true,
+            };
+            core.handle(arrival, now, &mut sink);
+        }
+        let mut buf = [0u8; 2048];
+        let mut got = |r: &std::net::UdpSocket| {
+            let mut frames = Vec::new();
+            while let Ok(n) = r.recv(&mut buf) {
+                frames.push(buf[..n][0]);
+            }
+            frames
+        };
+        // Frames 25..30 are within 50 ms of `now`.
+        assert_eq!(got(&receivers[0]), (25..30).collect::<Vec<_>>());
+        assert_eq!(
+            got(&receivers[1]),
+            Vec::<u8>::new(),
+            "plain's frames are held back"
+        );
+        assert_eq!(core.queued(plain), 30);
+        let counts = |core: &Fanout, i: usize| core.counters().destinations[i].stats;
+        assert_eq!(counts(&core, 0).dropped(DropReason::Stale), 25);
+
+        let plain_link = links[1].as_mut().unwrap();
+        assert_eq!(plain_link.holding(), 30);
+        plain_link.release(&mut core.report(plain).unwrap(), poll.registry(), clock);
+        assert_eq!(got(&receivers[1]), (0..30).collect::<Vec<_>>());
+        for (i, s) in [counts(&core, 0), counts(&core, 1)].iter().enumerate() {
+            assert!(s.is_balanced(), "{i}: {s:?}");
+            assert_eq!(s.held, 0);
+        }
+        assert_eq!(counts(&core, 1).sent, 30);
+        assert_eq!(core.queued(rig), 0);
+
+        // Rings full: the held-back frames go first, nothing is dropped.
+        let extra = 5;
+        for i in 0..HELD_BACK_FRAMES + extra {
+            let packet = [i as u8; 16];
+            let mut sink = Links {
+                links: &mut links,
+                registry: poll.registry(),
+                clock,
+                hold_back: true,
+            };
+            core.handle(Arrival::new(&packet, FROM, now), now, &mut sink);
+        }
+        let s = counts(&core, 1);
+        assert_eq!(
+            (s.sent, s.held, s.dropped_total()),
+            (30 + HELD_BACK_FRAMES as u64, extra as u64, 0)
+        );
+        assert_eq!(links[1].as_ref().unwrap().holding(), extra);
     }
 
     #[test]
