@@ -828,6 +828,10 @@ struct Shell {
     stats_interval: Option<Duration>,
     /// When the last summary was taken (the start, before the first).
     last_summary: Instant,
+    /// When the next summary is due, and the latency window ends: every
+    /// `stats_interval`, or with summaries off every
+    /// [`DEFAULT_WARN_INTERVAL`], so the latency the dashboard and the page
+    /// show is recent either way (issue 15).
     next_summary: Option<Instant>,
     summaries: Option<mpsc::SyncSender<Snapshot>>,
     /// Readers of every datagram admitted (the capture writer, the dashboard).
@@ -894,7 +898,7 @@ impl Relay {
                 started: now,
                 stats_interval: interval,
                 last_summary: now,
-                next_summary: interval.and_then(|i| now.checked_add(i)),
+                next_summary: now.checked_add(interval.unwrap_or(DEFAULT_WARN_INTERVAL)),
                 summaries: None,
                 taps: Vec::new(),
                 tap_dropped: 0,
@@ -1558,13 +1562,18 @@ impl Shell {
         }
         if self.next_summary.is_some_and(|due| now >= due) {
             self.last_summary = now;
-            self.next_summary = self.stats_interval.and_then(|i| now.checked_add(i));
-            if let Some(tx) = &self.summaries {
+            self.next_summary = now.checked_add(self.warn_every);
+            if let Some(tx) = self
+                .summaries
+                .as_ref()
+                .filter(|_| self.stats_interval.is_some())
+            {
                 // A reader that is behind misses this one; one that is gone is
                 // no reason to stop.
                 let _ = tx.try_send(self.snapshot(LatencyWindow::Interval));
             }
-            // The summary's own latency window: only it starts a new one.
+            // The summary's own latency window, on the same schedule when
+            // summaries are off.
             self.core.new_interval();
         }
     }
@@ -1688,16 +1697,18 @@ impl Shell {
     }
 
     /// A new summary interval. The schedule stays as it is when the interval
-    /// does; otherwise the next summary comes one new interval after the last
-    /// one (or the start), and not before now.
+    /// does; otherwise the next summary (or, with summaries off, the end of
+    /// the latency window) comes one new interval after the last one (or the
+    /// start), and not before now.
     fn set_stats_interval(&mut self, interval: Option<Duration>, now: Instant) {
         if interval == self.stats_interval {
             return;
         }
         self.stats_interval = interval;
         self.warn_every = interval.unwrap_or(DEFAULT_WARN_INTERVAL);
-        self.next_summary = interval
-            .and_then(|i| self.last_summary.checked_add(i))
+        self.next_summary = self
+            .last_summary
+            .checked_add(self.warn_every)
             .map(|due| due.max(now));
     }
 
@@ -2109,9 +2120,59 @@ mod tests {
         shell.set_stats_interval(Some(s(1)), t0 + s(5));
         assert_eq!(shell.next_summary, Some(t0 + s(5)), "overdue: now");
         shell.set_stats_interval(None, t0 + s(6));
-        assert_eq!(shell.next_summary, None);
+        assert_eq!(
+            shell.next_summary,
+            Some(t0 + DEFAULT_WARN_INTERVAL),
+            "summaries off: the latency window keeps its schedule"
+        );
         shell.set_stats_interval(Some(s(2)), t0 + s(7));
         assert_eq!(shell.next_summary, Some(t0 + s(7)));
+    }
+
+    /// Issue 15: with summaries off, the latency the dashboard and the page
+    /// show (the interval's) still starts afresh every
+    /// [`DEFAULT_WARN_INTERVAL`], as it does at each summary when they are on;
+    /// the run's figures keep everything.
+    #[test]
+    fn with_summaries_off_the_latency_window_still_starts_afresh() {
+        let receiver = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        receiver
+            .set_read_timeout(Some(Duration::from_secs(2)))
+            .unwrap();
+        let config = Config::from_toml(
+            &format!(
+                "[listen]\naddr = \"127.0.0.1:0\"\n[stats]\ninterval = 0\n\
+                 [[destination]]\naddr = \"{}\"\n",
+                receiver.local_addr().unwrap()
+            ),
+            "window.toml",
+            &crate::config::Overrides::default(),
+        )
+        .unwrap();
+        let mut relay = Relay::bind(&config).unwrap();
+        let t0 = relay.shell.last_summary;
+        assert_eq!(relay.shell.next_summary, Some(t0 + DEFAULT_WARN_INTERVAL));
+        let sender = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        sender.send_to(&[7; 324], relay.local_addr()).unwrap();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while relay.input_stats().received == 0 && Instant::now() < deadline {
+            relay.poll_once(Some(Duration::from_millis(50)));
+        }
+        let mut buf = [0u8; 512];
+        assert_eq!(receiver.recv(&mut buf).unwrap(), 324);
+        let count =
+            |relay: &Relay, window| relay.shell.snapshot(window).destinations[0].latency.count;
+        assert_eq!(count(&relay, LatencyWindow::Interval), 1);
+
+        let due = relay.shell.next_summary.unwrap();
+        relay.shell.timers(due);
+        assert_eq!(count(&relay, LatencyWindow::Interval), 0, "a new window");
+        assert_eq!(count(&relay, LatencyWindow::Run), 1, "the run keeps it");
+        assert_eq!(
+            relay.shell.next_summary,
+            Some(due + DEFAULT_WARN_INTERVAL),
+            "and the next one after the same interval"
+        );
     }
 
     #[test]
