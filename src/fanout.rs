@@ -200,6 +200,13 @@ impl Report<'_> {
         self.stats.send_errors.add(kind);
     }
 
+    /// True when the destination has a `max_age`: the shell may hold back
+    /// frames for destinations without one while a backlog is drained, so
+    /// that those with one reach the newest frame first.
+    pub fn has_age_limit(&self) -> bool {
+        self.age.is_set()
+    }
+
     /// Whether a frame the shell holds, received at `received`, is too old to
     /// send at `now` (the destination's `max_age`): if so it is counted stale,
     /// and the shell drops it instead of sending it.

@@ -34,6 +34,17 @@
 //! frames as held until the shell says what became of them; when the relay
 //! stops, one last flush is tried and the rest is counted dropped.
 //!
+//! After a stall (issue 15), a destination with `max_age` must get the newest
+//! frame at once, and one without must get every frame in order. So while a
+//! backlog is drained (a full batch, `BACKLOG_IN_ROW` datagrams in a row, or
+//! frames older than the smallest `max_age`), frames for destinations without
+//! a limit are held back in rings made with the link (`Link::hold_back`)
+//! instead of sent, and sent in order once the listening socket is empty
+//! (`Link::release`), after `HOLD_BACK_MAX`, or before the rings would
+//! overflow: the limited
+//! destinations reach the newest frame after the receives alone, not after a
+//! send per backlog frame to each neighbour. Holding back drops nothing.
+//!
 //! A new configuration is planned by the core, carried out here (every new
 //! socket opened first, so that a failure changes nothing) and committed to the
 //! core, which returns what changed: the shell never matches destinations
@@ -59,7 +70,8 @@ use std::time::{Duration, Instant};
 use log::{debug, error, info, trace, warn};
 use mio::net::UdpSocket;
 use mio::{Events, Interest, Poll, Registry, Token, Waker};
-use ringbuf::traits::{Consumer, Observer, RingBuffer};
+use ringbuf::storage::Heap;
+use ringbuf::traits::{Consumer, Observer, Producer, RingBuffer};
 use ringbuf::LocalRb;
 
 use crate::config::{self, Config};
@@ -99,6 +111,19 @@ pub use crate::recv::MAX_DATAGRAM;
 pub const BACKLOG_FRAMES: usize = 8;
 /// Datagrams read per drain before other work gets a turn.
 const DRAIN_BUDGET: usize = 256;
+/// Datagrams found queued in a row that mean a backlog is being drained (a
+/// full `recvmmsg` batch on Linux), so frames for destinations without
+/// `max_age` are held back (issue 15).
+const BACKLOG_IN_ROW: usize = 32;
+/// Bytes a destination without `max_age` may hold back: about 3,000 Horizon
+/// frames, 8 s at 360 frames/s.
+const HELD_BACK_BYTES: usize = 1 << 20;
+/// Frames a destination without `max_age` may hold back.
+const HELD_BACK_FRAMES: usize = 4_096;
+/// How long frames are held back at most: draining the 720 frames of a 2 s
+/// stall takes 3 ms here, so this only matters when the relay can't keep up
+/// and the listening socket never empties.
+const HOLD_BACK_MAX: Duration = Duration::from_millis(20);
 /// Consecutive unexpected receive errors after which a drain gives up.
 const MAX_RECV_ERRORS: usize = 8;
 /// Events handled per `poll` call.
@@ -304,11 +329,46 @@ fn check_loop(d: &Destination, listen: SocketAddr) -> Result<(), StartError> {
     Ok(())
 }
 
+/// Frames held back for a destination without `max_age` while a backlog is
+/// drained, oldest first, packed end to end: after a stall there are hundreds,
+/// and a [`HeldFrame`] each would cost 1.5 KiB. The rings are allocated once
+/// and their pages touched only when used.
+struct HeldBack {
+    /// Each frame's length and receive time.
+    heads: LocalRb<Heap<(u16, Instant)>>,
+    bytes: LocalRb<Heap<u8>>,
+    /// Where a frame is copied out to be sent.
+    scratch: Box<[u8]>,
+}
+
+impl HeldBack {
+    fn new() -> Self {
+        HeldBack {
+            heads: LocalRb::new(HELD_BACK_FRAMES),
+            bytes: LocalRb::new(HELD_BACK_BYTES),
+            scratch: vec![0; FRAME_CAPACITY].into_boxed_slice(),
+        }
+    }
+
+    /// True when `len` more bytes fit.
+    fn has_room(&self, len: usize) -> bool {
+        !self.heads.is_full() && self.bytes.vacant_len() >= len
+    }
+
+    fn clear(&mut self) {
+        self.heads.clear();
+        self.bytes.clear();
+    }
+}
+
 /// A destination's socket and backlog.
 struct Link {
     socket: UdpSocket,
     token: Token,
-    backlog: LocalRb<ringbuf::storage::Heap<HeldFrame>>,
+    backlog: LocalRb<Heap<HeldFrame>>,
+    /// Frames not yet sent because a backlog is being drained (issue 15);
+    /// all older than any frame that comes after them.
+    held_back: HeldBack,
     /// Registered with the poll for writability: only while frames wait.
     watched: bool,
     warner: Warner,
@@ -329,6 +389,7 @@ impl Link {
             socket,
             token: token_of(id),
             backlog: LocalRb::new(BACKLOG_FRAMES),
+            held_back: HeldBack::new(),
             watched: false,
             warner: Warner {
                 name: d.name.clone(),
@@ -366,6 +427,58 @@ impl Link {
             self.watch(registry, true);
             outcome
         })
+    }
+
+    /// Holds `bytes`, received at `received`, back while a backlog is drained,
+    /// so that destinations with `max_age` reach the newest frame first;
+    /// [`Link::release`] sends them, in order. When the held-back frames fill
+    /// their rings they are released first: holding back never drops a frame.
+    fn hold_back(
+        &mut self,
+        bytes: &[u8],
+        received: Instant,
+        report: &mut Report<'_>,
+        registry: &Registry,
+        clock: Clock,
+    ) -> Outcome {
+        let len = match u16::try_from(bytes.len()) {
+            Ok(len) if bytes.len() <= FRAME_CAPACITY => len,
+            // Too large to hold: it goes now, after the frames before it.
+            _ => {
+                self.release(report, registry, clock);
+                return self.send(bytes, received, report, registry, clock);
+            }
+        };
+        if !self.held_back.has_room(bytes.len()) {
+            self.release(report, registry, clock);
+        }
+        // Released, the rings have room for any frame up to FRAME_CAPACITY.
+        let _ = self.held_back.heads.try_push((len, received));
+        self.held_back.bytes.push_slice(bytes);
+        Outcome::Queued
+    }
+
+    /// Sends the held-back frames, oldest first, as they would have been sent
+    /// when they came (behind the backlog, into it when the socket would
+    /// block).
+    fn release(&mut self, report: &mut Report<'_>, registry: &Registry, clock: Clock) {
+        if self.held_back.heads.is_empty() {
+            return;
+        }
+        // Taking the boxed slice leaves an empty one: no allocation.
+        let mut scratch = std::mem::take(&mut self.held_back.scratch);
+        while let Some((len, received)) = self.held_back.heads.try_pop() {
+            let frame = &mut scratch[..usize::from(len)];
+            self.held_back.bytes.pop_slice(frame);
+            let outcome = self.send(frame, received, report, registry, clock);
+            report.held(outcome);
+        }
+        self.held_back.scratch = scratch;
+    }
+
+    /// Frames the shell holds for the destination: the core's `queued`.
+    fn holding(&self) -> usize {
+        self.backlog.occupied_len() + self.held_back.heads.occupied_len()
     }
 
     /// Keeps `bytes` for later, dropping the oldest waiting frame when full.
@@ -433,6 +546,7 @@ impl Link {
     /// or the relay stops).
     fn clear_backlog(&mut self, registry: &Registry) {
         self.backlog.clear();
+        self.held_back.clear();
         self.watch(registry, false);
     }
 }
@@ -442,6 +556,9 @@ struct Links<'a> {
     links: &'a mut [Option<Link>],
     registry: &'a Registry,
     clock: Clock,
+    /// A backlog is being drained: frames for destinations without `max_age`
+    /// are held back.
+    hold_back: bool,
 }
 
 impl Sink for Links<'_> {
@@ -452,8 +569,16 @@ impl Sink for Links<'_> {
         received: Instant,
         report: &mut Report<'_>,
     ) -> Outcome {
+        let (registry, clock) = (self.registry, self.clock);
         match self.links.get_mut(id.index()) {
-            Some(Some(link)) => link.send(bytes, received, report, self.registry, self.clock),
+            Some(Some(link)) if self.hold_back && !report.has_age_limit() => {
+                link.hold_back(bytes, received, report, registry, clock)
+            }
+            Some(Some(link)) => {
+                // Frames held back go first (none are, outside a drain).
+                link.release(report, registry, clock);
+                link.send(bytes, received, report, registry, clock)
+            }
             // Every destination of the core has a link (see `Shell::apply`).
             _ => Outcome::Dropped(DropReason::SendError),
         }
@@ -742,6 +867,10 @@ struct Shell {
     stopping: bool,
     /// The last drain stopped at its budget with datagrams still queued.
     unread: bool,
+    /// Since when a backlog is being drained: frames for destinations without
+    /// `max_age` are held back until the listening socket is empty, or for
+    /// [`HOLD_BACK_MAX`] at most (issue 15).
+    holding_back: Option<Instant>,
     /// Tells the wake-up datagram apart; `None`: the loop never waits in the
     /// receive (not Linux, or the wake-up socket could not be made).
     wake: Option<WakeFilter>,
@@ -755,6 +884,10 @@ struct Shell {
     stats_interval: Option<Duration>,
     /// When the last summary was taken (the start, before the first).
     last_summary: Instant,
+    /// When the next summary is due, and the latency window ends: every
+    /// `stats_interval`, or with summaries off every
+    /// [`DEFAULT_WARN_INTERVAL`], so the latency the dashboard and the page
+    /// show is recent either way (issue 15).
     next_summary: Option<Instant>,
     summaries: Option<mpsc::SyncSender<Snapshot>>,
     /// Readers of every datagram admitted (the capture writer, the dashboard).
@@ -814,6 +947,7 @@ impl Relay {
                 },
                 stopping: false,
                 unread: false,
+                holding_back: None,
                 wake: None,
                 recv_timeout: RecvTimeout::default(),
                 waiting: false,
@@ -821,7 +955,7 @@ impl Relay {
                 started: now,
                 stats_interval: interval,
                 last_summary: now,
-                next_summary: interval.and_then(|i| now.checked_add(i)),
+                next_summary: now.checked_add(interval.unwrap_or(DEFAULT_WARN_INTERVAL)),
                 summaries: None,
                 taps: Vec::new(),
                 tap_dropped: 0,
@@ -1080,6 +1214,7 @@ impl Shell {
     fn plain(&self, deadline: Option<Instant>) -> bool {
         self.wake.is_some()
             && !self.unread
+            && self.holding_back.is_none()
             && !self.stopping
             && deadline.is_none()
             && self
@@ -1108,12 +1243,13 @@ impl Shell {
             now = match armed.and_then(|()| self.batch.wait(&self.listener)) {
                 Ok(n) => {
                     self.wait_errors = 0;
-                    let read = self.handle_batch(n);
+                    let read = self.handle_batch(n, 0);
                     if n == Batch::SIZE {
                         // More may be queued.
                         self.drain(read);
                         Instant::now()
                     } else {
+                        self.release_held_back(read);
                         self.warn_input(read);
                         self.check_backlogs();
                         // The sends since took microseconds: no clock read
@@ -1185,7 +1321,7 @@ impl Shell {
         loop {
             match self.batch.recv(&self.listener) {
                 Ok(n) => {
-                    now = self.handle_batch(n);
+                    now = self.handle_batch(n, read);
                     read += n;
                     if n < Batch::SIZE {
                         // A short batch: the queue is empty (Linux's recvmmsg).
@@ -1219,20 +1355,71 @@ impl Shell {
                 },
             }
         }
+        if !self.unread {
+            self.release_held_back(now);
+        }
         self.warn_input(now);
         self.check_backlogs();
     }
 
-    /// Hands the `n` datagrams of the last batch to the core, each with when
-    /// it reached the machine, then to the taps; returns the moment the batch
-    /// was read, on the loop's clock. The wake-up datagram goes to neither: it
-    /// only ended the wait, after which the commands are looked at (in the
-    /// poll, the waker says so).
-    fn handle_batch(&mut self, n: usize) -> Instant {
+    /// Whether the last batch (`n` datagrams, after `read` in the same drain,
+    /// read at `moment`) shows a backlog: many queued at once, or its oldest
+    /// frame already past the smallest `max_age`. Only worth acting on when
+    /// some destinations have a limit and others don't.
+    fn is_backlog(&self, n: usize, read: usize, moment: &Moment) -> bool {
+        let mut smallest = None::<Duration>;
+        let mut unlimited = false;
+        for (_, d) in self.core.destinations() {
+            match d.max_age {
+                Some(age) => smallest = Some(smallest.map_or(age, |s| s.min(age))),
+                None => unlimited = true,
+            }
+        }
+        let Some(smallest) = smallest.filter(|_| unlimited && n > 0) else {
+            return false;
+        };
+        let oldest = moment.received(&self.batch, 0);
+        read + n >= BACKLOG_IN_ROW || moment.instant.saturating_duration_since(oldest) > smallest
+    }
+
+    /// The listening socket is empty (or a command needs the frames out): the
+    /// frames held back go, in order.
+    fn release_held_back(&mut self, now: Instant) {
+        if self.holding_back.take().is_none() {
+            return;
+        }
+        let clock = self.clock(now);
+        for i in 0..self.links.len() {
+            self.on_link(DestinationId::from_index(i), |link, report, registry| {
+                link.release(report, registry, clock);
+            });
+        }
+    }
+
+    /// Hands the `n` datagrams of the last batch (read after `read` others in
+    /// the same drain) to the core, each with when it reached the machine,
+    /// then to the taps; returns the moment the batch was read, on the loop's
+    /// clock. The wake-up datagram goes to neither: it only ended the wait,
+    /// after which the commands are looked at (in the poll, the waker says
+    /// so).
+    fn handle_batch(&mut self, n: usize, read: usize) -> Instant {
         // Both clocks once per batch, after the receive: the kernel's times
         // are before it.
         let moment = Moment::now();
         let now = moment.instant;
+        if self
+            .holding_back
+            .is_some_and(|since| now.saturating_duration_since(since) > HOLD_BACK_MAX)
+        {
+            // Under a load the relay can't keep up with, the socket never
+            // empties: destinations without a limit still get their frames.
+            self.release_held_back(now);
+        }
+        if self.holding_back.is_none() && self.is_backlog(n, read, &moment) {
+            // Destinations with a limit reach the newest frame before those
+            // without get the backlog (issue 15).
+            self.holding_back = Some(now);
+        }
         let Shell {
             batch,
             verdicts,
@@ -1241,6 +1428,7 @@ impl Shell {
             registry,
             warn_every,
             wake,
+            holding_back,
             ..
         } = self;
         let mut sink = Links {
@@ -1250,6 +1438,7 @@ impl Shell {
                 now,
                 warn_every: *warn_every,
             },
+            hold_back: holding_back.is_some(),
         };
         for (i, verdict) in verdicts.iter_mut().enumerate().take(n) {
             let (data, from) = batch.datagram(i);
@@ -1401,7 +1590,7 @@ impl Shell {
                 if let Some(link) = link {
                     let id = DestinationId::from_index(i);
                     debug_assert_eq!(
-                        link.backlog.occupied_len() as u64,
+                        link.holding() as u64,
                         self.core.queued(id),
                         "{}: the backlog and the core disagree",
                         link.warner.name
@@ -1451,6 +1640,7 @@ impl Shell {
                 core,
                 links,
                 registry,
+                holding_back,
                 ..
             } = self;
             core.due(
@@ -1459,19 +1649,25 @@ impl Shell {
                     links,
                     registry,
                     clock,
+                    hold_back: holding_back.is_some(),
                 },
             );
             self.check_backlogs();
         }
         if self.next_summary.is_some_and(|due| now >= due) {
             self.last_summary = now;
-            self.next_summary = self.stats_interval.and_then(|i| now.checked_add(i));
-            if let Some(tx) = &self.summaries {
+            self.next_summary = now.checked_add(self.warn_every);
+            if let Some(tx) = self
+                .summaries
+                .as_ref()
+                .filter(|_| self.stats_interval.is_some())
+            {
                 // A reader that is behind misses this one; one that is gone is
                 // no reason to stop.
                 let _ = tx.try_send(self.snapshot(LatencyWindow::Interval));
             }
-            // The summary's own latency window: only it starts a new one.
+            // The summary's own latency window, on the same schedule when
+            // summaries are off.
             self.core.new_interval();
         }
     }
@@ -1562,6 +1758,8 @@ impl Shell {
             self.configured_listen = setup.listen;
             self.open_wake();
         }
+        // Held-back frames go as they would have, before anything closes.
+        self.release_held_back(now);
         for &id in plan.closed() {
             if let Some(mut link) = self.links.get_mut(id.index()).and_then(Option::take) {
                 link.clear_backlog(&self.registry);
@@ -1610,16 +1808,18 @@ impl Shell {
     }
 
     /// A new summary interval. The schedule stays as it is when the interval
-    /// does; otherwise the next summary comes one new interval after the last
-    /// one (or the start), and not before now.
+    /// does; otherwise the next summary (or, with summaries off, the end of
+    /// the latency window) comes one new interval after the last one (or the
+    /// start), and not before now.
     fn set_stats_interval(&mut self, interval: Option<Duration>, now: Instant) {
         if interval == self.stats_interval {
             return;
         }
         self.stats_interval = interval;
         self.warn_every = interval.unwrap_or(DEFAULT_WARN_INTERVAL);
-        self.next_summary = interval
-            .and_then(|i| self.last_summary.checked_add(i))
+        self.next_summary = self
+            .last_summary
+            .checked_add(self.warn_every)
             .map(|due| due.max(now));
     }
 
@@ -1627,6 +1827,7 @@ impl Shell {
     /// without waiting; what is still there, or waits for its rate slot, the
     /// core counts dropped.
     fn finish(&mut self, now: Instant) {
+        self.release_held_back(now);
         let clock = self.clock(now);
         for i in 0..self.links.len() {
             self.on_link(DestinationId::from_index(i), |link, report, registry| {
@@ -1836,6 +2037,115 @@ mod tests {
         assert!(latency.max >= ms(100), "from the receive time: {latency:?}");
     }
 
+    /// Issue 15: while a backlog is drained, a destination with `max_age`
+    /// gets the newest frame before one without gets any of the backlog;
+    /// released, that one gets every frame, in order, none dropped. Held-back
+    /// frames that fill their rings are released, not dropped.
+    #[test]
+    fn a_drain_holds_back_frames_for_destinations_without_max_age() {
+        let poll = Poll::new().unwrap();
+        let ms = Duration::from_millis;
+        let receivers: Vec<_> = (0..2)
+            .map(|_| {
+                let r = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+                r.set_nonblocking(true).unwrap();
+                r
+            })
+            .collect();
+        let destination = |name: &str, r: &std::net::UdpSocket, max_age| {
+            let addr = r.local_addr().unwrap();
+            Destination {
+                name: name.to_owned(),
+                addr_text: addr.to_string(),
+                addr,
+                output: Output::Same,
+                only_race_on: false,
+                max_rate: 0,
+                max_age,
+            }
+        };
+        let mut core = Fanout::new(&Routes {
+            input: Input::Auto,
+            allow: Vec::new(),
+            destinations: vec![
+                destination("rig", &receivers[0], Some(ms(50))),
+                destination("plain", &receivers[1], None),
+            ],
+        });
+        let listen = "127.0.0.1:5400".parse().unwrap();
+        let mut links: Vec<Option<Link>> = core
+            .destinations()
+            .map(|(id, d)| Some(Link::open(id, d, listen).unwrap()))
+            .collect();
+        let [rig, plain] = [0, 1].map(DestinationId::from_index);
+        // A stall: 30 frames 10 ms apart, read 300 ms after the first came.
+        let t0 = Instant::now() - ms(400);
+        let now = t0 + ms(300);
+        let clock = Clock {
+            now,
+            warn_every: DEFAULT_WARN_INTERVAL,
+        };
+        for i in 0..30u8 {
+            let packet = [i; 324];
+            let arrival = Arrival::new(&packet, FROM, t0 + ms(10) * u32::from(i));
+            let mut sink = Links {
+                links: &mut links,
+                registry: poll.registry(),
+                clock,
+                hold_back: true,
+            };
+            core.handle(arrival, now, &mut sink);
+        }
+        let mut buf = [0u8; 2048];
+        let mut got = |r: &std::net::UdpSocket| {
+            let mut frames = Vec::new();
+            while let Ok(n) = r.recv(&mut buf) {
+                frames.push(buf[..n][0]);
+            }
+            frames
+        };
+        // Frames 25..30 are within 50 ms of `now`.
+        assert_eq!(got(&receivers[0]), (25..30).collect::<Vec<_>>());
+        assert_eq!(
+            got(&receivers[1]),
+            Vec::<u8>::new(),
+            "plain's frames are held back"
+        );
+        assert_eq!(core.queued(plain), 30);
+        let counts = |core: &Fanout, i: usize| core.counters().destinations[i].stats;
+        assert_eq!(counts(&core, 0).dropped(DropReason::Stale), 25);
+
+        let plain_link = links[1].as_mut().unwrap();
+        assert_eq!(plain_link.holding(), 30);
+        plain_link.release(&mut core.report(plain).unwrap(), poll.registry(), clock);
+        assert_eq!(got(&receivers[1]), (0..30).collect::<Vec<_>>());
+        for (i, s) in [counts(&core, 0), counts(&core, 1)].iter().enumerate() {
+            assert!(s.is_balanced(), "{i}: {s:?}");
+            assert_eq!(s.held, 0);
+        }
+        assert_eq!(counts(&core, 1).sent, 30);
+        assert_eq!(core.queued(rig), 0);
+
+        // Rings full: the held-back frames go first, nothing is dropped.
+        let extra = 5;
+        for i in 0..HELD_BACK_FRAMES + extra {
+            let packet = [i as u8; 16];
+            let mut sink = Links {
+                links: &mut links,
+                registry: poll.registry(),
+                clock,
+                hold_back: true,
+            };
+            core.handle(Arrival::new(&packet, FROM, now), now, &mut sink);
+        }
+        let s = counts(&core, 1);
+        assert_eq!(
+            (s.sent, s.held, s.dropped_total()),
+            (30 + HELD_BACK_FRAMES as u64, extra as u64, 0)
+        );
+        assert_eq!(links[1].as_ref().unwrap().holding(), extra);
+    }
+
     #[test]
     fn throttle_counts_occurrences_not_calls() {
         let t0 = Instant::now();
@@ -1921,9 +2231,59 @@ mod tests {
         shell.set_stats_interval(Some(s(1)), t0 + s(5));
         assert_eq!(shell.next_summary, Some(t0 + s(5)), "overdue: now");
         shell.set_stats_interval(None, t0 + s(6));
-        assert_eq!(shell.next_summary, None);
+        assert_eq!(
+            shell.next_summary,
+            Some(t0 + DEFAULT_WARN_INTERVAL),
+            "summaries off: the latency window keeps its schedule"
+        );
         shell.set_stats_interval(Some(s(2)), t0 + s(7));
         assert_eq!(shell.next_summary, Some(t0 + s(7)));
+    }
+
+    /// Issue 15: with summaries off, the latency the dashboard and the page
+    /// show (the interval's) still starts afresh every
+    /// [`DEFAULT_WARN_INTERVAL`], as it does at each summary when they are on;
+    /// the run's figures keep everything.
+    #[test]
+    fn with_summaries_off_the_latency_window_still_starts_afresh() {
+        let receiver = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        receiver
+            .set_read_timeout(Some(Duration::from_secs(2)))
+            .unwrap();
+        let config = Config::from_toml(
+            &format!(
+                "[listen]\naddr = \"127.0.0.1:0\"\n[stats]\ninterval = 0\n\
+                 [[destination]]\naddr = \"{}\"\n",
+                receiver.local_addr().unwrap()
+            ),
+            "window.toml",
+            &crate::config::Overrides::default(),
+        )
+        .unwrap();
+        let mut relay = Relay::bind(&config).unwrap();
+        let t0 = relay.shell.last_summary;
+        assert_eq!(relay.shell.next_summary, Some(t0 + DEFAULT_WARN_INTERVAL));
+        let sender = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        sender.send_to(&[7; 324], relay.local_addr()).unwrap();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while relay.input_stats().received == 0 && Instant::now() < deadline {
+            relay.poll_once(Some(Duration::from_millis(50)));
+        }
+        let mut buf = [0u8; 512];
+        assert_eq!(receiver.recv(&mut buf).unwrap(), 324);
+        let count =
+            |relay: &Relay, window| relay.shell.snapshot(window).destinations[0].latency.count;
+        assert_eq!(count(&relay, LatencyWindow::Interval), 1);
+
+        let due = relay.shell.next_summary.unwrap();
+        relay.shell.timers(due);
+        assert_eq!(count(&relay, LatencyWindow::Interval), 0, "a new window");
+        assert_eq!(count(&relay, LatencyWindow::Run), 1, "the run keeps it");
+        assert_eq!(
+            relay.shell.next_summary,
+            Some(due + DEFAULT_WARN_INTERVAL),
+            "and the next one after the same interval"
+        );
     }
 
     #[test]

@@ -46,9 +46,18 @@ fn horizon_datagram(script: &mut Vec<u8>, fill: u8, puddles: u8, racing: bool) {
     script.push(puddles << 1 | u8::from(racing));
 }
 
+/// The script byte for a destination's output (0: same, else a format index
+/// from 1) and its `max_age` (an index into `fanout_check`'s ages, 0..8; see
+/// `fanout_check::routes`).
+fn output_and_age(output: u8, age: u8) -> u8 {
+    let rest = (i32::from(output) - 2 * i32::from(age)).rem_euclid(7) as u8;
+    // 16 is 2 more than a multiple of 7.
+    16 * age + rest
+}
+
 /// Scripts built to reach what random bytes reach rarely: a long stream at a
-/// Forza length through rate-limited destinations, with outcomes for queued
-/// frames and reloads between.
+/// Forza length through rate-limited destinations, some with `max_age`, with
+/// outcomes for queued frames and reloads between.
 #[test]
 fn issue9_a_long_rate_limited_stream_with_reloads_keeps_every_invariant() {
     let mut total = fanout_check::Covered::default();
@@ -59,7 +68,8 @@ fn issue9_a_long_rate_limited_stream_with_reloads_keeps_every_invariant() {
             0b0111_1111, // destinations a..g
         ];
         for i in 0..7u8 {
-            script.push(i); // same, then every format
+            // same, then every format; every max_age in turn (issue 15)
+            script.push(output_and_age(i, (seed + 3 * i) % 8));
             script.push((i.wrapping_mul(5) ^ seed) & 0x7F); // race filter, max_rate
         }
         script.push(seed % 5); // a failed send every n-th delivery
@@ -89,8 +99,15 @@ fn issue9_a_long_rate_limited_stream_with_reloads_keeps_every_invariant() {
         total.flushed += c.flushed;
         total.applies += c.applies;
         total.dropped += c.dropped;
+        total.stale += c.stale;
+        total.due_stale += c.due_stale;
     }
     println!("fanout scripts: {total:?}");
+    assert!(total.stale > 0, "no frame was too old: {total:?}");
+    assert!(
+        total.due_stale > 0,
+        "no frame grew too old waiting for its slot: {total:?}"
+    );
     assert!(
         total.due_deliveries > 0,
         "no frame waited for its slot: {total:?}"

@@ -1682,8 +1682,9 @@ fn binary_sends_no_stale_frame_after_a_stall_to_a_destination_with_max_age() {
         "the backlog, in order"
     );
     assert_eq!(got_plain.len(), queued.len() + 1);
-    // The relay sends to rig before plain for each frame: by now the fresh
-    // frame is waiting at rig, and nothing else may be.
+    // Draining the backlog, the relay holds plain's frames back until rig
+    // has the newest (src/relay.rs, issue 15): the fresh frame is waiting at
+    // rig, and nothing else may be.
     assert_eq!(
         timestamp(&recv(&rig)),
         1_000,

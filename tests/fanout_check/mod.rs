@@ -30,6 +30,12 @@
 //!   delivers something exactly when that deadline has come;
 //! - a `max_rate` destination's k-th delivery since its limiter started comes no
 //!   sooner than k intervals after the first;
+//! - `max_age` (issue 15): a frame older than the limit (from its receive
+//!   time, which the script sets before `now`) is never handed over: on
+//!   arrival it is counted stale and the pending frame stays; a pending frame
+//!   is dropped stale by `due` only when it is older than the limit; the shell's
+//!   `drop_if_stale` for a held frame answers as the limit says; every frame
+//!   handed over carries the receive time of its datagram;
 //! - `plan` names, per destination, the oracle's action and keeps every id, and
 //!   `commit` reports exactly the names added, changed and removed; a removed
 //!   destination's final counters are the oracle's, every frame it held
@@ -38,7 +44,7 @@
 //!   up: received = sent + dropped by reason + held;
 //! - at the end (after `finish`), nothing is held any more.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::time::{Duration, Instant};
 
@@ -60,6 +66,21 @@ const RATES: [u32; 8] = [0, 0, 0, 1, 10, 60, 144, 1_000];
 const MAX_SCRIPT_DATAGRAM: usize = 2_048;
 /// Longest script step: a timer or datagram advances the clock by up to this.
 const STEP: Duration = Duration::from_micros(500);
+/// `max_age` values a script picks from (issue 15), around the ages a script
+/// makes: a datagram received up to [`LAG`] × 31 before it is handled, and
+/// steps of up to [`STEP`] × 255.
+const AGES: [Option<Duration>; 8] = [
+    None,
+    None,
+    None,
+    None,
+    Some(Duration::from_millis(1)),
+    Some(Duration::from_millis(5)),
+    Some(Duration::from_millis(20)),
+    Some(Duration::from_millis(50)),
+];
+/// A datagram's receive time is a multiple of this before it is handled.
+const LAG: Duration = Duration::from_millis(2);
 
 // ---- The formats, as docs/formats.md describes them. ----
 
@@ -429,8 +450,8 @@ fn allowed(allow: &[IpNet], from: SocketAddr) -> bool {
 }
 
 /// Routes from the script: input format, allow-list, then for each of
-/// [`NAMES`] whether it is there and, if so, its output (`same` or any format),
-/// `only_race_on`, `max_rate` and one of two ports.
+/// [`NAMES`] whether it is there and, if so, its output (`same` or any format)
+/// and `max_age` (one byte), `only_race_on`, `max_rate` and one of two ports.
 fn routes(b: &mut Bytes) -> Routes {
     let input = match b.u8() as usize % (Format::ALL.len() + 1) {
         0 => Input::Auto,
@@ -443,10 +464,12 @@ fn routes(b: &mut Bytes) -> Routes {
         if present & (1 << i) == 0 {
             continue;
         }
-        let output = match b.u8() as usize % (Format::ALL.len() + 1) {
+        let kind = b.u8();
+        let output = match kind as usize % (Format::ALL.len() + 1) {
             0 => Output::Same,
             f => Output::Format(Format::ALL[f - 1]),
         };
+        let max_age = AGES[usize::from(kind >> 4) % AGES.len()];
         let flags = b.u8();
         let port = 9_000 + i as u16 + 100 * u16::from(flags >> 7);
         let addr = SocketAddr::new(Ipv4Addr::LOCALHOST.into(), port);
@@ -457,7 +480,7 @@ fn routes(b: &mut Bytes) -> Routes {
             output,
             only_race_on: flags & 1 == 1,
             max_rate: RATES[usize::from(flags >> 1) % RATES.len()],
-            max_age: None,
+            max_age,
         });
     }
     Routes {
@@ -470,7 +493,9 @@ fn routes(b: &mut Bytes) -> Routes {
 /// A datagram from the script: mostly a Forza length (or one byte off), else
 /// any length up to [`MAX_SCRIPT_DATAGRAM`]; bytes from the script, with
 /// IsRaceOn and the puddle words often set to what detection looks at.
-fn datagram(b: &mut Bytes, buf: &mut Vec<u8>) {
+/// Returns how long before it is handled it was received, in [`LAG`]s (the
+/// top bits of the byte that shapes it).
+fn datagram(b: &mut Bytes, buf: &mut Vec<u8>) -> u32 {
     const LENGTHS: [usize; 4] = [232, 311, 331, 324];
     let kind = b.u8();
     let len = LENGTHS[usize::from(kind >> 3) % LENGTHS.len()];
@@ -485,12 +510,13 @@ fn datagram(b: &mut Bytes, buf: &mut Vec<u8>) {
     buf.extend_from_slice(b.take(len));
     buf.resize(len, fill);
     let shape = b.u8();
+    let lag = u32::from(shape >> 3);
     if let Some(race) = buf.get_mut(IS_RACE_ON..IS_RACE_ON + 4) {
         race.copy_from_slice(&i32::from(shape & 1).to_le_bytes());
     }
     if let Some(puddles) = buf.get_mut(WHEEL_IN_PUDDLE..WHEEL_IN_PUDDLE + 16) {
         let word: u32 = match (shape >> 1) % 4 {
-            0 => return,
+            0 => return lag,
             1 => 0,
             2 => 1,
             _ => 0.5f32.to_bits(),
@@ -498,6 +524,7 @@ fn datagram(b: &mut Bytes, buf: &mut Vec<u8>) {
         puddles[..4].copy_from_slice(&word.to_le_bytes());
         puddles[4..].fill(0);
     }
+    lag
 }
 
 /// IsRaceOn of a packet of `reading`'s format: every format starts with the
@@ -510,6 +537,8 @@ fn race_on(data: &[u8], reading: Option<Reading>) -> Option<bool> {
 struct Delivery {
     id: DestinationId,
     bytes: Vec<u8>,
+    /// The receive time the core handed over with it.
+    received: Instant,
     outcome: Outcome,
 }
 
@@ -528,7 +557,7 @@ impl Sink for Recorder {
         &mut self,
         id: DestinationId,
         bytes: &[u8],
-        _received: Instant,
+        received: Instant,
         report: &mut Report<'_>,
     ) -> Outcome {
         self.count += 1;
@@ -544,6 +573,7 @@ impl Sink for Recorder {
         self.got.push(Delivery {
             id,
             bytes: bytes.to_vec(),
+            received,
             outcome,
         });
         outcome
@@ -554,10 +584,11 @@ impl Sink for Recorder {
 struct Model {
     config: Destination,
     race: RaceOracle,
-    /// The frame waiting for its rate slot, as it must be delivered.
-    pending: Option<Vec<u8>>,
-    /// Frames the shell holds for it.
-    queued: u64,
+    /// The frame waiting for its rate slot, as it must be delivered, and its
+    /// receive time.
+    pending: Option<(Vec<u8>, Instant)>,
+    /// The receive times of the frames the shell holds for it, oldest first.
+    queued: VecDeque<Instant>,
     stats: DestinationStats,
     /// The first delivery since its limiter started, and deliveries since.
     rate: Option<(Instant, u32)>,
@@ -569,7 +600,7 @@ impl Model {
             config,
             race: RaceOracle::default(),
             pending: None,
-            queued: 0,
+            queued: VecDeque::new(),
             stats: DestinationStats::default(),
             rate: None,
         }
@@ -584,14 +615,22 @@ impl Model {
 
     /// The shell drops what it holds.
     fn drop_queued(&mut self) {
-        self.stats.dropped[DropReason::Backlog as usize] += std::mem::take(&mut self.queued);
+        self.stats.dropped[DropReason::Backlog as usize] += self.queued.len() as u64;
+        self.queued.clear();
     }
 
-    /// Counts one frame's outcome.
-    fn outcome(&mut self, outcome: Outcome) {
+    /// True when a frame received at `received` is too old to send at `now`.
+    fn is_stale(&self, received: Instant, now: Instant) -> bool {
+        self.config
+            .max_age
+            .is_some_and(|max| now.saturating_duration_since(received) > max)
+    }
+
+    /// Counts one frame's outcome (a frame received at `received`).
+    fn outcome(&mut self, outcome: Outcome, received: Instant) {
         match outcome {
             Outcome::Sent => self.stats.sent += 1,
-            Outcome::Queued => self.queued += 1,
+            Outcome::Queued => self.queued.push_back(received),
             Outcome::Dropped(reason) => self.stats.drop(reason),
         }
     }
@@ -601,7 +640,14 @@ impl Model {
         if d.outcome == Outcome::Dropped(DropReason::SendError) {
             self.stats.send_errors.add(SendErrorKind::Other);
         }
-        self.outcome(d.outcome);
+        assert!(
+            !self.is_stale(d.received, now),
+            "{}: handed a frame {:?} old, max_age {:?}",
+            self.config.name,
+            now - d.received,
+            self.config.max_age
+        );
+        self.outcome(d.outcome, d.received);
         if self.config.max_rate == 0 {
             return;
         }
@@ -624,7 +670,7 @@ impl Model {
     /// Its counters, `held` included.
     fn counters(&self) -> DestinationStats {
         DestinationStats {
-            held: self.queued + u64::from(self.pending.is_some()),
+            held: self.queued.len() as u64 + u64::from(self.pending.is_some()),
             ..self.stats
         }
     }
@@ -655,6 +701,10 @@ pub struct Covered {
     pub applies: u64,
     /// Frames dropped, any reason, over every destination.
     pub dropped: u64,
+    /// Frames dropped stale (`max_age`), over the destinations left at the end.
+    pub stale: u64,
+    /// Pending frames `due` dropped stale.
+    pub due_stale: u64,
     /// Times `auto` changed how it reads Horizon packets.
     pub horizon_changes: u64,
 }
@@ -706,12 +756,14 @@ pub fn run(data: &[u8]) -> Covered {
         now += STEP * u32::from(b.u8());
         match op % 9 {
             0..=4 => {
-                datagram(&mut b, &mut buf);
+                let lag = LAG * datagram(&mut b, &mut buf);
+                let received = now.checked_sub(lag).unwrap_or(now);
                 let from = sender(op >> 4);
                 let horizon = oracle.input.reader.horizon();
-                let verdict = core.handle(Arrival::new(&buf, from, now), now, &mut sink);
+                let arrival = Arrival::new(&buf, from, received);
+                let verdict = core.handle(arrival, now, &mut sink);
                 covered.datagrams += 1;
-                oracle.check_handle(&buf, from, now, verdict, &mut sink);
+                oracle.check_handle(&buf, from, (received, now), verdict, &mut sink);
                 if oracle.input.reader.horizon() != horizon {
                     covered.horizon_changes += 1;
                 }
@@ -725,14 +777,8 @@ pub fn run(data: &[u8]) -> Covered {
                 let deadline = core.next_deadline();
                 core.due(now, &mut sink);
                 let due = deadline.is_some_and(|d| d <= now);
-                let on_time = sink.got.len();
-                assert_eq!(
-                    on_time > 0,
-                    due,
-                    "due(now) delivered {on_time} frames; next_deadline was {:?} from now",
-                    deadline.map(|d| d.checked_duration_since(now))
-                );
-                covered.due_deliveries += sink.got.len() as u64;
+                let on_time = sink.got.len() as u64;
+                covered.due_deliveries += on_time;
                 for d in sink.got.drain(..) {
                     let name = name_of(&oracle.ids, d.id).to_owned();
                     let m = oracle
@@ -741,12 +787,45 @@ pub fn run(data: &[u8]) -> Covered {
                         .expect("a modelled destination");
                     let pending = m.pending.take();
                     assert_eq!(
-                        Some(&d.bytes),
-                        pending.as_ref(),
+                        Some((&d.bytes, d.received)),
+                        pending.as_ref().map(|(bytes, at)| (bytes, *at)),
                         "{name}: due delivered a frame that was not its pending one"
                     );
                     m.delivered(&d, now);
                 }
+                // A pending frame the core no longer holds and did not hand
+                // over was due and too old: dropped stale, its slot free.
+                let counters = core.counters();
+                let mut stale = 0u64;
+                for c in &counters.destinations {
+                    let m = oracle
+                        .models
+                        .get_mut(&c.name)
+                        .expect("a modelled destination");
+                    let Some((_, received)) = m.pending else {
+                        continue;
+                    };
+                    if c.stats.held == m.queued.len() as u64 {
+                        assert!(
+                            m.is_stale(received, now),
+                            "{}: due dropped a pending frame {:?} old, max_age {:?}",
+                            c.name,
+                            now - received,
+                            m.config.max_age
+                        );
+                        m.pending = None;
+                        m.stats.drop(DropReason::Stale);
+                        stale += 1;
+                    }
+                }
+                covered.due_stale += stale;
+                assert_eq!(
+                    on_time + stale > 0,
+                    due,
+                    "due(now) delivered {on_time} frames and dropped {stale} stale; \
+                     next_deadline was {:?} from now",
+                    deadline.map(|d| d.checked_duration_since(now))
+                );
             }
             6 => {
                 // A socket became writable (or failed): the shell says what
@@ -760,15 +839,36 @@ pub fn run(data: &[u8]) -> Covered {
                 };
                 let m = oracle.models.get_mut(name).expect("a modelled destination");
                 let mut report = core.report(*id).expect("a live destination");
-                for fate in fates.into_iter().take(n.min(m.queued) as usize) {
-                    let outcome = match fate % 3 {
+                for fate in fates.into_iter().take(n as usize) {
+                    let Some(&received) = m.queued.front() else {
+                        break;
+                    };
+                    let outcome = match fate % 4 {
                         0 => Outcome::Dropped(DropReason::SendError),
                         1 => Outcome::Dropped(DropReason::Backlog),
-                        _ => Outcome::Sent,
+                        2 => Outcome::Sent,
+                        _ => {
+                            // The shell asks before it sends (issue 15).
+                            let stale = m.is_stale(received, now);
+                            assert_eq!(
+                                report.drop_if_stale(received, now),
+                                stale,
+                                "{name}: drop_if_stale for a frame {:?} old, max_age {:?}",
+                                now - received,
+                                m.config.max_age
+                            );
+                            if !stale {
+                                continue;
+                            }
+                            m.queued.pop_front();
+                            m.stats.drop(DropReason::Stale);
+                            covered.flushed += 1;
+                            continue;
+                        }
                     };
                     report.held(outcome);
-                    m.queued -= 1;
-                    m.outcome(outcome);
+                    m.queued.pop_front();
+                    m.outcome(outcome, received);
                     covered.flushed += 1;
                 }
             }
@@ -805,6 +905,7 @@ pub fn run(data: &[u8]) -> Covered {
     for d in &counters.destinations {
         assert_eq!(d.stats.held, 0, "{}: held after finish", d.name);
         covered.dropped += d.stats.dropped_total();
+        covered.stale += d.stats.dropped(DropReason::Stale);
     }
     covered.deliveries = sink.count;
     covered
@@ -872,7 +973,7 @@ impl Oracle {
         &mut self,
         data: &[u8],
         from: SocketAddr,
-        now: Instant,
+        (received, now): (Instant, Instant),
         verdict: Verdict,
         sink: &mut Recorder,
     ) {
@@ -922,13 +1023,22 @@ impl Oracle {
                 m.stats.drop(DropReason::Untranslatable);
                 continue;
             };
+            if m.is_stale(received, now) {
+                // Dropped before the rate limit: the pending frame stays.
+                assert!(delivery.is_none(), "{name}: delivered a stale frame");
+                m.stats.drop(DropReason::Stale);
+                continue;
+            }
             m.forget_pending();
             match delivery {
                 Some(d) => {
                     assert_same_packet(name, m.config.output, &d.bytes, &expected, data);
+                    assert_eq!(d.received, received, "{name}: the frame's receive time");
                     m.delivered(d, now);
                 }
-                None if expected.len() <= FRAME_CAPACITY => m.pending = Some(expected),
+                None if expected.len() <= FRAME_CAPACITY => {
+                    m.pending = Some((expected, received));
+                }
                 None => m.stats.drop(DropReason::RateLimited),
             }
         }
@@ -1097,7 +1207,7 @@ impl Oracle {
             assert_counts_add_up(&d.name, &d.stats);
             assert_eq!(
                 core.queued(name_to_id(&self.ids, &d.name)),
-                m.queued,
+                m.queued.len() as u64,
                 "{}: frames the shell holds",
                 d.name
             );
