@@ -84,10 +84,10 @@ fn post_change(web: SocketAddr, token: &str, body: &str) -> Reply {
     )
 }
 
-#[test]
-fn on_loopback_it_serves_the_page_and_refuses_every_unsafe_request_while_relaying() {
-    let (receiver, to) = receiver();
-    let mut bin = Bin::spawn(
+/// The relay on a free port, its page on loopback (another free port), one
+/// destination `tool` at `to`, no periodic summary.
+fn relay_with_page(to: SocketAddr) -> Bin {
+    Bin::spawn(
         &[
             "run",
             "--listen",
@@ -100,7 +100,13 @@ fn on_loopback_it_serves_the_page_and_refuses_every_unsafe_request_while_relayin
             &format!("{to},name=tool"),
         ],
         None,
-    );
+    )
+}
+
+#[test]
+fn on_loopback_it_serves_the_page_and_refuses_every_unsafe_request_while_relaying() {
+    let (receiver, to) = receiver();
+    let mut bin = relay_with_page(to);
     let (listen, web, token) = started(&mut bin);
     assert!(token.is_empty(), "no token in the URL on loopback");
     let sender = Sender::new(listen);
@@ -473,20 +479,7 @@ fn a_taken_port_is_one_warning_and_the_relay_runs_on_without_the_page() {
 #[test]
 fn the_snapshot_gives_the_car_with_no_page_open() {
     let (receiver, to) = receiver();
-    let mut bin = Bin::spawn(
-        &[
-            "run",
-            "--listen",
-            "127.0.0.1:0",
-            "--web",
-            "127.0.0.1:0",
-            "--stats-interval",
-            "0",
-            "--to",
-            &format!("{to},name=tool"),
-        ],
-        None,
-    );
+    let mut bin = relay_with_page(to);
     let (listen, web, _) = started(&mut bin);
     let quiet = get(web, "/api/snapshot", &[]).json();
     assert!(quiet["car"].is_null(), "nothing sent: {}", quiet["car"]);
