@@ -54,6 +54,8 @@ skip=(
     a_destination_added_from_the_page_is_written_with_the_comments_and_relayed_to
     without_a_file_a_change_applies_to_the_running_relay_and_says_it_is_not_saved
     a_taken_port_is_one_warning_and_the_relay_runs_on_without_the_page
+    the_snapshot_gives_the_car_with_no_page_open
+    a_recording_from_the_page_counts_its_packets_as_it_grows
     # the Linux chromium and chromedriver (and signals); the native run covers it
     the_page_in_chromium_shows_the_car_and_adds_and_removes_a_destination
     # tshark is a Linux program here

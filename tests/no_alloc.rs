@@ -34,13 +34,25 @@ const MEASURED: u64 = 1_500;
 /// counts the allocations on this thread while MEASURED more go through
 /// (bounded at 30 s).
 fn measure(relay: &mut Relay, turn: fn(&mut Relay, Option<Duration>)) -> usize {
+    measure_until(relay, turn, || true)
+}
+
+/// As [`measure`], the count going on, after the packets, until `also` says
+/// so too (within the same time limit).
+fn measure_until(
+    relay: &mut Relay,
+    turn: fn(&mut Relay, Option<Duration>),
+    also: impl Fn() -> bool,
+) -> usize {
     let deadline = Instant::now() + Duration::from_secs(30);
     while relay.input_stats().received < WARM_UP && Instant::now() < deadline {
         turn(relay, Some(Duration::from_millis(10)));
     }
     let before = ALLOCATIONS.load(Ordering::SeqCst);
     ARMED.with(|a| a.set(true));
-    while relay.input_stats().received < WARM_UP + MEASURED && Instant::now() < deadline {
+    while (relay.input_stats().received < WARM_UP + MEASURED || !also())
+        && Instant::now() < deadline
+    {
         turn(relay, Some(Duration::from_millis(10)));
     }
     ARMED.with(|a| a.set(false));
@@ -314,6 +326,7 @@ format = "fm7"
             let mut snapshots = control.snapshots();
             let mut model = Model::new(input, "the relay");
             let mut asked_at = 0;
+            let mut last_ask = Instant::now();
             let mut sent = 0;
             let mut ask = |snapshots: &mut forza_relay::relay::Snapshots| {
                 if let Some(s) = snapshots.take(Duration::from_secs(5)) {
@@ -327,8 +340,14 @@ format = "fm7"
                 while let Some(d) = tap.pop() {
                     model.on_datagram(now, d.from, d.payload);
                 }
-                if model.packets() >= asked_at + SNAPSHOT_EVERY {
+                // Every SNAPSHOT_EVERY packets, and at least every 20 ms (as
+                // the page asks once a second): the answers go on after the
+                // packets, on a slow machine too (qemu, Wine).
+                if model.packets() >= asked_at + SNAPSHOT_EVERY
+                    || last_ask.elapsed() >= Duration::from_millis(20)
+                {
                     asked_at = model.packets();
+                    last_ask = Instant::now();
                     ask(&mut snapshots);
                 }
                 thread::sleep(Duration::from_millis(1));
@@ -357,7 +376,9 @@ format = "fm7"
         }
     });
     let answered_before = answered.load(Ordering::SeqCst);
-    let allocations = measure(&mut relay, Relay::poll_once);
+    let allocations = measure_until(&mut relay, Relay::poll_once, || {
+        answered.load(Ordering::SeqCst) - answered_before >= 10
+    });
     let answered_measured = answered.load(Ordering::SeqCst) - answered_before;
     let received = relay.input_stats().received;
     sender.join().unwrap();
