@@ -871,6 +871,10 @@ struct Shell {
     /// `max_age` are held back until the listening socket is empty, or for
     /// [`HOLD_BACK_MAX`] at most (issue 15).
     holding_back: Option<Instant>,
+    /// The smallest `max_age` when destinations with and without a limit are
+    /// both configured (else holding back has no use): worked out when the
+    /// destinations change, not per batch.
+    hold_back_age: Option<Duration>,
     /// Tells the wake-up datagram apart; `None`: the loop never waits in the
     /// receive (not Linux, or the wake-up socket could not be made).
     wake: Option<WakeFilter>,
@@ -948,6 +952,7 @@ impl Relay {
                 stopping: false,
                 unread: false,
                 holding_back: None,
+                hold_back_age: None,
                 wake: None,
                 recv_timeout: RecvTimeout::default(),
                 waiting: false,
@@ -968,6 +973,7 @@ impl Relay {
                 poll_error: Throttle::default(),
             },
         };
+        relay.shell.hold_back_age = hold_back_age(&relay.shell.core);
         relay.shell.open_wake();
         Ok(relay)
     }
@@ -1096,6 +1102,20 @@ impl Relay {
     pub fn snapshot(&self) -> Snapshot {
         self.shell.snapshot(LatencyWindow::Interval)
     }
+}
+
+/// The smallest `max_age` of `core`'s destinations when some have one and
+/// others don't: the only case in which holding back frames helps.
+fn hold_back_age(core: &Fanout) -> Option<Duration> {
+    let mut smallest = None::<Duration>;
+    let mut unlimited = false;
+    for (_, d) in core.destinations() {
+        match d.max_age {
+            Some(age) => smallest = Some(smallest.map_or(age, |s| s.min(age))),
+            None => unlimited = true,
+        }
+    }
+    smallest.filter(|_| unlimited)
 }
 
 /// Binds and registers the listening socket on `addr` (configured at `place`).
@@ -1365,17 +1385,9 @@ impl Shell {
     /// Whether the last batch (`n` datagrams, after `read` in the same drain,
     /// read at `moment`) shows a backlog: many queued at once, or its oldest
     /// frame already past the smallest `max_age`. Only worth acting on when
-    /// some destinations have a limit and others don't.
+    /// some destinations have a limit and others don't ([`hold_back_age`]).
     fn is_backlog(&self, n: usize, read: usize, moment: &Moment) -> bool {
-        let mut smallest = None::<Duration>;
-        let mut unlimited = false;
-        for (_, d) in self.core.destinations() {
-            match d.max_age {
-                Some(age) => smallest = Some(smallest.map_or(age, |s| s.min(age))),
-                None => unlimited = true,
-            }
-        }
-        let Some(smallest) = smallest.filter(|_| unlimited && n > 0) else {
+        let Some(smallest) = self.hold_back_age.filter(|_| n > 0) else {
             return false;
         };
         let oldest = moment.received(&self.batch, 0);
@@ -1786,6 +1798,7 @@ impl Shell {
             }
         }
         let changes = self.core.commit(plan);
+        self.hold_back_age = hold_back_age(&self.core);
         for removed in &changes.removed {
             // Its last word: the final summary no longer lists it.
             let s = &removed.stats;
