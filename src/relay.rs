@@ -136,7 +136,10 @@ const SUMMARY_QUEUE: usize = 4;
 const POLL_ERROR_PAUSE: Duration = Duration::from_millis(10);
 /// How late the wait in the receive may end after the next summary is due,
 /// when packets stop: a twentieth of the interval, within these bounds. Each
-/// stretch of this long while packets flow costs one `setsockopt`.
+/// stretch of this long while packets flow costs one `setsockopt`. With
+/// summaries off the schedule only starts a new latency window, which nobody
+/// sees late (a command is answered after the timers): up to a whole
+/// [`DEFAULT_WARN_INTERVAL`], so packets that flow never re-arm the wait.
 const MIN_WAIT_SLACK: Duration = Duration::from_millis(5);
 const MAX_WAIT_SLACK: Duration = Duration::from_millis(500);
 
@@ -1246,7 +1249,7 @@ impl Shell {
 
     /// One turn in the plain case: sleeps inside the receive until a datagram
     /// comes (a packet, or the wake-up of a command) or `until` passes, then
-    /// handles what came, the commands and the timers.
+    /// handles what came, the timers and the commands.
     fn wait(&mut self, until: Option<Instant>, mut now: Instant) {
         // A command whose wake-up was lost (a full socket, a moved listener)
         // is not left waiting for the next packet.
@@ -1256,7 +1259,7 @@ impl Shell {
         }
         let timeout = until.map(|d| d.saturating_duration_since(now));
         if timeout != Some(Duration::ZERO) {
-            let slack = self.stats_interval.map_or(MAX_WAIT_SLACK, |i| {
+            let slack = self.stats_interval.map_or(DEFAULT_WARN_INTERVAL, |i| {
                 (i / 20).clamp(MIN_WAIT_SLACK, MAX_WAIT_SLACK)
             });
             let armed = self.recv_timeout.arm(&self.listener, timeout, slack);
@@ -1283,8 +1286,10 @@ impl Shell {
                 }
             };
         }
-        self.commands(now);
+        // The timers first: a snapshot never shows a latency window that is
+        // overdue for its new start.
         self.timers(now);
+        self.commands(now);
     }
 
     /// A receive that failed for a reason of its own: counted, and warned
