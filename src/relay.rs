@@ -1808,10 +1808,11 @@ impl Shell {
             // Its last word: the final summary no longer lists it.
             let s = &removed.stats;
             info!(
-                "{} removed: received {}, sent {}, dropped {}{}",
+                "{} removed: received {}, sent {}{}, dropped {}{}",
                 removed.destination.name,
                 s.received,
                 s.sent,
+                crate::stats::Refusals(s),
                 s.dropped_total(),
                 crate::stats::Drops(s)
             );

@@ -636,9 +636,10 @@ impl fmt::Display for Snapshot {
             }
             write!(
                 f,
-                ", {}: sent {}{}",
+                ", {}: sent {}{}{}",
                 d.output,
                 d.stats.sent,
+                Refusals(&d.stats),
                 Drops(&d.stats)
             )?;
             if d.latency.count > 0 {
@@ -695,9 +696,10 @@ impl Summary {
         for d in &now.destinations {
             let _ = write!(
                 line,
-                " | {} {} sent{}",
+                " | {} {} sent{}{}",
                 d.name,
                 d.stats.sent,
+                Refusals(&d.stats),
                 Drops(&d.stats)
             );
             if d.latency.count > 0 {
@@ -745,7 +747,25 @@ impl fmt::Display for Problems<'_> {
     }
 }
 
-/// `, N label` for every non-zero drop reason and send error kind.
+/// ` (N refused: nothing listening)` after a sent count, when the
+/// destination's computer refused some of what was sent; empty when it
+/// refused none. UDP has no receipts: a refusal comes back for a datagram
+/// already sent, so the refused are part of the sent count, not a drop (a
+/// tool that isn't running shows as `sent 721 (720 refused: nothing
+/// listening)`).
+pub struct Refusals<'a>(pub &'a DestinationStats);
+
+impl fmt::Display for Refusals<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0.send_errors.get(SendErrorKind::Refused) {
+            0 => Ok(()),
+            n => write!(f, " ({n} refused: nothing listening)"),
+        }
+    }
+}
+
+/// `, N label` for every non-zero drop reason and send error kind but the
+/// refusals ([`Refusals`] says those beside the sent count).
 pub struct Drops<'a>(pub &'a DestinationStats);
 
 impl fmt::Display for Drops<'_> {
@@ -759,7 +779,7 @@ impl fmt::Display for Drops<'_> {
         }
         for kind in SendErrorKind::ALL {
             let n = s.send_errors.get(kind);
-            if n > 0 {
+            if n > 0 && kind != SendErrorKind::Refused {
                 write!(f, ", {n} send errors: {}", kind.label())?;
             }
         }
@@ -780,11 +800,14 @@ mod tests {
         s.drop(DropReason::NotRacing);
         s.drop(DropReason::NotRacing);
         s.send_errors.add(SendErrorKind::Refused);
+        s.send_errors.add(SendErrorKind::Unreachable);
         assert_eq!(
             Drops(&s).to_string(),
-            ", 2 not racing, 1 send errors: refused (nothing listening)"
+            ", 2 not racing, 1 send errors: unreachable"
         );
-        assert_eq!(s.send_errors.total(), 1);
+        assert_eq!(Refusals(&s).to_string(), " (1 refused: nothing listening)");
+        assert_eq!(s.send_errors.total(), 2);
+        assert_eq!(Refusals(&DestinationStats::default()).to_string(), "");
     }
 
     #[test]

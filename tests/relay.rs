@@ -1013,7 +1013,7 @@ fn binary_warns_when_a_destination_refuses() {
     bin.signal("INT");
     let done = bin.wait();
     assert_eq!(done.code(), 0, "{}", done.stderr);
-    done.assert_summary_line("closed", closed, "send errors: refused", 5);
+    done.assert_summary_line("closed", closed, "refused: nothing listening)", 5);
     done.assert_stderr_has(&["closed (", "nothing is listening on that port"]);
 }
 
