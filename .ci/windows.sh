@@ -55,6 +55,7 @@ skip=(
     without_a_file_a_change_applies_to_the_running_relay_and_says_it_is_not_saved
     a_taken_port_is_one_warning_and_the_relay_runs_on_without_the_page
     the_snapshot_gives_the_car_with_no_page_open
+    a_game_in_a_menu_is_said_not_racing_and_a_race_clears_it
     a_recording_from_the_page_counts_its_packets_as_it_grows
     # the Linux chromium and chromedriver (and signals); the native run covers it
     the_page_in_chromium_shows_the_car_and_adds_and_removes_a_destination

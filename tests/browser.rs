@@ -262,10 +262,12 @@ fn base64(text: &str) -> Vec<u8> {
 /// the car laps the circuit, so the page's map draws a line. While `hold` is
 /// set, the car stands still: the frame it had is sent again (its timestamp
 /// going on) and its speed is in `held` (m/s), for the page to be checked
-/// against what was sent.
+/// against what was sent; with `menu` set too, with IsRaceOn = 0, as a game
+/// paused there sends it.
 struct Drive {
     stop: Arc<AtomicBool>,
     hold: Arc<AtomicBool>,
+    menu: Arc<AtomicBool>,
     held: Arc<Mutex<Option<f32>>>,
     thread: std::thread::JoinHandle<()>,
 }
@@ -274,9 +276,10 @@ impl Drive {
     fn start(to: SocketAddr) -> Drive {
         let stop = Arc::new(AtomicBool::new(false));
         let hold = Arc::new(AtomicBool::new(false));
+        let menu = Arc::new(AtomicBool::new(false));
         let held = Arc::new(Mutex::new(None));
         let thread = std::thread::spawn({
-            let (stop, hold, held) = (stop.clone(), hold.clone(), held.clone());
+            let (stop, hold, menu, held) = (stop.clone(), hold.clone(), menu.clone(), held.clone());
             move || {
                 let sender = Sender::new(to);
                 let mut sim = Simulator::new(Format::Fh5, 14);
@@ -288,6 +291,7 @@ impl Drive {
                     if kept.is_some() && hold.load(Ordering::Relaxed) {
                         let mut p = Packet::new_checked(&mut buf[..n], Format::Fh5).unwrap();
                         p.set_timestamp_ms(p.timestamp_ms().wrapping_add(16));
+                        p.set_is_race_on(i32::from(!menu.load(Ordering::Relaxed)));
                     } else {
                         n = sim.frame(dt, &mut buf).expect("MAX_LEN holds fh5");
                         let speed = Packet::new_checked(&buf[..n], Format::Fh5)
@@ -306,6 +310,7 @@ impl Drive {
         Drive {
             stop,
             hold,
+            menu,
             held,
             thread,
         }
@@ -325,8 +330,15 @@ impl Drive {
         }
     }
 
+    /// The car held still is sent as a game in its pause menu sends it
+    /// (`true`), or racing again (`false`).
+    fn menu(&self, on: bool) {
+        self.menu.store(on, Ordering::Relaxed);
+    }
+
     /// Drives on.
     fn release(&self) {
+        self.menu(false);
         self.hold.store(false, Ordering::Relaxed);
     }
 
@@ -397,6 +409,16 @@ fn the_page_in_chromium_shows_the_car_and_adds_and_removes_a_destination() {
     driver.wait_for("//*[@id='speed-kmh']", |t| {
         t.parse::<f64>().is_ok_and(|v| (v - kmh).abs() <= 1.0)
     });
+    // Paused in a menu: the page says so over the last racing values.
+    drive.menu(true);
+    driver.wait_for("//*[@id='car-state']", |t| {
+        t == "Not racing (menu or paused): the last racing values, dimmed."
+    });
+    driver.wait_for("//*[@id='speed-kmh']", |t| {
+        t.parse::<f64>().is_ok_and(|v| (v - kmh).abs() <= 1.0)
+    });
+    drive.menu(false);
+    driver.wait_for("//*[@id='car-state']", str::is_empty);
     drive.release();
     driver.wait_for("//tr[@data-name='first']/td[@class='rate']", |t| {
         t.parse::<f64>().is_ok_and(|v| v > 0.0)

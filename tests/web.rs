@@ -485,24 +485,7 @@ fn the_snapshot_gives_the_car_with_no_page_open() {
     assert!(quiet["car"].is_null(), "nothing sent: {}", quiet["car"]);
     assert_eq!(quiet["counters"]["destinations"][0]["name"], "tool");
 
-    // A game sending at 60 Hz, as long as the snapshot takes.
-    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let game = std::thread::spawn({
-        let stop = stop.clone();
-        move || {
-            let sender = Sender::new(listen);
-            let mut sent = 0u32;
-            while !stop.load(std::sync::atomic::Ordering::SeqCst) && sent < 6_000 {
-                sender.send(&Spec::new(Format::Fh5, sent).build());
-                sent += 1;
-                std::thread::sleep(Duration::from_millis(16));
-            }
-            sent
-        }
-    });
-    let snapshot = get(web, "/api/snapshot", &[]).json();
-    stop.store(true, std::sync::atomic::Ordering::SeqCst);
-    let sent = game.join().unwrap();
+    let (snapshot, sent) = snapshot_while_a_game_sends(listen, web, true);
     let kmh = snapshot["car"]["speed_kmh"]
         .as_f64()
         .unwrap_or_else(|| panic!("no speed in {}", snapshot["car"]));
@@ -518,6 +501,72 @@ fn the_snapshot_gives_the_car_with_no_page_open() {
         snapshot["counters"]["input"]
     );
     // The relay forwarded every packet meanwhile.
+    for i in 0..sent {
+        assert_eq!(recv(&receiver), Spec::new(Format::Fh5, i).build(), "{i}");
+    }
+    bin.signal("INT");
+    let done = bin.wait();
+    assert_eq!(done.code(), 0, "{}", done.stderr);
+}
+
+/// `/api/snapshot` asked while a game sends fh5 packets at 60 Hz (IsRaceOn =
+/// `racing`) to `listen`: the snapshot, and how many packets were sent.
+fn snapshot_while_a_game_sends(
+    listen: SocketAddr,
+    web: SocketAddr,
+    racing: bool,
+) -> (serde_json::Value, u32) {
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let game = std::thread::spawn({
+        let stop = stop.clone();
+        move || {
+            let sender = Sender::new(listen);
+            let mut sent = 0u32;
+            while !stop.load(std::sync::atomic::Ordering::SeqCst) && sent < 6_000 {
+                sender.send(&Spec::new(Format::Fh5, sent).racing(racing).build());
+                sent += 1;
+                std::thread::sleep(Duration::from_millis(16));
+            }
+            sent
+        }
+    });
+    let snapshot = get(web, "/api/snapshot", &[]).json();
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    (snapshot, game.join().unwrap())
+}
+
+/// A game in a menu (IsRaceOn = 0) is said on the page as not racing, over no
+/// car; once it races, the car shows and the note goes.
+#[test]
+fn a_game_in_a_menu_is_said_not_racing_and_a_race_clears_it() {
+    let (receiver, to) = receiver();
+    let mut bin = relay_with_page(to);
+    let (listen, web, _) = started(&mut bin);
+
+    let (menu, sent) = snapshot_while_a_game_sends(listen, web, false);
+    assert!(sent > 0, "the game sent nothing");
+    assert!(
+        menu["car"].is_null(),
+        "a car from menu frames: {}",
+        menu["car"]
+    );
+    assert_eq!(
+        menu["counters"]["input"]["not_racing"], true,
+        "{}",
+        menu["counters"]["input"]
+    );
+    for i in 0..sent {
+        let got = recv(&receiver);
+        assert_eq!(got, Spec::new(Format::Fh5, i).racing(false).build(), "{i}");
+    }
+
+    let (race, sent) = snapshot_while_a_game_sends(listen, web, true);
+    assert_eq!(
+        race["counters"]["input"]["not_racing"], false,
+        "{}",
+        race["counters"]["input"]
+    );
+    assert_eq!(race["car"]["gear"], GEAR.to_string(), "{}", race["car"]);
     for i in 0..sent {
         assert_eq!(recv(&receiver), Spec::new(Format::Fh5, i).build(), "{i}");
     }

@@ -171,6 +171,9 @@ pub fn counters_json(
         value["input"]["silent_s"] = json!(model.silent_for().map(|d| d.as_secs()));
         value["input"]["never"] = json!(model.packets() == 0);
         value["input"]["why_ignored"] = json!(model.why_ignored());
+        // The game in a menu or paused: the page says so over the car it
+        // last saw racing.
+        value["input"]["not_racing"] = json!(model.not_racing());
         if let Some((format, certain)) = model.format() {
             value["input"]["format"] = json!(format.id());
             value["input"]["format_guessed"] = json!(!certain);

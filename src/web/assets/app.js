@@ -171,6 +171,14 @@ function renderCounters(c) {
   } else {
     banner.hidden = true;
   }
+  // IsRaceOn = 0 in the latest packet: a menu, a pause, the end of a race.
+  const notRacing = Boolean(input.not_racing);
+  const seen = $("speed-kmh").textContent !== "–";
+  setText("car-state", !notRacing ? ""
+    : seen ? "Not racing (menu or paused): the last racing values, dimmed."
+    : "Not racing (menu or paused): the car shows once a race starts.");
+  $("car-state").hidden = !notRacing;
+  $("car").classList.toggle("dim", notRacing);
   $("not-saved").hidden = c.saved !== false;
   renderDestinations(c.destinations ?? []);
   const r = c.recording;
