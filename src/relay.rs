@@ -135,11 +135,12 @@ const SUMMARY_QUEUE: usize = 4;
 /// Pause after a failed `poll`, so a poll that keeps failing doesn't spin.
 const POLL_ERROR_PAUSE: Duration = Duration::from_millis(10);
 /// How late the wait in the receive may end after the next summary is due,
-/// when packets stop: a twentieth of the interval, within these bounds. Each
-/// stretch of this long while packets flow costs one `setsockopt`. With
-/// summaries off the schedule only starts a new latency window, which nobody
-/// sees late (a command is answered after the timers): up to a whole
-/// [`DEFAULT_WARN_INTERVAL`], so packets that flow never re-arm the wait.
+/// when packets stop: a twentieth of the interval, within these bounds (while
+/// packets flow the wait's timeout is this slack and is never set again, see
+/// [`RecvTimeout::arm`]). With summaries off the schedule only starts a new
+/// latency window, which nobody sees late (a command is answered after the
+/// timers): up to a whole [`DEFAULT_WARN_INTERVAL`], so the first wait after
+/// packets stop ends with the schedule, not a wake-up before it.
 const MIN_WAIT_SLACK: Duration = Duration::from_millis(5);
 const MAX_WAIT_SLACK: Duration = Duration::from_millis(500);
 
@@ -887,6 +888,10 @@ struct Shell {
     waiting: bool,
     /// Waits in the receive that failed in a row.
     wait_errors: usize,
+    /// Whether the last wait in the receive ended with a datagram sooner than
+    /// its slack: packets flow, and the receive's timeout may end a wait
+    /// early ([`RecvTimeout::arm`]).
+    flowing: bool,
     started: Instant,
     stats_interval: Option<Duration>,
     /// When the last summary was taken (the start, before the first).
@@ -960,6 +965,7 @@ impl Relay {
                 recv_timeout: RecvTimeout::default(),
                 waiting: false,
                 wait_errors: 0,
+                flowing: false,
                 started: now,
                 stats_interval: interval,
                 last_summary: now,
@@ -1262,11 +1268,14 @@ impl Shell {
             let slack = self.stats_interval.map_or(DEFAULT_WARN_INTERVAL, |i| {
                 (i / 20).clamp(MIN_WAIT_SLACK, MAX_WAIT_SLACK)
             });
-            let armed = self.recv_timeout.arm(&self.listener, timeout, slack);
+            let armed = self
+                .recv_timeout
+                .arm(&self.listener, timeout, slack, self.flowing);
             now = match armed.and_then(|()| self.batch.wait(&self.listener)) {
                 Ok(n) => {
                     self.wait_errors = 0;
                     let read = self.handle_batch(n, 0);
+                    self.flowing = read.saturating_duration_since(now) < slack;
                     if n == Batch::SIZE {
                         // More may be queued.
                         self.drain(read);
@@ -1281,6 +1290,7 @@ impl Shell {
                     }
                 }
                 Err(e) => {
+                    self.flowing = false;
                     self.wait_failed(&e, now);
                     Instant::now()
                 }

@@ -156,7 +156,7 @@ mod tests {
         wait::set_blocking(&socket).unwrap();
         let mut timeout = wait::RecvTimeout::default();
         timeout
-            .arm(&socket, Some(Duration::from_secs(5)), Duration::ZERO)
+            .arm(&socket, Some(Duration::from_secs(5)), Duration::ZERO, false)
             .unwrap();
         let sender = std::thread::spawn(move || {
             let sender = UdpSocket::bind("127.0.0.1:0").unwrap();
@@ -179,7 +179,12 @@ mod tests {
         assert_eq!(e.kind(), std::io::ErrorKind::WouldBlock);
         // And the wait ends with its timeout.
         timeout
-            .arm(&socket, Some(Duration::from_millis(20)), Duration::ZERO)
+            .arm(
+                &socket,
+                Some(Duration::from_millis(20)),
+                Duration::ZERO,
+                false,
+            )
             .unwrap();
         let e = batch.wait(&socket).unwrap_err();
         assert_eq!(e.kind(), std::io::ErrorKind::WouldBlock);

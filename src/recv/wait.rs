@@ -107,30 +107,50 @@ pub struct RecvTimeout {
 }
 
 impl RecvTimeout {
-    /// Makes the next wait on `socket` end no sooner than `want` from now
-    /// (`None`: only with a datagram) and no later than `slack` after it,
-    /// setting the socket option only when the one set doesn't already.
+    /// Makes the next wait on `socket` end no later than `slack` after `want`
+    /// from now (`None`: only with a datagram) and, unless packets are
+    /// `flowing`, no sooner than `want`, setting the socket option only when
+    /// the one set doesn't already.
+    ///
+    /// While packets flow (the last wait ended with a datagram sooner than
+    /// `slack`), the next one ends the wait long before any timeout, so ending
+    /// early costs nothing: a timeout of `slack` itself is never late however
+    /// near the deadline comes, and it stays set, with no `setsockopt` while
+    /// packets flow. The first wait after they stop ends within `slack` and
+    /// finds them stopped; the waits after it are exact again.
     pub fn arm(
         &mut self,
         socket: &mio::net::UdpSocket,
         want: Option<Duration>,
         slack: Duration,
+        flowing: bool,
     ) -> io::Result<()> {
         let want = want.map(|w| w.max(MIN_TIMEOUT));
-        if !self.needs(want, slack) {
+        let Some(next) = self.next(want, slack, flowing) else {
             return Ok(());
-        }
-        socket2::SockRef::from(socket).set_read_timeout(want)?;
-        self.set = want;
+        };
+        socket2::SockRef::from(socket).set_read_timeout(next)?;
+        self.set = next;
         Ok(())
     }
 
-    /// Whether the timeout set must change for a wait of `want`.
-    fn needs(&self, want: Option<Duration>, slack: Duration) -> bool {
+    /// The timeout to set for a wait of `want`; `None` when the one set will
+    /// do.
+    fn next(
+        &self,
+        want: Option<Duration>,
+        slack: Duration,
+        flowing: bool,
+    ) -> Option<Option<Duration>> {
         match (self.set, want) {
-            (None, None) => false,
-            (Some(set), Some(want)) => set < want || set - want > slack,
-            _ => true,
+            (None, None) => None,
+            (Some(set), Some(want))
+                if set <= want.saturating_add(slack) && (flowing || set >= want) =>
+            {
+                None
+            }
+            (_, Some(_)) if flowing => Some(Some(slack.max(MIN_TIMEOUT))),
+            (_, want) => Some(want),
         }
     }
 }
@@ -170,16 +190,50 @@ mod tests {
         let ms = Duration::from_millis;
         let slack = ms(50);
         let t = |set| RecvTimeout { set };
-        assert!(!t(None).needs(None, slack));
-        assert!(t(None).needs(Some(ms(1_000)), slack));
-        assert!(t(Some(ms(1_000))).needs(None, slack));
-        assert!(!t(Some(ms(1_000))).needs(Some(ms(1_000)), slack));
-        assert!(
-            !t(Some(ms(1_000))).needs(Some(ms(950)), slack),
-            "within the slack"
+        let needs = |set, want| t(set).next(want, slack, false).is_some();
+        assert!(!needs(None, None));
+        assert!(needs(None, Some(ms(1_000))));
+        assert!(needs(Some(ms(1_000)), None));
+        assert!(!needs(Some(ms(1_000)), Some(ms(1_000))));
+        assert!(!needs(Some(ms(1_000)), Some(ms(950))), "within the slack");
+        assert!(needs(Some(ms(1_000)), Some(ms(949))), "too late");
+        assert!(needs(Some(ms(1_000)), Some(ms(1_001))), "too soon");
+        assert_eq!(
+            t(Some(ms(1_000))).next(Some(ms(949)), slack, false),
+            Some(Some(ms(949))),
+            "exact"
         );
-        assert!(t(Some(ms(1_000))).needs(Some(ms(949)), slack), "too late");
-        assert!(t(Some(ms(1_000))).needs(Some(ms(1_001)), slack), "too soon");
+    }
+
+    #[test]
+    fn while_packets_flow_the_timeout_is_the_slack_and_stays_as_the_deadline_nears() {
+        let ms = Duration::from_millis;
+        let slack = ms(50);
+        let t = |set| RecvTimeout { set };
+        // A timeout set for the whole interval becomes too late as the
+        // deadline nears: the slack replaces it, never late, ...
+        assert_eq!(
+            t(Some(ms(1_000))).next(Some(ms(949)), slack, true),
+            Some(Some(slack))
+        );
+        assert_eq!(
+            t(None).next(Some(ms(1_000)), slack, true),
+            Some(Some(slack))
+        );
+        // ... and stays, whatever is left of the interval, ending early at most.
+        for left in [1_000, 500, 49, 1, 0] {
+            assert_eq!(
+                t(Some(slack)).next(Some(ms(left)), slack, true),
+                None,
+                "{left} ms"
+            );
+        }
+        assert_eq!(t(Some(ms(1_000))).next(Some(ms(960)), slack, true), None);
+        // Once packets stop, the wait is exact again.
+        assert_eq!(
+            t(Some(slack)).next(Some(ms(700)), slack, false),
+            Some(Some(ms(700)))
+        );
     }
 
     #[test]
@@ -189,7 +243,7 @@ mod tests {
         set_blocking(&socket).unwrap();
         let mut timeout = RecvTimeout::default();
         timeout
-            .arm(&socket, Some(Duration::ZERO), Duration::ZERO)
+            .arm(&socket, Some(Duration::ZERO), Duration::ZERO, false)
             .unwrap();
         assert_eq!(
             timeout.set,
