@@ -1,0 +1,668 @@
+//! A destination's link: its own connected UDP socket, the backlog of the
+//! newest frames that wait while the socket would block, and the frames held
+//! back while a backlog of received datagrams is drained (issue 15). The
+//! shell's side of the core's [`Sink`] ([`Links`]) sends through them and
+//! tells the core what became of every frame.
+
+use std::io;
+use std::net::SocketAddr;
+use std::time::Instant;
+
+use log::warn;
+use mio::net::UdpSocket;
+use mio::{Interest, Registry, Token};
+use ringbuf::storage::Heap;
+use ringbuf::traits::{Consumer, Observer, Producer, RingBuffer};
+use ringbuf::LocalRb;
+
+use super::warn::{Clock, Throttle, Warner};
+use super::{token_of, StartError, FRAME_CAPACITY};
+use crate::config;
+use crate::fanout::{self, Destination, DestinationId, HeldFrame, Outcome, Report, Sink};
+use crate::socket;
+use crate::stats::{DropReason, SendErrorKind};
+
+/// Newest frames kept per destination while its socket would block.
+pub const BACKLOG_FRAMES: usize = 8;
+/// Bytes a destination without `max_age` may hold back: about 3,000 Horizon
+/// frames, 8 s at 360 frames/s.
+const HELD_BACK_BYTES: usize = 1 << 20;
+/// Frames a destination without `max_age` may hold back.
+const HELD_BACK_FRAMES: usize = 4_096;
+
+/// What one send attempt did.
+enum Sent {
+    Yes,
+    WouldBlock,
+    Failed,
+}
+
+/// One send, reporting its errors. A refused send is tried once more: Linux
+/// reports an earlier frame's ICMP on the next send and drops that frame, so the
+/// retry is what delivers the first frame after a consumer comes back.
+fn try_send(
+    socket: &UdpSocket,
+    warner: &mut Warner,
+    bytes: &[u8],
+    report: &mut Report<'_>,
+    clock: Clock,
+) -> Sent {
+    let mut retried = false;
+    loop {
+        match socket.send(bytes) {
+            Ok(_) => return Sent::Yes,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Sent::WouldBlock,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => {
+                let kind = warner.report(&e, report, clock);
+                if kind == SendErrorKind::Refused && !retried {
+                    retried = true;
+                    continue;
+                }
+                return Sent::Failed;
+            }
+        }
+    }
+}
+
+/// One send of a frame received at `received`: its outcome, with its latency
+/// reported when it went; `None` when the socket would block.
+fn send_now(
+    socket: &UdpSocket,
+    warner: &mut Warner,
+    bytes: &[u8],
+    received: Instant,
+    report: &mut Report<'_>,
+    clock: Clock,
+) -> Option<Outcome> {
+    match try_send(socket, warner, bytes, report, clock) {
+        Sent::Yes => {
+            // A vDSO read, no system call.
+            report.record_latency(received, Instant::now());
+            Some(Outcome::Sent)
+        }
+        Sent::Failed => Some(Outcome::Dropped(DropReason::SendError)),
+        Sent::WouldBlock => None,
+    }
+}
+
+/// Refuses a destination that is this computer on the port the relay listens
+/// on (`listen`, as bound): packets would loop. The one rule is
+/// [`fanout::is_loop`]; config validation applies it too, but can't know a
+/// port 0 will be bound.
+pub(super) fn check_loop(d: &Destination, listen: SocketAddr) -> Result<(), StartError> {
+    if fanout::is_loop(listen, d.addr, config::is_own_address) {
+        return Err(StartError::Loop {
+            name: d.name.clone(),
+            addr: d.addr,
+        });
+    }
+    Ok(())
+}
+
+/// Frames held back for a destination without `max_age` while a backlog is
+/// drained, oldest first, packed end to end: after a stall there are hundreds,
+/// and a [`HeldFrame`] each would cost 1.5 KiB. The rings are allocated once
+/// and their pages touched only when used.
+pub(super) struct HeldBack {
+    /// Each frame's length and receive time.
+    heads: LocalRb<Heap<(u16, Instant)>>,
+    bytes: LocalRb<Heap<u8>>,
+    /// Where a frame is copied out to be sent.
+    scratch: Box<[u8]>,
+}
+
+impl HeldBack {
+    fn new() -> Self {
+        HeldBack {
+            heads: LocalRb::new(HELD_BACK_FRAMES),
+            bytes: LocalRb::new(HELD_BACK_BYTES),
+            scratch: vec![0; FRAME_CAPACITY].into_boxed_slice(),
+        }
+    }
+
+    /// True when `len` more bytes fit.
+    fn has_room(&self, len: usize) -> bool {
+        !self.heads.is_full() && self.bytes.vacant_len() >= len
+    }
+
+    fn clear(&mut self) {
+        self.heads.clear();
+        self.bytes.clear();
+    }
+}
+
+/// A destination's socket and backlog.
+pub(super) struct Link {
+    pub(super) socket: UdpSocket,
+    pub(super) token: Token,
+    pub(super) backlog: LocalRb<Heap<HeldFrame>>,
+    /// Frames not yet sent because a backlog is being drained (issue 15);
+    /// all older than any frame that comes after them.
+    pub(super) held_back: HeldBack,
+    /// Registered with the poll for writability: only while frames wait.
+    pub(super) watched: bool,
+    pub(super) warner: Warner,
+}
+
+impl Link {
+    /// Opens the connected socket for destination `id`, `d`, refusing one that
+    /// would loop back to `listen`.
+    pub(super) fn open(
+        id: DestinationId,
+        d: &Destination,
+        listen: SocketAddr,
+    ) -> Result<Link, StartError> {
+        let err = |source| StartError::Destination {
+            name: d.name.clone(),
+            addr: d.addr,
+            source,
+        };
+        check_loop(d, listen)?;
+        let socket = UdpSocket::from_std(socket::connect_destination(d.addr).map_err(err)?);
+        Ok(Link {
+            socket,
+            token: token_of(id),
+            backlog: LocalRb::new(BACKLOG_FRAMES),
+            held_back: HeldBack::new(),
+            watched: false,
+            warner: Warner {
+                name: d.name.clone(),
+                addr: d.addr,
+                throttle: Throttle::default(),
+            },
+        })
+    }
+
+    /// Sends `bytes`, received at `received`, now, or queues them behind
+    /// frames already waiting.
+    fn send(
+        &mut self,
+        bytes: &[u8],
+        received: Instant,
+        report: &mut Report<'_>,
+        registry: &Registry,
+        clock: Clock,
+    ) -> Outcome {
+        if !self.backlog.is_empty() {
+            let outcome = self.queue(bytes, received, report);
+            self.flush(report, registry, clock);
+            return outcome;
+        }
+        send_now(
+            &self.socket,
+            &mut self.warner,
+            bytes,
+            received,
+            report,
+            clock,
+        )
+        .unwrap_or_else(|| {
+            let outcome = self.queue(bytes, received, report);
+            self.watch(registry, true);
+            outcome
+        })
+    }
+
+    /// Holds `bytes`, received at `received`, back while a backlog is drained,
+    /// so that destinations with `max_age` reach the newest frame first;
+    /// [`Link::release`] sends them, in order. When the held-back frames fill
+    /// their rings they are released first: holding back never drops a frame.
+    fn hold_back(
+        &mut self,
+        bytes: &[u8],
+        received: Instant,
+        report: &mut Report<'_>,
+        registry: &Registry,
+        clock: Clock,
+    ) -> Outcome {
+        let len = match u16::try_from(bytes.len()) {
+            Ok(len) if bytes.len() <= FRAME_CAPACITY => len,
+            // Too large to hold: it goes now, after the frames before it.
+            _ => {
+                self.release(report, registry, clock);
+                return self.send(bytes, received, report, registry, clock);
+            }
+        };
+        if !self.held_back.has_room(bytes.len()) {
+            self.release(report, registry, clock);
+        }
+        // Released, the rings have room for any frame up to FRAME_CAPACITY.
+        let _ = self.held_back.heads.try_push((len, received));
+        self.held_back.bytes.push_slice(bytes);
+        Outcome::Queued
+    }
+
+    /// Sends the held-back frames, oldest first, as they would have been sent
+    /// when they came (behind the backlog, into it when the socket would
+    /// block).
+    pub(super) fn release(&mut self, report: &mut Report<'_>, registry: &Registry, clock: Clock) {
+        if self.held_back.heads.is_empty() {
+            return;
+        }
+        // Taking the boxed slice leaves an empty one: no allocation.
+        let mut scratch = std::mem::take(&mut self.held_back.scratch);
+        while let Some((len, received)) = self.held_back.heads.try_pop() {
+            let frame = &mut scratch[..usize::from(len)];
+            self.held_back.bytes.pop_slice(frame);
+            let outcome = self.send(frame, received, report, registry, clock);
+            report.held(outcome);
+        }
+        self.held_back.scratch = scratch;
+    }
+
+    /// Frames the shell holds for the destination: the core's `queued`.
+    pub(super) fn holding(&self) -> usize {
+        self.backlog.occupied_len() + self.held_back.heads.occupied_len()
+    }
+
+    /// Keeps `bytes` for later, dropping the oldest waiting frame when full.
+    fn queue(&mut self, bytes: &[u8], received: Instant, report: &mut Report<'_>) -> Outcome {
+        let mut frame = HeldFrame::EMPTY;
+        if !frame.store(bytes, received) {
+            return Outcome::Dropped(DropReason::Backlog);
+        }
+        if self.backlog.push_overwrite(frame).is_some() {
+            report.held(Outcome::Dropped(DropReason::Backlog));
+        }
+        Outcome::Queued
+    }
+
+    /// Sends waiting frames, oldest first, straight from the ring, until the
+    /// socket would block; a frame grown too old for the destination's
+    /// `max_age` is dropped instead. The socket is watched only while frames
+    /// remain.
+    pub(super) fn flush(&mut self, report: &mut Report<'_>, registry: &Registry, clock: Clock) {
+        let Link {
+            socket,
+            backlog,
+            warner,
+            ..
+        } = self;
+        while let Some(frame) = backlog.first() {
+            let received = frame.received().unwrap_or(clock.now);
+            if report.drop_if_stale(received, clock.now) {
+                backlog.try_pop();
+                continue;
+            }
+            let Some(outcome) = send_now(socket, warner, frame.bytes(), received, report, clock)
+            else {
+                break;
+            };
+            backlog.try_pop();
+            report.held(outcome);
+        }
+        self.watch(registry, !self.backlog.is_empty());
+    }
+
+    /// Registers the socket for writability, or deregisters it. A failure is
+    /// logged: without the registration, waiting frames go with the next send.
+    fn watch(&mut self, registry: &Registry, on: bool) {
+        if on == self.watched {
+            return;
+        }
+        let result = if on {
+            registry.register(&mut self.socket, self.token, Interest::WRITABLE)
+        } else {
+            registry.deregister(&mut self.socket)
+        };
+        match result {
+            Ok(()) => self.watched = on,
+            Err(e) => warn!(
+                "{} ({}): cannot {} its socket with the event loop: {e}",
+                self.warner.name,
+                self.warner.addr,
+                if on { "register" } else { "deregister" }
+            ),
+        }
+    }
+
+    /// Drops the frames still waiting: the core counts them (its plan said so,
+    /// or the relay stops).
+    pub(super) fn clear_backlog(&mut self, registry: &Registry) {
+        self.backlog.clear();
+        self.held_back.clear();
+        self.watch(registry, false);
+    }
+}
+
+/// The shell's side of the core's [`Sink`]: each destination's link.
+pub(super) struct Links<'a> {
+    pub(super) links: &'a mut [Option<Link>],
+    pub(super) registry: &'a Registry,
+    pub(super) clock: Clock,
+    /// A backlog is being drained: frames for destinations without `max_age`
+    /// are held back.
+    pub(super) hold_back: bool,
+}
+
+impl Sink for Links<'_> {
+    fn deliver(
+        &mut self,
+        id: DestinationId,
+        bytes: &[u8],
+        received: Instant,
+        report: &mut Report<'_>,
+    ) -> Outcome {
+        let (registry, clock) = (self.registry, self.clock);
+        match self.links.get_mut(id.index()) {
+            Some(Some(link)) if self.hold_back && !report.has_age_limit() => {
+                link.hold_back(bytes, received, report, registry, clock)
+            }
+            Some(Some(link)) => {
+                // Frames held back go first (none are, outside a drain).
+                link.release(report, registry, clock);
+                link.send(bytes, received, report, registry, clock)
+            }
+            // Every destination of the core has a link (see `Shell::apply`).
+            _ => Outcome::Dropped(DropReason::SendError),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use mio::Poll;
+
+    use super::*;
+    use crate::fanout::{Arrival, Fanout, Output, Routes};
+    use crate::relay::DEFAULT_WARN_INTERVAL;
+    use crate::stats::DestinationStats;
+    use crate::wire::Input;
+
+    const FROM: SocketAddr =
+        SocketAddr::new(std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST), 50_000);
+
+    /// A core with one `same` destination, a loopback receiver for it, and its
+    /// link.
+    fn core_and_link() -> (Fanout, DestinationId, Link, std::net::UdpSocket) {
+        core_and_link_aged(None)
+    }
+
+    /// As [`core_and_link`], with the destination's `max_age`.
+    fn core_and_link_aged(
+        max_age: Option<Duration>,
+    ) -> (Fanout, DestinationId, Link, std::net::UdpSocket) {
+        let receiver = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        receiver
+            .set_read_timeout(Some(Duration::from_secs(2)))
+            .unwrap();
+        let addr = receiver.local_addr().unwrap();
+        let core = Fanout::new(&Routes {
+            input: Input::Auto,
+            allow: Vec::new(),
+            destinations: vec![Destination {
+                name: "rig".to_owned(),
+                addr_text: addr.to_string(),
+                addr,
+                output: Output::Same,
+                only_race_on: false,
+                max_rate: 0,
+                max_age,
+            }],
+        });
+        let (id, d) = core.destinations().next().unwrap();
+        let listen = "127.0.0.1:5400".parse().unwrap();
+        let link = Link::open(id, d, listen).unwrap();
+        (core, id, link, receiver)
+    }
+
+    /// Stands in for a socket that would block: every frame goes to the
+    /// link's backlog, as `Link::send` does on `WouldBlock`.
+    struct WouldBlock<'a>(&'a mut Link);
+
+    impl Sink for WouldBlock<'_> {
+        fn deliver(
+            &mut self,
+            _: DestinationId,
+            bytes: &[u8],
+            received: Instant,
+            report: &mut Report<'_>,
+        ) -> Outcome {
+            self.0.queue(bytes, received, report)
+        }
+    }
+
+    /// Sends through the link, as the shell does.
+    struct Sends<'a>(&'a mut Link, &'a Registry, Clock);
+
+    impl Sink for Sends<'_> {
+        fn deliver(
+            &mut self,
+            _: DestinationId,
+            bytes: &[u8],
+            received: Instant,
+            report: &mut Report<'_>,
+        ) -> Outcome {
+            self.0.send(bytes, received, report, self.1, self.2)
+        }
+    }
+
+    fn stats(core: &Fanout) -> DestinationStats {
+        core.counters().destinations[0].stats
+    }
+
+    #[test]
+    fn a_full_backlog_keeps_the_newest_frames_and_sends_them_oldest_first() {
+        let poll = Poll::new().unwrap();
+        let (mut core, id, mut link, receiver) = core_and_link();
+        let now = Instant::now();
+        let extra = 3u8;
+        for i in 0..BACKLOG_FRAMES as u8 + extra {
+            core.handle_at(&[i; 324], FROM, now, &mut WouldBlock(&mut link));
+        }
+        let s = stats(&core);
+        assert_eq!(s.dropped(DropReason::Backlog), u64::from(extra));
+        assert_eq!(s.held, BACKLOG_FRAMES as u64);
+        assert!(s.is_balanced(), "{s:?}");
+        core.handle_at(
+            &[0xFF; FRAME_CAPACITY + 1],
+            FROM,
+            now,
+            &mut WouldBlock(&mut link),
+        );
+        assert_eq!(
+            stats(&core).dropped(DropReason::Backlog),
+            u64::from(extra) + 1,
+            "too large to hold"
+        );
+
+        let clock = Clock {
+            now,
+            warn_every: DEFAULT_WARN_INTERVAL,
+        };
+        link.watch(poll.registry(), true);
+        assert!(link.watched);
+        link.flush(&mut core.report(id).unwrap(), poll.registry(), clock);
+        assert!(link.backlog.is_empty());
+        assert!(!link.watched, "a flushed link is no longer watched");
+        let s = stats(&core);
+        assert_eq!((s.sent, s.held), (BACKLOG_FRAMES as u64, 0));
+        assert!(s.is_balanced(), "{s:?}");
+        let mut buf = [0u8; 2048];
+        for i in extra..BACKLOG_FRAMES as u8 + extra {
+            let n = receiver.recv(&mut buf).unwrap();
+            assert_eq!(n, 324);
+            assert!(buf[..n].iter().all(|&b| b == i), "frame {i} out of order");
+        }
+        // With frames waiting, a new frame goes behind them, never ahead.
+        core.handle_at(&[0xA1; 311], FROM, now, &mut WouldBlock(&mut link));
+        let registry = poll.registry();
+        core.handle_at(
+            &[0xA2; 232],
+            FROM,
+            now,
+            &mut Sends(&mut link, registry, clock),
+        );
+        assert_eq!(receiver.recv(&mut buf).unwrap(), 311);
+        assert_eq!(receiver.recv(&mut buf).unwrap(), 232);
+        assert_eq!(stats(&core).sent, BACKLOG_FRAMES as u64 + 2);
+
+        // Removed while a frame waits: the plan closes its link, and the core
+        // counts the frame before it returns the final counters.
+        core.handle_at(&[0xA3; 311], FROM, now, &mut WouldBlock(&mut link));
+        assert_eq!(core.queued(id), 1);
+        let plan = core.plan(&Routes {
+            input: Input::Auto,
+            allow: Vec::new(),
+            destinations: Vec::new(),
+        });
+        assert_eq!(plan.closed(), [id]);
+        link.clear_backlog(registry);
+        let removed = &core.commit(plan).removed[0].stats;
+        assert_eq!(
+            removed.dropped(DropReason::Backlog),
+            u64::from(extra) + 2,
+            "{removed:?}"
+        );
+        assert_eq!(removed.held, 0);
+        assert!(removed.is_balanced(), "{removed:?}");
+    }
+
+    /// Issue 15: frames that waited in the backlog past `max_age` are dropped
+    /// and counted stale when it is flushed; the fresh ones go, with their
+    /// latency from their receive time.
+    #[test]
+    fn a_backlog_flush_drops_frames_grown_older_than_max_age() {
+        let poll = Poll::new().unwrap();
+        let ms = Duration::from_millis;
+        let (mut core, id, mut link, receiver) = core_and_link_aged(Some(ms(50)));
+        // The synthetic clock runs 200 ms behind: the sends' latencies (read
+        // on the real clock) are over 100 ms.
+        let t0 = Instant::now() - ms(200);
+        for (i, at) in [0, 10, 60, 70].into_iter().enumerate() {
+            let packet = [i as u8; 324];
+            let arrival = Arrival::new(&packet, FROM, t0 + ms(at));
+            core.handle(arrival, t0 + ms(at), &mut WouldBlock(&mut link));
+        }
+        assert_eq!(stats(&core).held, 4);
+        let clock = Clock {
+            now: t0 + ms(100),
+            warn_every: DEFAULT_WARN_INTERVAL,
+        };
+        link.flush(&mut core.report(id).unwrap(), poll.registry(), clock);
+        assert!(link.backlog.is_empty());
+        let s = stats(&core);
+        assert_eq!((s.sent, s.dropped(DropReason::Stale), s.held), (2, 2, 0));
+        assert!(s.is_balanced(), "{s:?}");
+        let mut buf = [0u8; 2048];
+        for i in [2u8, 3] {
+            let n = receiver.recv(&mut buf).unwrap();
+            assert!(buf[..n].iter().all(|&b| b == i), "frame {i}");
+        }
+        let latency = core.counters().destinations[0].latency;
+        assert_eq!(latency.count, 2);
+        assert!(latency.max >= ms(100), "from the receive time: {latency:?}");
+    }
+
+    /// Issue 15: while a backlog is drained, a destination with `max_age`
+    /// gets the newest frame before one without gets any of the backlog;
+    /// released, that one gets every frame, in order, none dropped. Held-back
+    /// frames that fill their rings are released, not dropped.
+    #[test]
+    fn a_drain_holds_back_frames_for_destinations_without_max_age() {
+        let poll = Poll::new().unwrap();
+        let ms = Duration::from_millis;
+        let receivers: Vec<_> = (0..2)
+            .map(|_| {
+                let r = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+                r.set_nonblocking(true).unwrap();
+                r
+            })
+            .collect();
+        let destination = |name: &str, r: &std::net::UdpSocket, max_age| {
+            let addr = r.local_addr().unwrap();
+            Destination {
+                name: name.to_owned(),
+                addr_text: addr.to_string(),
+                addr,
+                output: Output::Same,
+                only_race_on: false,
+                max_rate: 0,
+                max_age,
+            }
+        };
+        let mut core = Fanout::new(&Routes {
+            input: Input::Auto,
+            allow: Vec::new(),
+            destinations: vec![
+                destination("rig", &receivers[0], Some(ms(50))),
+                destination("plain", &receivers[1], None),
+            ],
+        });
+        let listen = "127.0.0.1:5400".parse().unwrap();
+        let mut links: Vec<Option<Link>> = core
+            .destinations()
+            .map(|(id, d)| Some(Link::open(id, d, listen).unwrap()))
+            .collect();
+        let [rig, plain] = [0, 1].map(DestinationId::from_index);
+        // A stall: 30 frames 10 ms apart, read 300 ms after the first came.
+        let t0 = Instant::now() - ms(400);
+        let now = t0 + ms(300);
+        let clock = Clock {
+            now,
+            warn_every: DEFAULT_WARN_INTERVAL,
+        };
+        for i in 0..30u8 {
+            let packet = [i; 324];
+            let arrival = Arrival::new(&packet, FROM, t0 + ms(10) * u32::from(i));
+            let mut sink = Links {
+                links: &mut links,
+                registry: poll.registry(),
+                clock,
+                hold_back: true,
+            };
+            core.handle(arrival, now, &mut sink);
+        }
+        let mut buf = [0u8; 2048];
+        let mut got = |r: &std::net::UdpSocket| {
+            let mut frames = Vec::new();
+            while let Ok(n) = r.recv(&mut buf) {
+                frames.push(buf[..n][0]);
+            }
+            frames
+        };
+        // Frames 25..30 are within 50 ms of `now`.
+        assert_eq!(got(&receivers[0]), (25..30).collect::<Vec<_>>());
+        assert_eq!(
+            got(&receivers[1]),
+            Vec::<u8>::new(),
+            "plain's frames are held back"
+        );
+        assert_eq!(core.queued(plain), 30);
+        let counts = |core: &Fanout, i: usize| core.counters().destinations[i].stats;
+        assert_eq!(counts(&core, 0).dropped(DropReason::Stale), 25);
+
+        let plain_link = links[1].as_mut().unwrap();
+        assert_eq!(plain_link.holding(), 30);
+        plain_link.release(&mut core.report(plain).unwrap(), poll.registry(), clock);
+        assert_eq!(got(&receivers[1]), (0..30).collect::<Vec<_>>());
+        for (i, s) in [counts(&core, 0), counts(&core, 1)].iter().enumerate() {
+            assert!(s.is_balanced(), "{i}: {s:?}");
+            assert_eq!(s.held, 0);
+        }
+        assert_eq!(counts(&core, 1).sent, 30);
+        assert_eq!(core.queued(rig), 0);
+
+        // Rings full: the held-back frames go first, nothing is dropped.
+        let extra = 5;
+        for i in 0..HELD_BACK_FRAMES + extra {
+            let packet = [i as u8; 16];
+            let mut sink = Links {
+                links: &mut links,
+                registry: poll.registry(),
+                clock,
+                hold_back: true,
+            };
+            core.handle(Arrival::new(&packet, FROM, now), now, &mut sink);
+        }
+        let s = counts(&core, 1);
+        assert_eq!(
+            (s.sent, s.held, s.dropped_total()),
+            (30 + HELD_BACK_FRAMES as u64, extra as u64, 0)
+        );
+        assert_eq!(links[1].as_ref().unwrap().holding(), extra);
+    }
+}

@@ -1,0 +1,610 @@
+//! One turn of the loop: wait (in the receive in the plain case, else in the
+//! poll), drain the listening socket in batches, hand each batch to the core
+//! and then to the taps, flush destinations that became writable, and run the
+//! timers (due frames, the summary). See the module documentation of
+//! [`crate::relay`] for the two ways of waiting and for holding back.
+
+use std::io;
+use std::time::{Duration, Instant};
+
+use log::{debug, error, trace, warn};
+use mio::Registry;
+use ringbuf::traits::Observer;
+
+use super::link::Links;
+use super::warn::{Clock, Suppressed};
+use super::{
+    destination_of, Link, Relay, Shell, BACKLOG_IN_ROW, DEFAULT_WARN_INTERVAL, DRAIN_BUDGET,
+    HOLD_BACK_MAX, LISTENER, MAX_RECV_ERRORS, MAX_WAIT_SLACK, MIN_WAIT_SLACK, POLL_ERROR_PAUSE,
+    WAKER,
+};
+use crate::fanout::{Arrival, Counters, DestinationId, Report, Verdict};
+use crate::recv::wait::{self, RecvTimeout};
+use crate::recv::{Batch, Moment, WAITS};
+use crate::stats::{LatencyWindow, Snapshot};
+use crate::tap::TapProducer;
+
+impl Relay {
+    /// Runs until stopped, then returns the final snapshot, in which every
+    /// destination's frames are sent or dropped: none is held any more.
+    pub fn run(&mut self) -> Snapshot {
+        while !self.shell.stopping {
+            self.step(None);
+        }
+        self.shell.finish(Instant::now());
+        self.shell.snapshot(LatencyWindow::Run)
+    }
+
+    /// One turn of [`Relay::run`]: waits for at most `timeout` (`None`: until
+    /// something happens or the next deadline), in the receive in the plain
+    /// case, else in the poll ([`Relay::poll_once`]), then handles everything
+    /// that is ready.
+    pub fn step(&mut self, timeout: Option<Duration>) {
+        let shell = &mut self.shell;
+        let now = Instant::now();
+        // Looked up once a turn: it walks every destination.
+        let deadline = shell.core.next_deadline();
+        let until = match (
+            shell.next_wake(deadline),
+            timeout.and_then(|t| now.checked_add(t)),
+        ) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        if shell.plain(deadline) {
+            shell.waiting = true;
+            shell.wait(until, now);
+            return;
+        }
+        if std::mem::take(&mut shell.waiting) {
+            // Datagrams may have come since the last receive: look, drain
+            // until empty, then sleep (mio is edge-triggered).
+            shell.unread = true;
+        }
+        self.poll_once(until.map(|d| d.saturating_duration_since(now)));
+    }
+
+    /// Waits for at most `timeout` (`None`: until something happens), then handles
+    /// everything that is ready: datagrams, writable destinations, commands, due
+    /// frames and the periodic summary.
+    pub fn poll_once(&mut self, timeout: Option<Duration>) {
+        let shell = &mut self.shell;
+        // Datagrams left unread by the last drain: look, don't wait.
+        let timeout = if shell.unread {
+            Some(Duration::ZERO)
+        } else {
+            timeout
+        };
+        if let Err(e) = self.poll.poll(&mut self.events, timeout) {
+            if e.kind() != io::ErrorKind::Interrupted {
+                let now = Instant::now();
+                if let Some(more) = shell.poll_error.occurred(1, now, shell.warn_every) {
+                    error!(
+                        "waiting for packets failed: {e}; trying again{}",
+                        Suppressed(more)
+                    );
+                }
+                std::thread::sleep(POLL_ERROR_PAUSE);
+            }
+            return;
+        }
+        let now = Instant::now();
+        let unread = shell.unread;
+        for event in self.events.iter() {
+            match event.token() {
+                LISTENER if !unread => shell.drain(now),
+                LISTENER => {}
+                WAKER => shell.commands(now),
+                token => {
+                    if let Some(id) = destination_of(token) {
+                        shell.destination_event(id, event, now);
+                    }
+                }
+            }
+        }
+        if unread {
+            shell.drain(now);
+        }
+        shell.timers(now);
+    }
+}
+
+impl Shell {
+    fn clock(&self, now: Instant) -> Clock {
+        Clock {
+            now,
+            warn_every: self.warn_every,
+        }
+    }
+
+    /// As [`Shell::snapshot`], into `into`, reusing its lists' capacity.
+    pub(super) fn snapshot_into(&self, window: LatencyWindow, into: &mut Snapshot) {
+        into.listen = self.listen;
+        into.elapsed = self.started.elapsed();
+        into.input = self.core.counters_into(window, &mut into.destinations);
+        into.tap_dropped =
+            self.tap_dropped + self.taps.iter().map(TapProducer::dropped).sum::<u64>();
+        into.not_recorded =
+            self.not_recorded + self.taps.iter().map(TapProducer::not_recorded).sum::<u64>();
+    }
+
+    /// Every counter, latency over `window`.
+    pub(super) fn snapshot(&self, window: LatencyWindow) -> Snapshot {
+        let Counters {
+            input,
+            destinations,
+        } = self.core.counters_over(window);
+        Snapshot {
+            listen: self.listen,
+            elapsed: self.started.elapsed(),
+            input,
+            destinations,
+            tap_dropped: self.tap_dropped + self.taps.iter().map(TapProducer::dropped).sum::<u64>(),
+            not_recorded: self.not_recorded
+                + self.taps.iter().map(TapProducer::not_recorded).sum::<u64>(),
+        }
+    }
+
+    /// Makes the wake-up socket for the listening socket bound now, and puts the
+    /// listening socket in blocking mode, so the loop can wait in its receive;
+    /// if either fails, the loop only waits in the poll.
+    pub(super) fn open_wake(&mut self) {
+        self.wake = None;
+        self.recv_timeout = RecvTimeout::default();
+        let sender = if WAITS {
+            match wait::set_blocking(&self.listener).and_then(|()| wait::wake_pair(self.listen)) {
+                Ok((sender, filter)) => {
+                    self.wake = Some(filter);
+                    Some(sender)
+                }
+                Err(e) => {
+                    debug!("{}: waiting in the poll only: {e}", self.listen);
+                    None
+                }
+            }
+        } else {
+            None
+        };
+        if let Ok(mut wake) = self.control.wake.lock() {
+            *wake = sender;
+        }
+    }
+
+    /// The plain case, in which the loop can wait inside the receive: nothing
+    /// left unread, no frame waiting in a backlog or for its rate slot.
+    fn plain(&self, deadline: Option<Instant>) -> bool {
+        self.wake.is_some()
+            && !self.unread
+            && self.holding_back.is_none()
+            && !self.stopping
+            && deadline.is_none()
+            && self
+                .links
+                .iter()
+                .flatten()
+                .all(|link| link.backlog.is_empty())
+    }
+
+    /// One turn in the plain case: sleeps inside the receive until a datagram
+    /// comes (a packet, or the wake-up of a command) or `until` passes, then
+    /// handles what came, the timers and the commands.
+    fn wait(&mut self, until: Option<Instant>, mut now: Instant) {
+        // A command whose wake-up was lost (a full socket, a moved listener)
+        // is not left waiting for the next packet.
+        self.commands(now);
+        if self.stopping {
+            return;
+        }
+        let timeout = until.map(|d| d.saturating_duration_since(now));
+        if timeout != Some(Duration::ZERO) {
+            let slack = self.stats_interval.map_or(DEFAULT_WARN_INTERVAL, |i| {
+                (i / 20).clamp(MIN_WAIT_SLACK, MAX_WAIT_SLACK)
+            });
+            let armed = self
+                .recv_timeout
+                .arm(&self.listener, timeout, slack, self.flowing);
+            now = match armed.and_then(|()| self.batch.wait(&self.listener)) {
+                Ok(n) => {
+                    self.wait_errors = 0;
+                    let read = self.handle_batch(n, 0);
+                    self.flowing = read.saturating_duration_since(now) < slack;
+                    if n == Batch::SIZE {
+                        // More may be queued.
+                        self.drain(read);
+                        Instant::now()
+                    } else {
+                        self.release_held_back(read);
+                        self.warn_input(read);
+                        self.check_backlogs();
+                        // The sends since took microseconds: no clock read
+                        // for them.
+                        read
+                    }
+                }
+                Err(e) => {
+                    self.flowing = false;
+                    self.wait_failed(&e, now);
+                    Instant::now()
+                }
+            };
+        }
+        // The timers first: a snapshot never shows a latency window that is
+        // overdue for its new start.
+        self.timers(now);
+        self.commands(now);
+    }
+
+    /// A wait in the receive that ended without a datagram: the timeout or a
+    /// signal say nothing; another error is counted and warned about as a
+    /// drain does, and after [`MAX_RECV_ERRORS`] in a row the loop waits in the
+    /// poll for good, so a socket that keeps failing can't make it spin.
+    fn wait_failed(&mut self, e: &io::Error, now: Instant) {
+        match e.kind() {
+            io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut | io::ErrorKind::Interrupted => {}
+            io::ErrorKind::ConnectionReset | io::ErrorKind::ConnectionRefused => {
+                trace!("ignored {e} on the listening socket");
+            }
+            _ => {
+                self.receive_failed(e, now);
+                self.wait_errors += 1;
+                if self.wait_errors == MAX_RECV_ERRORS {
+                    warn!(
+                        "{}: the receive keeps failing; waiting in the poll from now on",
+                        self.listen
+                    );
+                    self.wake = None;
+                    if let Ok(mut wake) = self.control.wake.lock() {
+                        *wake = None;
+                    }
+                }
+            }
+        }
+    }
+
+    /// The earliest moment the loop must wake without an event, given the
+    /// core's next `deadline`.
+    fn next_wake(&self, deadline: Option<Instant>) -> Option<Instant> {
+        match (deadline, self.next_summary) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// Receives until the socket is empty, handing each datagram to the core
+    /// with when it reached the machine.
+    pub(super) fn drain(&mut self, mut now: Instant) {
+        self.unread = false;
+        let mut errors = 0;
+        let mut read = 0;
+        loop {
+            match self.batch.recv(&self.listener) {
+                Ok(n) => {
+                    now = self.handle_batch(n, read);
+                    read += n;
+                    if n < Batch::SIZE {
+                        // A short batch: the queue is empty (Linux's recvmmsg).
+                        break;
+                    }
+                    if read >= DRAIN_BUDGET {
+                        // Datagrams still queued: other work (writable
+                        // destinations, rate slots, commands) goes first, then
+                        // draining resumes.
+                        self.unread = true;
+                        break;
+                    }
+                }
+                Err(e) => match e.kind() {
+                    io::ErrorKind::WouldBlock => break,
+                    io::ErrorKind::Interrupted => {}
+                    // A closed consumer reported on the listening socket (Windows):
+                    // not ours to act on, and never a reason to stop receiving.
+                    io::ErrorKind::ConnectionReset | io::ErrorKind::ConnectionRefused => {
+                        trace!("ignored {e} on the listening socket");
+                    }
+                    _ => {
+                        self.receive_failed(&e, now);
+                        // Keep reading what is queued (mio is edge-triggered), but
+                        // don't spin on a socket that keeps failing.
+                        errors += 1;
+                        if errors == MAX_RECV_ERRORS {
+                            break;
+                        }
+                    }
+                },
+            }
+        }
+        if !self.unread {
+            self.release_held_back(now);
+        }
+        self.warn_input(now);
+        self.check_backlogs();
+    }
+
+    /// Whether the last batch (`n` datagrams, after `read` in the same drain,
+    /// read at `moment`) shows a backlog: many queued at once, or its oldest
+    /// frame already past the smallest `max_age`. Only worth acting on when
+    /// some destinations have a limit and others don't ([`hold_back_age`]).
+    fn is_backlog(&self, n: usize, read: usize, moment: &Moment) -> bool {
+        let Some(smallest) = self.hold_back_age.filter(|_| n > 0) else {
+            return false;
+        };
+        let oldest = moment.received(&self.batch, 0);
+        read + n >= BACKLOG_IN_ROW || moment.instant.saturating_duration_since(oldest) > smallest
+    }
+
+    /// The listening socket is empty (or a command needs the frames out): the
+    /// frames held back go, in order.
+    pub(super) fn release_held_back(&mut self, now: Instant) {
+        if self.holding_back.take().is_none() {
+            return;
+        }
+        let clock = self.clock(now);
+        for i in 0..self.links.len() {
+            self.on_link(DestinationId::from_index(i), |link, report, registry| {
+                link.release(report, registry, clock);
+            });
+        }
+    }
+
+    /// Hands the `n` datagrams of the last batch (read after `read` others in
+    /// the same drain) to the core, each with when it reached the machine,
+    /// then to the taps; returns the moment the batch was read, on the loop's
+    /// clock. The wake-up datagram goes to neither: it only ended the wait,
+    /// after which the commands are looked at (in the poll, the waker says
+    /// so).
+    fn handle_batch(&mut self, n: usize, read: usize) -> Instant {
+        // Both clocks once per batch, after the receive: the kernel's times
+        // are before it.
+        let moment = Moment::now();
+        let now = moment.instant;
+        if self
+            .holding_back
+            .is_some_and(|since| now.saturating_duration_since(since) > HOLD_BACK_MAX)
+        {
+            // Under a load the relay can't keep up with, the socket never
+            // empties: destinations without a limit still get their frames.
+            self.release_held_back(now);
+        }
+        if self.holding_back.is_none() && self.is_backlog(n, read, &moment) {
+            // Destinations with a limit reach the newest frame before those
+            // without get the backlog (issue 15).
+            self.holding_back = Some(now);
+        }
+        let Shell {
+            batch,
+            verdicts,
+            core,
+            links,
+            registry,
+            warn_every,
+            wake,
+            holding_back,
+            ..
+        } = self;
+        let mut sink = Links {
+            links,
+            registry,
+            clock: Clock {
+                now,
+                warn_every: *warn_every,
+            },
+            hold_back: holding_back.is_some(),
+        };
+        for (i, verdict) in verdicts.iter_mut().enumerate().take(n) {
+            let (data, from) = batch.datagram(i);
+            if wake.is_some_and(|w| w.is_wake(data, from)) {
+                *verdict = Verdict::Disallowed;
+                continue;
+            }
+            let arrival = Arrival::new(data, from, moment.received(batch, i));
+            *verdict = core.handle(arrival, now, &mut sink);
+        }
+        // After the sends: a tap's copy never delays a packet.
+        if !self.taps.is_empty() {
+            self.tap(n, moment);
+        }
+        now
+    }
+
+    /// Copies the admitted datagrams of the last batch (`n` of them, read at
+    /// `moment`) into every tap, each with the time it reached the machine,
+    /// and lets go of taps whose readers have gone.
+    fn tap(&mut self, n: usize, moment: Moment) {
+        let Shell {
+            taps,
+            batch,
+            verdicts,
+            listen,
+            ..
+        } = self;
+        for tap in taps.iter_mut() {
+            for (i, verdict) in verdicts.iter().enumerate().take(n) {
+                if verdict.is_admitted() {
+                    let (data, from) = batch.datagram(i);
+                    let time = batch.received(i).unwrap_or(moment.wall);
+                    tap.push(time, from, *listen, data);
+                }
+            }
+        }
+        if self.taps.iter().any(TapProducer::is_closed) {
+            let gone: u64 = self
+                .taps
+                .iter()
+                .filter(|t| t.is_closed())
+                .map(TapProducer::dropped)
+                .sum();
+            self.tap_dropped += gone;
+            self.not_recorded += self
+                .taps
+                .iter()
+                .filter(|t| t.is_closed())
+                .map(TapProducer::not_recorded)
+                .sum::<u64>();
+            self.taps.retain(|t| !t.is_closed());
+        }
+    }
+
+    /// In debug builds, checks that each backlog holds what the core counts
+    /// as queued for it: every outcome reached the core.
+    pub(super) fn check_backlogs(&self) {
+        if cfg!(debug_assertions) {
+            for (i, link) in self.links.iter().enumerate() {
+                if let Some(link) = link {
+                    let id = DestinationId::from_index(i);
+                    debug_assert_eq!(
+                        link.holding() as u64,
+                        self.core.queued(id),
+                        "{}: the backlog and the core disagree",
+                        link.warner.name
+                    );
+                }
+            }
+        }
+    }
+
+    /// Runs `f` on destination `id`'s link, with where it reports to the core.
+    fn on_link(
+        &mut self,
+        id: DestinationId,
+        f: impl FnOnce(&mut Link, &mut Report<'_>, &Registry),
+    ) {
+        let Shell {
+            links,
+            core,
+            registry,
+            ..
+        } = self;
+        if let (Some(Some(link)), Some(mut report)) = (links.get_mut(id.index()), core.report(id)) {
+            f(link, &mut report, registry);
+        }
+    }
+
+    fn destination_event(&mut self, id: DestinationId, event: &mio::event::Event, now: Instant) {
+        let clock = self.clock(now);
+        self.on_link(id, |link, report, registry| {
+            if event.is_error() || event.is_read_closed() {
+                // Collect a pending ICMP error now, so it doesn't fail the next send.
+                if let Ok(Some(e)) = link.socket.take_error() {
+                    link.warner.report(&e, report, clock);
+                }
+            }
+            if event.is_writable() {
+                link.flush(report, registry, clock);
+            }
+        });
+    }
+
+    /// Frames whose rate slot has come, and the summary when it is due.
+    fn timers(&mut self, now: Instant) {
+        if self.core.next_deadline().is_some_and(|due| now >= due) {
+            let clock = self.clock(now);
+            let Shell {
+                core,
+                links,
+                registry,
+                holding_back,
+                ..
+            } = self;
+            core.due(
+                now,
+                &mut Links {
+                    links,
+                    registry,
+                    clock,
+                    hold_back: holding_back.is_some(),
+                },
+            );
+            self.check_backlogs();
+        }
+        if self.next_summary.is_some_and(|due| now >= due) {
+            self.last_summary = now;
+            self.next_summary = now.checked_add(self.warn_every);
+            if let Some(tx) = self
+                .summaries
+                .as_ref()
+                .filter(|_| self.stats_interval.is_some())
+            {
+                // A reader that is behind misses this one; one that is gone is
+                // no reason to stop.
+                let _ = tx.try_send(self.snapshot(LatencyWindow::Interval));
+            }
+            // The summary's own latency window, on the same schedule when
+            // summaries are off.
+            self.core.new_interval();
+        }
+    }
+
+    /// The relay stops: one last try to send what waits in the backlogs,
+    /// without waiting; what is still there, or waits for its rate slot, the
+    /// core counts dropped.
+    fn finish(&mut self, now: Instant) {
+        self.release_held_back(now);
+        let clock = self.clock(now);
+        for i in 0..self.links.len() {
+            self.on_link(DestinationId::from_index(i), |link, report, registry| {
+                if !link.backlog.is_empty() {
+                    link.flush(report, registry, clock);
+                }
+            });
+        }
+        self.check_backlogs();
+        for link in self.links.iter_mut().flatten() {
+            link.clear_backlog(&self.registry);
+        }
+        self.core.finish();
+        self.last_words();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Config;
+    use crate::relay::DEFAULT_WARN_INTERVAL;
+
+    /// Issue 15: with summaries off, the latency the dashboard and the page
+    /// show (the interval's) still starts afresh every
+    /// [`DEFAULT_WARN_INTERVAL`], as it does at each summary when they are on;
+    /// the run's figures keep everything.
+    #[test]
+    fn with_summaries_off_the_latency_window_still_starts_afresh() {
+        let receiver = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        receiver
+            .set_read_timeout(Some(Duration::from_secs(2)))
+            .unwrap();
+        let config = Config::from_toml(
+            &format!(
+                "[listen]\naddr = \"127.0.0.1:0\"\n[stats]\ninterval = 0\n\
+                 [[destination]]\naddr = \"{}\"\n",
+                receiver.local_addr().unwrap()
+            ),
+            "window.toml",
+            &crate::config::Overrides::default(),
+        )
+        .unwrap();
+        let mut relay = Relay::bind(&config).unwrap();
+        let t0 = relay.shell.last_summary;
+        assert_eq!(relay.shell.next_summary, Some(t0 + DEFAULT_WARN_INTERVAL));
+        let sender = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        sender.send_to(&[7; 324], relay.local_addr()).unwrap();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while relay.input_stats().received == 0 && Instant::now() < deadline {
+            relay.poll_once(Some(Duration::from_millis(50)));
+        }
+        let mut buf = [0u8; 512];
+        assert_eq!(receiver.recv(&mut buf).unwrap(), 324);
+        let count =
+            |relay: &Relay, window| relay.shell.snapshot(window).destinations[0].latency.count;
+        assert_eq!(count(&relay, LatencyWindow::Interval), 1);
+
+        let due = relay.shell.next_summary.unwrap();
+        relay.shell.timers(due);
+        assert_eq!(count(&relay, LatencyWindow::Interval), 0, "a new window");
+        assert_eq!(count(&relay, LatencyWindow::Run), 1, "the run keeps it");
+        assert_eq!(
+            relay.shell.next_summary,
+            Some(due + DEFAULT_WARN_INTERVAL),
+            "and the next one after the same interval"
+        );
+    }
+}
