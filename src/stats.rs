@@ -6,6 +6,12 @@
 //! ([`Summary`]), the final report (`Display` for [`Snapshot`]), the JSON form
 //! for scripts and the bench ([`Snapshot::to_json`]) and a destination's trouble
 //! in a few words ([`Problems`], for a dashboard) are all rendered here.
+//! How a change of routes reads (`Display` for [`crate::fanout::Changes`]) is
+//! in `stats/changes.rs`. The imports go one way: stats reads the routes and
+//! plan types (`fanout::routes`, `fanout::plan`), never the core ([`Fanout`]),
+//! and the core counts with the types here.
+//!
+//! [`Fanout`]: crate::fanout::Fanout
 //!
 //! Each destination's latency (from the moment a datagram reached the machine
 //! to the return of its send, issue 15) is kept in fixed log-linear histograms
@@ -22,8 +28,10 @@ use std::time::{Duration, Instant};
 use serde::ser::{SerializeMap, SerializeStruct};
 use serde::{Serialize, Serializer};
 
-use crate::fanout::Output;
+use crate::fanout::routes::Output;
 use crate::wire::Format;
+
+mod changes;
 
 /// Why a frame did not reach a destination.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

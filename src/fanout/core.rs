@@ -1,0 +1,963 @@
+//! The core itself: [`Fanout::handle`] takes one datagram ([`Arrival`]) and
+//! decides ([`Verdict`]), each destination's state applies its filters and
+//! limits and keeps its counters, and [`Counters`] is every counter at one
+//! moment. See the documentation of [`crate::fanout`].
+
+use std::net::SocketAddr;
+use std::time::Instant;
+
+use ipnet::IpNet;
+use log::trace;
+
+use super::sink::send;
+use super::{Destination, DestinationId, HeldFrame, Output, Report, Routes, Sink};
+use crate::filter::{AgeLimit, RaceFilter, RateLimiter};
+use crate::stats::{
+    DestinationSnapshot, DestinationStats, DropReason, InputStats, Latencies, LatencyWindow,
+};
+use crate::translate::translate;
+use crate::wire::{Acceptor, Format, Input, Packet, Reading, MAX_LEN};
+
+/// One datagram as the shell received it.
+#[derive(Debug, Clone, Copy)]
+pub struct Arrival<'a> {
+    /// Its bytes.
+    pub data: &'a [u8],
+    /// Its sender.
+    pub from: SocketAddr,
+    /// When it reached the machine: the kernel's receive time where there is
+    /// one, else when the shell read it.
+    pub received: Instant,
+}
+
+impl<'a> Arrival<'a> {
+    /// `data` from `from`, received at `received`.
+    pub fn new(data: &'a [u8], from: SocketAddr, received: Instant) -> Self {
+        Arrival {
+            data,
+            from,
+            received,
+        }
+    }
+}
+
+/// One destination's live state: its filters, its pending frame, its counters.
+pub(super) struct DestinationState {
+    pub(super) config: Destination,
+    pub(super) race: RaceFilter,
+    pub(super) rate: RateLimiter,
+    pub(super) age: AgeLimit,
+    /// The newest frame waiting for its `max_rate` slot, if `has_pending`.
+    pending: Box<HeldFrame>,
+    has_pending: bool,
+    /// When the pending frame came: its deadline when the limiter names none
+    /// (a reload changed `max_rate` while it waited, so the limiter is new and
+    /// the frame may go at once).
+    pending_at: Option<Instant>,
+    /// Frames the shell holds for it (see [`Report`]).
+    queued: u64,
+    /// Every counter but `held`, which [`DestinationState::stats`] adds.
+    stats: DestinationStats,
+    /// Its latency histograms, reported by the shell (see [`Report`]).
+    latency: Box<Latencies>,
+}
+
+impl DestinationState {
+    pub(super) fn new(config: Destination) -> Self {
+        DestinationState {
+            race: RaceFilter::default(),
+            rate: RateLimiter::new(config.max_rate),
+            age: AgeLimit::new(config.max_age),
+            pending: Box::new(HeldFrame::EMPTY),
+            has_pending: false,
+            pending_at: None,
+            queued: 0,
+            stats: DestinationStats::default(),
+            latency: Box::default(),
+            config,
+        }
+    }
+
+    /// Applies `max_age` and `max_rate`, then hands the frame to the sink.
+    fn deliver(
+        &mut self,
+        id: DestinationId,
+        bytes: &[u8],
+        received: Instant,
+        now: Instant,
+        sink: &mut impl Sink,
+    ) {
+        if self.age.is_stale(received, now) {
+            // Costs nothing but a count: a long backlog after a stall doesn't
+            // delay the first fresh frame.
+            self.stats.drop(DropReason::Stale);
+            return;
+        }
+        // This newer frame supersedes the waiting one.
+        self.forget_pending();
+        if self.rate.is_due(now) {
+            self.rate.sent(now);
+            self.send(id, bytes, received, sink);
+        } else if self.pending.store(bytes, received) {
+            self.has_pending = true;
+            self.pending_at = Some(now);
+        } else {
+            self.stats.drop(DropReason::RateLimited);
+        }
+    }
+
+    /// Hands over the pending frame if its slot has come, unless it has grown
+    /// too old.
+    fn due(&mut self, id: DestinationId, now: Instant, sink: &mut impl Sink) {
+        if !self.has_pending || !self.rate.is_due(now) {
+            return;
+        }
+        self.has_pending = false;
+        let received = self.pending.received().unwrap_or(now);
+        if self.age.is_stale(received, now) {
+            // Its slot stays free for a fresh frame.
+            self.stats.drop(DropReason::Stale);
+            return;
+        }
+        self.rate.sent(now);
+        let DestinationState {
+            pending,
+            stats,
+            queued,
+            age,
+            latency,
+            ..
+        } = self;
+        send(
+            id,
+            pending.bytes(),
+            received,
+            Report::new(stats, queued, *age, latency),
+            sink,
+        );
+    }
+
+    /// Hands `bytes` to the sink, counting the outcome.
+    fn send(&mut self, id: DestinationId, bytes: &[u8], received: Instant, sink: &mut impl Sink) {
+        let report = Report::new(
+            &mut self.stats,
+            &mut self.queued,
+            self.age,
+            &mut self.latency,
+        );
+        send(id, bytes, received, report, sink);
+    }
+
+    /// Drops the pending frame, counting it: it will never go.
+    pub(super) fn forget_pending(&mut self) {
+        if std::mem::take(&mut self.has_pending) {
+            self.stats.drop(DropReason::RateLimited);
+        }
+    }
+
+    /// Counts the frames the shell held for it as dropped: the shell drops them
+    /// (the plan said so, or the relay stops).
+    pub(super) fn drop_queued(&mut self) {
+        self.stats.dropped[DropReason::Backlog as usize] += std::mem::take(&mut self.queued);
+    }
+
+    fn deadline(&self) -> Option<Instant> {
+        if self.has_pending {
+            self.rate.next_due().or(self.pending_at)
+        } else {
+            None
+        }
+    }
+
+    /// Its counters, `held` included.
+    pub(super) fn stats(&self) -> DestinationStats {
+        DestinationStats {
+            held: self.queued + u64::from(self.has_pending),
+            ..self.stats
+        }
+    }
+
+    fn snapshot(&self, window: LatencyWindow) -> DestinationSnapshot {
+        DestinationSnapshot {
+            name: self.config.name.clone(),
+            addr: self.config.addr,
+            output: self.config.output,
+            stats: self.stats(),
+            latency: self.latency.figures(window),
+        }
+    }
+
+    /// As [`DestinationState::snapshot`], into `into`: its name's capacity is
+    /// reused, so nothing is allocated once it is long enough.
+    fn snapshot_into(&self, window: LatencyWindow, into: &mut DestinationSnapshot) {
+        into.name.clone_from(&self.config.name);
+        into.addr = self.config.addr;
+        into.output = self.config.output;
+        into.stats = self.stats();
+        into.latency = self.latency.figures(window);
+    }
+}
+
+/// The translation of the current packet into one output format, made at most
+/// once per packet. One per format, indexed by [`Format::index`].
+struct OutputSlot {
+    buf: Box<[u8; MAX_LEN]>,
+    /// Length of the translation in `buf`; 0 when the packet couldn't be translated.
+    len: usize,
+    /// The packet number `buf` holds.
+    packet: u64,
+}
+
+/// What the core decided about one datagram.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    /// From a sender outside `listen.allow`: counted, and sent nowhere.
+    Disallowed,
+    /// Relayed: read as `Some(reading)`, or `None` when it is no packet of the
+    /// input (counted malformed, and sent only to `same` destinations).
+    Admitted(Option<Reading>),
+}
+
+impl Verdict {
+    /// True when the datagram was relayed (what a tap records or shows).
+    pub fn is_admitted(self) -> bool {
+        matches!(self, Verdict::Admitted(_))
+    }
+}
+
+/// Every counter of the core at one moment.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Counters {
+    /// Input counters.
+    pub input: InputStats,
+    /// Every destination, in configuration order.
+    pub destinations: Vec<DestinationSnapshot>,
+}
+
+/// The pure fan-out core. See the module documentation.
+pub struct Fanout {
+    pub(super) acceptor: Acceptor,
+    pub(super) allow: Vec<IpNet>,
+    outputs: [OutputSlot; Format::ALL.len()],
+    /// Indexed by [`DestinationId`]; `None` for a free id.
+    pub(super) dests: Vec<Option<DestinationState>>,
+    /// Live ids in configuration order: the order of sends and of reports.
+    pub(super) order: Vec<DestinationId>,
+    stats: InputStats,
+    /// Packets handled so far: the number of the current one.
+    packet: u64,
+    /// Plans committed so far: a plan is committed to the core it was made
+    /// from, with no commit between.
+    pub(super) generation: u64,
+    /// The length and sender of the last datagram that was not the input format.
+    last_malformed: Option<(usize, SocketAddr)>,
+    /// The last sender outside `listen.allow`.
+    last_disallowed: Option<SocketAddr>,
+}
+
+impl Fanout {
+    /// A core for `routes`, every destination started.
+    pub fn new(routes: &Routes) -> Fanout {
+        let mut core = Fanout {
+            acceptor: Acceptor::new(routes.input),
+            allow: routes.allow.clone(),
+            outputs: std::array::from_fn(|_| OutputSlot {
+                buf: Box::new([0; MAX_LEN]),
+                len: 0,
+                packet: 0,
+            }),
+            dests: Vec::new(),
+            order: Vec::new(),
+            stats: InputStats::default(),
+            packet: 0,
+            generation: 0,
+            last_malformed: None,
+            last_disallowed: None,
+        };
+        // Every destination is new to an empty core.
+        core.commit(core.plan(routes));
+        core
+    }
+
+    /// Relays one datagram, at `now` (what rate slots and ages are measured
+    /// at; its receive time may be earlier).
+    pub fn handle(&mut self, arrival: Arrival<'_>, now: Instant, sink: &mut impl Sink) -> Verdict {
+        let Arrival {
+            data,
+            from,
+            received,
+        } = arrival;
+        let len = data.len();
+        self.stats.received += 1;
+        self.stats.bytes += len as u64;
+        // An IPv4 sender seen through a dual-stack socket reads as itself.
+        let from = SocketAddr::new(from.ip().to_canonical(), from.port());
+        let ip = from.ip();
+        if !self.allow.is_empty() && !self.allow.iter().any(|net| net.contains(&ip)) {
+            self.stats.disallowed += 1;
+            self.last_disallowed = Some(from);
+            return Verdict::Disallowed;
+        }
+        let reading = self.acceptor.read(data);
+        match reading {
+            Some(r) => {
+                self.stats.last_format = Some(r.format);
+                self.stats.format_guessed = !r.certain;
+            }
+            None => {
+                self.stats.malformed += 1;
+                self.last_malformed = Some((len, from));
+            }
+        }
+        let race_on = reading.map(|r| Packet::new_unchecked(data, r.format).race_on());
+        self.packet += 1;
+        let packet = self.packet;
+        trace!("packet {packet} from {from}: {len} bytes, {reading:?}");
+        let Fanout {
+            outputs,
+            dests,
+            order,
+            ..
+        } = self;
+        for &id in order.iter() {
+            let Some(dest) = dests[id.0].as_mut() else {
+                continue;
+            };
+            dest.stats.received += 1;
+            if dest.config.only_race_on && !dest.race.admit(race_on) {
+                dest.stats.drop(DropReason::NotRacing);
+                continue;
+            }
+            let bytes: &[u8] = match dest.config.output {
+                Output::Same => data,
+                Output::Format(to) => {
+                    // A guessed Horizon input is not rewritten into another Horizon
+                    // format: fh5 and fh6 differ only in CarClass (and puddles,
+                    // which are zero when it can't tell), and a guess must not
+                    // change the class a tool shows.
+                    let from = match reading {
+                        Some(r) if !r.certain && to.is_horizon() => Some(to),
+                        r => r.map(|r| r.format),
+                    };
+                    if from == Some(to) {
+                        // Already in the destination's format: send it as it came.
+                        data
+                    } else {
+                        let slot = &mut outputs[to.index()];
+                        if slot.packet != packet {
+                            slot.packet = packet;
+                            slot.len = from
+                                .and_then(|from| translate(data, from, to, &mut slot.buf[..]).ok())
+                                .unwrap_or(0);
+                        }
+                        if slot.len == 0 {
+                            dest.stats.drop(DropReason::Untranslatable);
+                            continue;
+                        }
+                        &slot.buf[..slot.len]
+                    }
+                }
+            };
+            dest.deliver(id, bytes, received, now, sink);
+        }
+        Verdict::Admitted(reading)
+    }
+
+    /// Hands over every pending frame whose rate slot has come by `now`; a
+    /// pending frame grown older than its `max_age` is dropped instead.
+    pub fn due(&mut self, now: Instant, sink: &mut impl Sink) {
+        let Fanout { dests, order, .. } = self;
+        for &id in order.iter() {
+            if let Some(dest) = dests[id.0].as_mut() {
+                dest.due(id, now, sink);
+            }
+        }
+    }
+
+    /// When [`Fanout::due`] next has something to do, if anything waits.
+    pub fn next_deadline(&self) -> Option<Instant> {
+        self.states().filter_map(|(_, d)| d.deadline()).min()
+    }
+
+    /// The relay stops: every frame still held (waiting for its rate slot, or
+    /// left in the shell's backlog after its last flush) is counted dropped,
+    /// and the shell drops them.
+    pub fn finish(&mut self) {
+        for d in self.dests.iter_mut().flatten() {
+            d.forget_pending();
+            d.drop_queued();
+        }
+    }
+
+    /// The destinations in configuration order, with their ids.
+    pub fn destinations(&self) -> impl Iterator<Item = (DestinationId, &Destination)> {
+        self.states().map(|(id, d)| (id, &d.config))
+    }
+
+    /// The configuration of destination `id`.
+    pub fn destination(&self, id: DestinationId) -> Option<&Destination> {
+        self.dests.get(id.0)?.as_ref().map(|d| &d.config)
+    }
+
+    /// Where the shell reports what became of the frames it queued for `id`,
+    /// and the send errors it met, outside [`Fanout::handle`] and
+    /// [`Fanout::due`] (a socket became writable, an ICMP error came back).
+    pub fn report(&mut self, id: DestinationId) -> Option<Report<'_>> {
+        let d = self.dests.get_mut(id.0)?.as_mut()?;
+        Some(Report::new(
+            &mut d.stats,
+            &mut d.queued,
+            d.age,
+            &mut d.latency,
+        ))
+    }
+
+    /// Frames the shell holds for `id`, as the core counts them: what the
+    /// shell's backlog for it must hold.
+    pub fn queued(&self, id: DestinationId) -> u64 {
+        self.dests
+            .get(id.0)
+            .and_then(Option::as_ref)
+            .map_or(0, |d| d.queued)
+    }
+
+    /// Counts a receive error the shell met on the listening socket.
+    pub fn count_recv_error(&mut self) {
+        self.stats.recv_errors += 1;
+    }
+
+    /// The input counters.
+    pub fn input_stats(&self) -> &InputStats {
+        &self.stats
+    }
+
+    /// The input format expected.
+    pub fn input(&self) -> Input {
+        self.acceptor.input()
+    }
+
+    /// How a 324-byte packet reads now, with `auto` input; `None` for a fixed
+    /// input. Changes only after a run of packets agree (see
+    /// [`crate::wire::Detector`]).
+    pub fn horizon(&self) -> Option<Reading> {
+        self.acceptor.horizon()
+    }
+
+    /// The length and sender of the last datagram that was not in the input
+    /// format (counted in [`InputStats::malformed`]).
+    pub fn last_malformed(&self) -> Option<(usize, SocketAddr)> {
+        self.last_malformed
+    }
+
+    /// The last sender outside `listen.allow` (counted in
+    /// [`InputStats::disallowed`]).
+    pub fn last_disallowed(&self) -> Option<SocketAddr> {
+        self.last_disallowed
+    }
+
+    /// Every counter now, latency over the summary interval so far.
+    pub fn counters(&self) -> Counters {
+        self.counters_over(LatencyWindow::Interval)
+    }
+
+    /// Every counter now, latency over `window`.
+    pub fn counters_over(&self, window: LatencyWindow) -> Counters {
+        Counters {
+            input: self.stats,
+            destinations: self.states().map(|(_, d)| d.snapshot(window)).collect(),
+        }
+    }
+
+    /// As [`Fanout::counters_over`], into `destinations` (returning the input's
+    /// counters): the list and each name keep their capacity, so a reused list
+    /// costs no allocation unless destinations were added or renamed longer.
+    pub fn counters_into(
+        &self,
+        window: LatencyWindow,
+        destinations: &mut Vec<DestinationSnapshot>,
+    ) -> InputStats {
+        let mut n = 0;
+        for (_, d) in self.states() {
+            match destinations.get_mut(n) {
+                Some(into) => d.snapshot_into(window, into),
+                None => destinations.push(d.snapshot(window)),
+            }
+            n += 1;
+        }
+        destinations.truncate(n);
+        self.stats
+    }
+
+    /// A periodic summary was taken: every destination's latency interval
+    /// starts again (only the summary's reader does this).
+    pub fn new_interval(&mut self) {
+        for d in self.dests.iter_mut().flatten() {
+            d.latency.new_interval();
+        }
+    }
+
+    pub(super) fn states(&self) -> impl Iterator<Item = (DestinationId, &DestinationState)> {
+        self.order
+            .iter()
+            .filter_map(|&id| self.dests[id.0].as_ref().map(|d| (id, d)))
+    }
+}
+
+#[cfg(test)]
+impl Fanout {
+    /// A datagram received and handled at `at`, nothing known behind it.
+    pub(crate) fn handle_at(
+        &mut self,
+        data: &[u8],
+        from: SocketAddr,
+        at: Instant,
+        sink: &mut impl Sink,
+    ) -> Verdict {
+        self.handle(Arrival::new(data, from, at), at, sink)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::fanout::testing::*;
+    use crate::fanout::Outcome;
+    use crate::stats::SendErrorKind;
+    use crate::wire::{Puddle, Wheels, AGREEING_PACKETS};
+
+    /// Issue 15: on a synthetic clock, a frame older than `max_age` when it
+    /// would go is dropped and counted stale, on arrival (after a stall) and
+    /// as a rate-limited pending frame; a destination without the limit gets
+    /// every frame, and every destination's counters add up.
+    #[test]
+    fn frames_older_than_max_age_are_not_sent_but_counted_stale() {
+        let r = routes(
+            &(destination_toml("rig", 9000, "same", "max_age = \"50ms\"")
+                + &destination_toml("plain", 9001, "same", "")
+                + &destination_toml(
+                    "slow-rig",
+                    9002,
+                    "same",
+                    "max_age = \"50ms\"\nmax_rate = 10",
+                )),
+        );
+        let mut core = Fanout::new(&r);
+        let mut sink = Recorder::default();
+        let t0 = Instant::now();
+        let ms = Duration::from_millis;
+        let handle = |core: &mut Fanout, sink: &mut Recorder, ts: u32, received: u64, now: u64| {
+            let packet = fh6(ts, true);
+            let arrival = Arrival::new(&packet, SENDER, t0 + ms(received));
+            core.handle(arrival, t0 + ms(now), sink);
+        };
+        // Live: every destination gets it.
+        handle(&mut core, &mut sink, 1, 0, 0);
+        // Read 51 ms after it arrived (a stall): too old for the limit.
+        handle(&mut core, &mut sink, 2, 0, 51);
+        // Exactly 50 ms old: still fresh; slow-rig's slot is at 100 ms.
+        handle(&mut core, &mut sink, 3, 10, 60);
+        // Replaces 3 in slow-rig's slot, and is 30 ms old there: it goes.
+        handle(&mut core, &mut sink, 4, 70, 70);
+        core.due(t0 + ms(100), &mut sink);
+        // Waits for the slot at 200 ms, 90 ms old by then: dropped, and the
+        // slot stays free.
+        handle(&mut core, &mut sink, 5, 110, 110);
+        assert_eq!(core.next_deadline(), Some(t0 + ms(200)));
+        core.due(t0 + ms(200), &mut sink);
+        assert_eq!(core.next_deadline(), None, "nothing waits");
+        // A stall: ten frames 2.7 ms apart, read at once 60 ms after the
+        // first; only those at most 50 ms old go to the rigs, in order.
+        for i in 0..10u64 {
+            let received = 300 + i * 27 / 10;
+            handle(&mut core, &mut sink, 10 + i as u32, received, 360);
+        }
+        let c = core.counters();
+        assert_balanced(&c);
+        assert_eq!(c.input.received, 15);
+        assert_eq!(
+            timestamps_to(&sink, &core, "plain"),
+            [1, 2, 3, 4, 5, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19]
+        );
+        // Frames 10..=13 arrived at 300, 302, 305, 308 ms: over 50 ms old at 360.
+        assert_eq!(
+            timestamps_to(&sink, &core, "rig"),
+            [1, 3, 4, 5, 14, 15, 16, 17, 18, 19]
+        );
+        // 14 takes the free slot at once; 15..=19 wait for the next, each
+        // replacing the one before.
+        assert_eq!(timestamps_to(&sink, &core, "slow-rig"), [1, 4, 14]);
+        for (name, sent, stale, rate_limited, held) in [
+            ("plain", 15, 0, 0, 0),
+            // 2, 10..=13.
+            ("rig", 10, 5, 0, 0),
+            // 2, 10..=13 on arrival, 5 at its slot; 3, 15..=18 replaced; 19 waits.
+            ("slow-rig", 3, 6, 5, 1),
+        ] {
+            let s = stats(&c, name);
+            assert_eq!(
+                (
+                    s.sent,
+                    s.dropped(DropReason::Stale),
+                    s.dropped(DropReason::RateLimited),
+                    s.held
+                ),
+                (sent, stale, rate_limited, held),
+                "{name}: {s:?}"
+            );
+            let drops: u64 = DropReason::ALL.iter().map(|&r| s.dropped(r)).sum();
+            assert_eq!(
+                s.sent + drops + s.held,
+                c.input.received,
+                "{name}: sent + drops + held = received"
+            );
+        }
+    }
+
+    /// A shell that reports each send as taking `took` from its receive time.
+    struct Timed {
+        took: Duration,
+    }
+
+    impl Sink for Timed {
+        fn deliver(
+            &mut self,
+            _: DestinationId,
+            _: &[u8],
+            received: Instant,
+            report: &mut Report<'_>,
+        ) -> Outcome {
+            report.record_latency(received, received + self.took);
+            Outcome::Sent
+        }
+    }
+
+    #[test]
+    fn latency_reported_by_the_shell_is_kept_per_destination_and_interval() {
+        let r = routes(&destination_toml("rig", 9000, "same", ""));
+        let mut core = Fanout::new(&r);
+        let t0 = Instant::now();
+        let packet = fh6(1, true);
+        for us in [20, 30, 40] {
+            let mut sink = Timed {
+                took: Duration::from_micros(us),
+            };
+            core.handle(Arrival::new(&packet, SENDER, t0), t0, &mut sink);
+        }
+        let l = core.counters().destinations[0].latency;
+        assert_eq!(
+            (l.count, l.p50, l.max),
+            (3, Duration::from_micros(30), Duration::from_micros(40))
+        );
+        core.new_interval();
+        assert_eq!(core.counters().destinations[0].latency.count, 0);
+        let run = core.counters_over(LatencyWindow::Run).destinations[0].latency;
+        assert_eq!(run.count, 3, "the whole run keeps them");
+    }
+
+    #[test]
+    fn translates_once_per_output_format_and_sends_same_as_it_came() {
+        let r = routes(
+            &("[listen]\nformat = \"fh6\"\n".to_owned()
+                + &destination_toml("raw", 9001, "same", "")
+                + &destination_toml("fh5-a", 9002, "fh5", "")
+                + &destination_toml("fh5-b", 9003, "fh5", "")
+                + &destination_toml("sled", 9004, "sled", "")),
+        );
+        let mut core = Fanout::new(&r);
+        let mut sink = Recorder::default();
+        let t0 = Instant::now();
+        let packet = fh6(7, true);
+        let verdict = core.handle_at(&packet, SENDER, t0, &mut sink);
+        assert_eq!(
+            verdict,
+            Verdict::Admitted(Some(Reading {
+                format: Format::Fh6,
+                certain: true
+            }))
+        );
+
+        assert_eq!(sink.to(&core, "raw"), std::slice::from_ref(&packet));
+        let a = sink.to(&core, "fh5-a");
+        let b = sink.to(&core, "fh5-b");
+        assert_eq!(a, b);
+        let p = Packet::new_checked(&a[0][..], Format::Fh5).unwrap();
+        assert_eq!(p.timestamp_ms(), 7, "TimestampMS");
+        assert_eq!(p.car_class(), 5, "CarClass R becomes S2");
+        assert_eq!(
+            p.wheel_in_puddle().into_array(),
+            [
+                Puddle::Depth(1.0),
+                Puddle::Depth(0.0),
+                Puddle::Depth(0.0),
+                Puddle::Depth(0.0)
+            ],
+            "WheelInPuddle"
+        );
+        assert_eq!(p.speed(), Some(41.5), "Speed");
+        let s = sink.to(&core, "sled");
+        assert_eq!(s[0].len(), 232);
+        let p = Packet::new_checked(&s[0][..], Format::Sled).unwrap();
+        assert_eq!(p.timestamp_ms(), 7, "TimestampMS");
+        // One translation per format: both fh5 destinations were handed the one
+        // fh5 buffer, and `same` the datagram itself.
+        assert_eq!(sink.at[0], packet.as_ptr(), "same: the input as it came");
+        assert_eq!(
+            sink.at[1], sink.at[2],
+            "fh5-a and fh5-b share one translation"
+        );
+        assert_eq!(sink.at[1], core.outputs[Format::Fh5.index()].buf.as_ptr());
+        assert_ne!(sink.at[3], sink.at[1], "sled has its own");
+        assert_eq!(core.outputs[Format::Fh6.index()].packet, 0, "same: no copy");
+
+        let c = core.counters();
+        assert_eq!(c.input.received, 1);
+        assert_eq!(c.input.last_format, Some(Format::Fh6));
+        assert_eq!(stats(&c, "raw").received, 1);
+        assert_eq!(stats(&c, "raw").sent, 1);
+        assert_balanced(&c);
+    }
+
+    #[test]
+    fn race_filter_and_untranslatable_datagrams_are_counted_per_destination() {
+        let r = routes(
+            &("[listen]\nformat = \"fh6\"\n".to_owned()
+                + &destination_toml("race", 9001, "same", "only_race_on = true")
+                + &destination_toml("fm7", 9002, "fm7", "")),
+        );
+        let mut core = Fanout::new(&r);
+        let mut sink = Recorder::default();
+        let t0 = Instant::now();
+        for (ts, racing) in [(1, false), (2, true), (3, false), (4, false)] {
+            core.handle_at(&fh6(ts, racing), SENDER, t0, &mut sink);
+        }
+        let verdict = core.handle_at(b"not a packet", SENDER, t0, &mut sink);
+        assert_eq!(verdict, Verdict::Admitted(None), "malformed, still relayed");
+
+        let timestamps: Vec<u32> = sink
+            .to(&core, "race")
+            .iter()
+            .filter(|b| b.len() == 324)
+            .map(|b| {
+                Packet::new_checked(&b[..], Format::Fh6)
+                    .unwrap()
+                    .timestamp_ms()
+            })
+            .collect();
+        assert_eq!(timestamps, [2, 3], "racing, and the first frame after");
+        let c = core.counters();
+        assert_eq!(c.input.received, 5);
+        assert_eq!(c.input.malformed, 1);
+        assert_eq!(
+            core.last_malformed(),
+            Some((12, SENDER)),
+            "length and sender of the malformed datagram"
+        );
+        let race = stats(&c, "race");
+        assert_eq!(
+            race.sent, 3,
+            "2, 3 and the malformed datagram (passed as it is)"
+        );
+        assert_eq!(race.dropped(DropReason::NotRacing), 2);
+        let fm7 = stats(&c, "fm7");
+        assert_eq!(fm7.sent, 4);
+        assert_eq!(fm7.dropped(DropReason::Untranslatable), 1);
+        assert_balanced(&c);
+    }
+
+    #[test]
+    fn rate_limit_keeps_the_newest_frame_pending_until_its_slot() {
+        let r = routes(
+            &("[listen]\nformat = \"fh6\"\n".to_owned()
+                + &destination_toml("slow", 9001, "same", "max_rate = 10")),
+        );
+        let mut core = Fanout::new(&r);
+        let mut sink = Recorder::default();
+        let t0 = Instant::now();
+        let ms = Duration::from_millis;
+        core.handle_at(&fh6(1, true), SENDER, t0, &mut sink);
+        core.handle_at(&fh6(2, true), SENDER, t0 + ms(10), &mut sink);
+        core.handle_at(&fh6(3, true), SENDER, t0 + ms(20), &mut sink);
+        assert_eq!(sink.got.len(), 1, "only the first went at once");
+        assert_eq!(core.next_deadline(), Some(t0 + ms(100)));
+        core.due(t0 + ms(99), &mut sink);
+        assert_eq!(sink.got.len(), 1, "not before its slot");
+        core.due(t0 + ms(100), &mut sink);
+        assert_eq!(sink.got.len(), 2);
+        let last = Packet::new_checked(&sink.got[1].1[..], Format::Fh6).unwrap();
+        assert_eq!(last.timestamp_ms(), 3, "the newest waiting frame goes");
+        assert_eq!(core.next_deadline(), None);
+
+        core.handle_at(&fh6(4, true), SENDER, t0 + ms(150), &mut sink);
+        let slow = stats(&core.counters(), "slow");
+        assert_eq!(slow.sent, 2);
+        assert_eq!(slow.dropped(DropReason::RateLimited), 1, "frame 2");
+        assert_eq!(slow.held, 1, "frame 4 waits");
+        assert!(slow.is_balanced(), "{slow:?}");
+        core.finish();
+        let slow = stats(&core.counters(), "slow");
+        assert_eq!(slow.dropped(DropReason::RateLimited), 2);
+        assert_eq!(slow.held, 0);
+        assert!(slow.is_balanced(), "{slow:?}");
+    }
+
+    #[test]
+    fn disallowed_senders_are_dropped_before_any_destination() {
+        let r = routes(
+            &("[listen]\nformat = \"fh6\"\nallow = [\"10.0.0.0/8\"]\n".to_owned()
+                + &destination_toml("raw", 9001, "same", "")),
+        );
+        let mut core = Fanout::new(&r);
+        let mut sink = Recorder::default();
+        let t0 = Instant::now();
+        assert_eq!(
+            core.handle_at(&fh6(1, true), SENDER, t0, &mut sink),
+            Verdict::Disallowed
+        );
+        assert!(!Verdict::Disallowed.is_admitted());
+        let lan: SocketAddr = "10.1.2.3:5000".parse().unwrap();
+        assert!(core
+            .handle_at(&fh6(2, true), lan, t0, &mut sink)
+            .is_admitted());
+        // A dual-stack socket shows an IPv4 sender as ::ffff:a.b.c.d.
+        let mapped: SocketAddr = "[::ffff:10.1.2.3]:5000".parse().unwrap();
+        assert!(core
+            .handle_at(&fh6(3, true), mapped, t0, &mut sink)
+            .is_admitted());
+        assert_eq!(sink.got.len(), 2);
+        let c = core.counters();
+        assert_eq!(c.input.disallowed, 1);
+        assert_eq!(core.last_disallowed(), Some(SENDER));
+        assert_eq!(stats(&c, "raw").received, 2, "only what was admitted");
+        assert_balanced(&c);
+    }
+
+    #[test]
+    fn frames_the_shell_holds_are_counted_when_it_sends_or_drops_them() {
+        let r = routes(
+            &("[listen]\nformat = \"fh6\"\n".to_owned()
+                + &destination_toml("stuck", 9001, "same", "")
+                + &destination_toml("moved", 9002, "same", "")
+                + &destination_toml("gone", 9003, "same", "")
+                + &destination_toml("stays", 9004, "same", "")),
+        );
+        let mut core = Fanout::new(&r);
+        let t0 = Instant::now();
+        for ts in 1..=5 {
+            core.handle_at(&fh6(ts, true), SENDER, t0, &mut queue_everything);
+        }
+        let stuck = id_of(&core, "stuck");
+        assert_eq!(core.queued(stuck), 5);
+        assert_eq!(stats(&core.counters(), "stuck").held, 5);
+        // The socket became writable: two went, one failed.
+        let mut report = core.report(stuck).expect("a destination");
+        report.held(Outcome::Sent);
+        report.held(Outcome::Sent);
+        report.send_error(SendErrorKind::Refused);
+        report.held(Outcome::Dropped(DropReason::SendError));
+        report.held(Outcome::Queued);
+        let s = stats(&core.counters(), "stuck");
+        assert_eq!(
+            (s.received, s.sent, s.dropped_total(), s.held),
+            (5, 2, 1, 2)
+        );
+        assert_eq!(s.send_errors.get(SendErrorKind::Refused), 1);
+
+        // A reload readdresses one and removes another: what the shell held for
+        // them is dropped with their sockets, and counted before `gone`'s final
+        // counters come back.
+        let after = routes(
+            &("[listen]\nformat = \"fh6\"\n".to_owned()
+                + &destination_toml("stuck", 9001, "same", "")
+                + &destination_toml("moved", 9012, "same", "")
+                + &destination_toml("stays", 9004, "same", "")),
+        );
+        let changes = core.apply(&after);
+        let gone = &changes.removed[0];
+        assert_eq!(gone.destination.name, "gone");
+        assert_eq!(gone.stats.dropped(DropReason::Backlog), 5);
+        assert_eq!(gone.stats.held, 0);
+        assert!(gone.stats.is_balanced(), "{:?}", gone.stats);
+        let c = core.counters();
+        let moved = stats(&c, "moved");
+        assert_eq!((moved.dropped(DropReason::Backlog), moved.held), (5, 0));
+        assert_eq!(stats(&c, "stays").held, 5, "its socket and backlog stay");
+        assert_balanced(&c);
+
+        // The relay stops: what is still held is dropped.
+        core.finish();
+        let c = core.counters();
+        for d in &c.destinations {
+            assert_eq!(d.stats.held, 0, "{}", d.name);
+        }
+        assert_eq!(stats(&c, "stuck").dropped(DropReason::Backlog), 2);
+        assert_eq!(stats(&c, "stays").dropped(DropReason::Backlog), 5);
+        assert_balanced(&c);
+    }
+
+    #[test]
+    fn auto_input_does_not_remap_horizon_on_a_guess() {
+        let r = routes(
+            &("[listen]\nformat = \"auto\"\n".to_owned()
+                + &destination_toml("fh5", 9001, "fh5", "")),
+        );
+        let mut core = Fanout::new(&r);
+        let mut sink = Recorder::default();
+        let mut dry = fh6(1, true);
+        Packet::new_checked(&mut dry[..], Format::Fh6)
+            .unwrap()
+            .set_wheel_in_puddle(Wheels::from_array([Puddle::Flag(0); 4]));
+        let verdict = core.handle_at(&dry, SENDER, Instant::now(), &mut sink);
+        assert_eq!(
+            verdict,
+            Verdict::Admitted(Some(Reading {
+                format: Format::Fh6,
+                certain: false
+            }))
+        );
+        assert_eq!(sink.got[0].1, dry, "a guess passes the bytes as they came");
+        assert!(core.counters().input.format_guessed);
+    }
+
+    #[test]
+    fn issue12_one_spoofed_depth_does_not_change_how_fh6_is_translated() {
+        let r = routes(
+            &("[listen]\nformat = \"auto\"\n".to_owned()
+                + &destination_toml("fh5", 9001, "fh5", "")),
+        );
+        let mut core = Fanout::new(&r);
+        let mut sink = Recorder::default();
+        let t0 = Instant::now();
+        // Half a second of wet fh6 telemetry: the stream shows its format.
+        for ts in 0..AGREEING_PACKETS {
+            core.handle_at(&fh6(ts, true), SENDER, t0, &mut sink);
+        }
+        let fh6_for_sure = Reading {
+            format: Format::Fh6,
+            certain: true,
+        };
+        assert_eq!(core.horizon(), Some(fh6_for_sure));
+        let mut spoofed = fh6(1_000, true);
+        Packet::new_checked(&mut spoofed[..], Format::Fh5)
+            .unwrap()
+            .set_wheel_in_puddle(Wheels::from_array([
+                Puddle::Depth(0.5),
+                Puddle::Depth(0.0),
+                Puddle::Depth(0.0),
+                Puddle::Depth(0.0),
+            ]));
+        let attacker: SocketAddr = "127.0.0.1:6666".parse().unwrap();
+        assert_eq!(
+            core.handle_at(&spoofed, attacker, t0, &mut sink),
+            Verdict::Admitted(Some(fh6_for_sure)),
+            "one datagram is read as the stream's format"
+        );
+        sink.got.clear();
+        core.handle_at(&fh6(1_001, true), SENDER, t0, &mut sink);
+        let p = Packet::new_checked(&sink.got[0].1[..], Format::Fh5).unwrap();
+        assert_eq!(p.timestamp_ms(), 1_001, "TimestampMS");
+        assert_eq!(p.car_class(), 5, "CarClass R still becomes S2");
+        assert_eq!(core.horizon(), Some(fh6_for_sure));
+    }
+}
