@@ -1,0 +1,69 @@
+//! What a configuration makes the relay do, in words, as `check` prints it.
+
+use super::{Config, Input, Output, StatsFormat};
+
+impl Config {
+    /// What this configuration makes the relay do, as `check` prints it.
+    pub fn describe(&self) -> String {
+        use std::fmt::Write as _;
+        let mut s = String::new();
+        let input = match self.input {
+            Input::Auto => "any Forza format (detected by length)".to_owned(),
+            Input::Fixed(f) => format!("{f} packets ({}, {} bytes)", f.game(), f.len()),
+        };
+        let _ = write!(s, "listen on {} ({}) for {input}", self.listen, self.origin);
+        if self.allow.is_empty() {
+            s.push_str(" from any sender");
+        } else {
+            let nets: Vec<String> = self.allow.iter().map(ToString::to_string).collect();
+            let _ = write!(s, " only from {}", nets.join(", "));
+        }
+        let _ = write!(
+            s,
+            "\nsend every packet to {} destination",
+            self.destinations.len()
+        );
+        if self.destinations.len() != 1 {
+            s.push('s');
+        }
+        s.push(':');
+        for d in &self.destinations {
+            let _ = write!(s, "\n  {:<16} {:<22} ", d.name, d.addr.to_string());
+            match d.output {
+                Output::Same => s.push_str("same (byte-for-byte)"),
+                Output::Format(f) => {
+                    let _ = write!(s, "{f} (translated)");
+                }
+            }
+            if d.addr_text != d.addr.to_string() && d.addr_text != d.name {
+                let _ = write!(s, ", from {:?}", d.addr_text);
+            }
+            if d.only_race_on {
+                s.push_str(", only while racing");
+            }
+            if d.max_rate > 0 {
+                let _ = write!(s, ", at most {}/s", d.max_rate);
+            }
+            if let Some(age) = d.max_age {
+                let _ = write!(s, ", none older than {}", humantime::format_duration(age));
+            }
+        }
+        match self.stats_interval {
+            Some(i) => {
+                let _ = write!(s, "\nsummary every {}s", i.as_secs());
+            }
+            None => s.push_str("\nperiodic summary off"),
+        }
+        if self.stats_format == StatsFormat::Json {
+            s.push_str(", summaries as JSON lines on standard output");
+        }
+        if let Some(path) = &self.record {
+            let _ = write!(
+                s,
+                "\nrecord every datagram received into {}",
+                path.display()
+            );
+        }
+        s
+    }
+}

@@ -1,0 +1,664 @@
+//! The checks: settings as written, from the file or the command line
+//! ([`Raw`]), become a [`Config`] with every address resolved (hostnames
+//! through a [`LookUp`], never on the relay's loop) and every format parsed,
+//! or a [`ConfigError`] naming every mistake with its place and value.
+
+use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use ipnet::IpNet;
+
+use super::{
+    escape_controls, is_own_address, Config, ConfigError, Destination, Input, LookUp, Output,
+    Overrides, Problem, Reloaded, StatsFormat, DEFAULT_LISTEN, DEFAULT_PORT,
+    DEFAULT_STATS_INTERVAL, DEFAULT_WEB, MAX_MAX_AGE, MAX_STATS_INTERVAL, MIN_MAX_AGE,
+};
+use crate::fanout;
+use crate::wire::{Format, FORMAT_IDS};
+
+/// A destination before validation, from the file or from `--to`.
+pub(super) struct RawDestination {
+    /// Where its `name`, `addr` and `format` keys were written, e.g.
+    /// `relay.toml:12: destination[2].addr`, or `--to "…"`.
+    pub(super) name_place: String,
+    pub(super) addr_place: String,
+    pub(super) format_place: String,
+    pub(super) name: Option<String>,
+    pub(super) addr: String,
+    pub(super) format: Option<String>,
+    pub(super) only_race_on: bool,
+    pub(super) max_rate: u32,
+    /// Where `max_age` was written, and its text.
+    pub(super) max_age: Option<(String, String)>,
+}
+
+/// The settings before validation.
+pub(super) struct Raw {
+    pub(super) origin: String,
+    pub(super) listen: Option<(String, String)>,
+    pub(super) format: Option<(String, String)>,
+    pub(super) allow: Vec<(String, String)>,
+    pub(super) stats_interval: Option<(String, u64)>,
+    pub(super) stats_format: Option<(String, String)>,
+    pub(super) destinations: Vec<RawDestination>,
+    /// Where to point a "no destinations" message; `None` for a configuration
+    /// that forwards nothing (what `record` runs).
+    pub(super) destinations_place: Option<String>,
+    /// `record.path`, and the folder a relative one is in.
+    pub(super) record: Option<(String, String, Option<PathBuf>)>,
+    /// `web.addr` (or `--web`), where it was written.
+    pub(super) web: Option<(String, String)>,
+}
+
+impl Raw {
+    pub(super) fn apply(mut self, o: &Overrides) -> Self {
+        if let Some(l) = &o.listen {
+            self.listen = Some(("--listen".to_owned(), l.clone()));
+        }
+        if let Some(i) = &o.input {
+            self.format = Some(("--format".to_owned(), i.clone()));
+        }
+        if let Some(s) = o.stats_interval {
+            self.stats_interval = Some(("--stats-interval".to_owned(), s));
+        }
+        if let Some(f) = &o.stats_format {
+            self.stats_format = Some(("--stats-format".to_owned(), f.clone()));
+        }
+        if let Some(r) = &o.record {
+            // Relative to the current folder, as any path on a command line.
+            self.record = Some(("--record".to_owned(), r.clone(), None));
+        }
+        if let Some(w) = &o.web {
+            self.web = Some(("--web".to_owned(), w.clone()));
+        }
+        self
+    }
+
+    pub(super) fn validate(
+        self,
+        previous: Option<&Config>,
+        look_up: &LookUp,
+    ) -> Result<Reloaded, ConfigError> {
+        let mut warnings = Vec::new();
+        let mut problems = Vec::new();
+        let mut problem = |place: &str, message: String| {
+            problems.push(Problem {
+                place: place.to_owned(),
+                message,
+            })
+        };
+
+        let (listen_place, listen) = match &self.listen {
+            None => (
+                format!("{}: listen.addr (default)", self.origin),
+                Some(DEFAULT_LISTEN),
+            ),
+            Some((place, text)) => match parse_listen(text) {
+                Ok(addr) => (place.clone(), Some(addr)),
+                Err(message) => {
+                    problem(place, message);
+                    (place.clone(), None)
+                }
+            },
+        };
+
+        let input = match &self.format {
+            None => Input::Auto,
+            Some((place, text)) => text.parse::<Input>().unwrap_or_else(|message| {
+                problem(place, message);
+                Input::Auto
+            }),
+        };
+
+        let stats_interval = match &self.stats_interval {
+            None => Some(Duration::from_secs(DEFAULT_STATS_INTERVAL)),
+            Some((_, 0)) => None,
+            Some((place, s)) if *s > MAX_STATS_INTERVAL => {
+                problem(
+                    place,
+                    format!(
+                        "{s} seconds is longer than a day ({MAX_STATS_INTERVAL}); use 0 to turn \
+                         the summary off"
+                    ),
+                );
+                None
+            }
+            Some((_, s)) => Some(Duration::from_secs(*s)),
+        };
+
+        let stats_format = match &self.stats_format {
+            None => StatsFormat::Text,
+            Some((place, text)) => text.parse().unwrap_or_else(|message| {
+                problem(place, message);
+                StatsFormat::Text
+            }),
+        };
+
+        let mut allow = Vec::new();
+        for (place, text) in &self.allow {
+            match parse_net(text) {
+                Some(net) => allow.push(net),
+                None => problem(
+                    place,
+                    format!("{text:?} is not an IP address or CIDR range (like 192.168.1.0/24)"),
+                ),
+            }
+        }
+
+        let mut destinations: Vec<Destination> = Vec::new();
+        // Every name and address seen so far, valid or not, to catch duplicates.
+        let mut seen: Vec<(String, Option<SocketAddr>)> = Vec::new();
+        if let (true, Some(place)) = (self.destinations.is_empty(), &self.destinations_place) {
+            problem(
+                place,
+                "no destinations: add a [[destination]] table (or --to HOST:PORT)".to_owned(),
+            );
+        }
+        for d in &self.destinations {
+            let raw_name = d.name.as_deref().unwrap_or(&d.addr);
+            if raw_name.trim().is_empty() {
+                problem(&d.name_place, "name is empty".to_owned());
+            }
+            // Stored escaped, so that every place that shows them is safe.
+            let name = escape_controls(raw_name);
+            let addr_text = escape_controls(&d.addr);
+            let output = match d.format.as_deref().map(str::trim) {
+                None => Some(Output::Same),
+                Some(s) if s.eq_ignore_ascii_case("same") => Some(Output::Same),
+                Some(s) => match s.parse::<Format>() {
+                    Ok(f) => Some(Output::Format(f)),
+                    Err(_) => {
+                        problem(
+                            &d.format_place,
+                            format!("{s:?} is not a format (valid: same, {FORMAT_IDS})"),
+                        );
+                        None
+                    }
+                },
+            };
+            let addr = match resolve(&d.addr, look_up) {
+                Ok(a) => Some(a),
+                Err(message) => {
+                    // The same text resolved before, so only the look-up failed.
+                    let before = previous
+                        .and_then(|p| p.destinations.iter().find(|x| x.addr_text == addr_text));
+                    match before {
+                        Some(before) => {
+                            warnings.push(Problem {
+                                place: d.addr_place.clone(),
+                                message: format!(
+                                    "{:?}: {message}; keeping its previous address {}",
+                                    d.addr, before.addr
+                                ),
+                            });
+                            Some(before.addr)
+                        }
+                        None => {
+                            problem(&d.addr_place, format!("{:?}: {message}", d.addr));
+                            None
+                        }
+                    }
+                }
+            };
+            if seen.iter().any(|(n, _)| *n == name) {
+                problem(
+                    &d.name_place,
+                    format!("{name:?} is already the name of another destination"),
+                );
+            }
+            if let Some(addr) = addr {
+                if let Some((other, _)) = seen.iter().find(|(_, a)| *a == Some(addr)) {
+                    problem(
+                        &d.addr_place,
+                        format!(
+                            "{:?} ({addr}) is the same address as destination {other:?}",
+                            d.addr
+                        ),
+                    );
+                }
+                if let Some(listen) = listen {
+                    if fanout::is_loop(listen, addr, is_own_address) {
+                        problem(
+                            &d.addr_place,
+                            format!(
+                                "{:?} ({addr}) is forza-relay's own listen address {listen}: \
+                                 packets would loop forever",
+                                d.addr
+                            ),
+                        );
+                    }
+                }
+            }
+            seen.push((name.clone(), addr));
+            let max_age = match &d.max_age {
+                None => Some(None),
+                Some((place, text)) => match parse_max_age(text) {
+                    Ok(age) => Some(Some(age)),
+                    Err(message) => {
+                        problem(place, message);
+                        None
+                    }
+                },
+            };
+            if let (Some(addr), Some(output), Some(max_age)) = (addr, output, max_age) {
+                destinations.push(Destination {
+                    name,
+                    addr_text,
+                    addr,
+                    output,
+                    only_race_on: d.only_race_on,
+                    max_rate: d.max_rate,
+                    max_age,
+                });
+            }
+        }
+
+        let record = match &self.record {
+            None => None,
+            Some((place, text, _)) if text.trim().is_empty() => {
+                problem(
+                    place,
+                    "the path is empty: write a file name, like \"drive-{time}.pcap\"".to_owned(),
+                );
+                None
+            }
+            Some((_, text, folder)) => {
+                let path = PathBuf::from(text.trim());
+                Some(match folder {
+                    Some(folder) if path.is_relative() && !folder.as_os_str().is_empty() => {
+                        folder.join(path)
+                    }
+                    _ => path,
+                })
+            }
+        };
+
+        let web = match &self.web {
+            None => Some(DEFAULT_WEB),
+            Some((place, text)) => parse_web(text).unwrap_or_else(|message| {
+                problem(place, message);
+                None
+            }),
+        };
+
+        match listen {
+            Some(listen) if problems.is_empty() => Ok(Reloaded {
+                warnings,
+                config: Config {
+                    origin: self.origin,
+                    listen,
+                    listen_place,
+                    input,
+                    allow,
+                    stats_interval,
+                    stats_format,
+                    destinations,
+                    record,
+                    web,
+                },
+            }),
+            _ => Err(ConfigError { problems }),
+        }
+    }
+}
+
+/// A listen address: `IP:PORT`, `[IPv6]:PORT`, or a bare `PORT` (all interfaces).
+/// The error quotes the text and shows the two usual forms.
+pub fn parse_listen(text: &str) -> Result<SocketAddr, String> {
+    let t = text.trim();
+    if let Ok(port) = t.parse::<u16>() {
+        return Ok(SocketAddr::new(DEFAULT_LISTEN.ip(), port));
+    }
+    t.parse::<SocketAddr>().map_err(|_| {
+        format!(
+            "{text:?} is not an address to listen on: write IP:PORT, like \"0.0.0.0:{DEFAULT_PORT}\" \
+             (every interface) or \"127.0.0.1:{DEFAULT_PORT}\" (this PC only)"
+        )
+    })
+}
+
+/// A destination's `max_age`: a duration with a unit (`"50ms"`, `"0.1s"`),
+/// from [`MIN_MAX_AGE`] to [`MAX_MAX_AGE`]. The error quotes the text.
+pub fn parse_max_age(text: &str) -> Result<Duration, String> {
+    let t = text.trim();
+    let example = "like \"50ms\" (or leave max_age out to send frames of any age)";
+    if t.starts_with('-') {
+        return Err(format!(
+            "{text:?} is negative: write an age limit {example}"
+        ));
+    }
+    let age = humantime::parse_duration(t).map_err(|e| {
+        format!("{text:?} is not a duration ({e}): write a number and a unit, {example}")
+    })?;
+    if age.is_zero() {
+        Err(format!(
+            "{text:?} would drop every frame: write an age limit {example}"
+        ))
+    } else if age < MIN_MAX_AGE {
+        Err(format!(
+            "{text:?} is shorter than {}: every frame spends about that long in the OS and \
+             the relay; write an age limit {example}",
+            humantime::format_duration(MIN_MAX_AGE)
+        ))
+    } else if age > MAX_MAX_AGE {
+        Err(format!(
+            "{text:?} is longer than {}: a frame that old is not live; write an age limit {example}",
+            humantime::format_duration(MAX_MAX_AGE)
+        ))
+    } else {
+        Ok(age)
+    }
+}
+
+/// The web page's address: `IP:PORT`, a bare `PORT` (this PC only), or `off`.
+pub fn parse_web(text: &str) -> Result<Option<SocketAddr>, String> {
+    let t = text.trim();
+    if t.eq_ignore_ascii_case("off") {
+        return Ok(None);
+    }
+    if let Ok(port) = t.parse::<u16>() {
+        return Ok(Some(SocketAddr::new(DEFAULT_WEB.ip(), port)));
+    }
+    t.parse::<SocketAddr>().map(Some).map_err(|_| {
+        format!(
+            "{text:?} is not an address for the web page: write IP:PORT, like \"{DEFAULT_WEB}\" \
+             (this PC only) or \"0.0.0.0:{}\" (phones on the network too, with a token), or \"off\"",
+            DEFAULT_WEB.port()
+        )
+    })
+}
+
+/// An IP (a single host) or a CIDR range.
+fn parse_net(text: &str) -> Option<IpNet> {
+    let t = text.trim();
+    t.parse::<IpNet>()
+        .ok()
+        .or_else(|| t.parse::<IpAddr>().ok().map(IpNet::from))
+}
+
+/// Resolves a destination `host:port` with `look_up` (never on the relay's loop;
+/// IPv4 preferred). The error says what is wrong, without quoting `text`.
+pub fn resolve(text: &str, look_up: &LookUp) -> Result<SocketAddr, String> {
+    let t = text.trim();
+    if let Ok(a) = t.parse::<SocketAddr>() {
+        return check_port(a);
+    }
+    let Some((host, port)) = t.rsplit_once(':') else {
+        if let Ok(port) = t.parse::<u16>() {
+            return Err(format!(
+                "needs a host before the port: \"127.0.0.1:{port}\" for a tool on this PC"
+            ));
+        }
+        return Err("needs a port, like \"127.0.0.1:8000\"".to_owned());
+    };
+    let Ok(port) = port.parse::<u16>() else {
+        return Err(format!("port {port:?} is not a number from 1 to 65535"));
+    };
+    if host.is_empty() {
+        return Err("needs a host before the port, like \"127.0.0.1:8000\"".to_owned());
+    }
+    let addrs = look_up(host, port).map_err(|e| format!("cannot resolve host {host:?}: {e}"))?;
+    // Prefer IPv4: most tools listen on 0.0.0.0, and "localhost" may list ::1 first.
+    let chosen = addrs
+        .iter()
+        .find(|a| a.is_ipv4())
+        .or(addrs.first())
+        .ok_or_else(|| format!("host {host:?} has no address"))?;
+    check_port(*chosen)
+}
+
+fn check_port(a: SocketAddr) -> Result<SocketAddr, String> {
+    if a.port() == 0 {
+        Err("port 0 is not a destination port".to_owned())
+    } else if a.ip().is_unspecified() {
+        Err(format!(
+            "{} means \"any address\" and can't be sent to; use 127.0.0.1 for this PC",
+            a.ip()
+        ))
+    } else {
+        Ok(a)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::system_look_up;
+    use crate::config::testing::{parse, problems};
+
+    #[test]
+    fn every_mistake_is_reported_with_its_line_and_value() {
+        let p = problems(
+            r#"[listen]
+addr = "0.0.0.0:5400"
+format = "fh7"
+allow = ["10.0.0.0/33"]
+
+[[destination]]
+name = "a"
+addr = "127.0.0.1:8000"
+format = "fm8"
+
+[[destination]]
+name = "a"
+addr = "127.0.0.1:8000"
+
+[[destination]]
+name = "b"
+addr = "127.0.0.1:5400"
+
+[[destination]]
+name = "c"
+addr = "localhost"
+"#,
+        );
+        let all = p.join("\n");
+        for expect in [
+            "test.toml:3: listen.format: unknown input format \"fh7\" (valid: auto, sled",
+            "test.toml:4: listen.allow: \"10.0.0.0/33\" is not an IP address or CIDR range",
+            "test.toml:9: destination[1].format: \"fm8\" is not a format (valid: same, sled",
+            "test.toml:12: destination[2].name: \"a\" is already the name of another destination",
+            "test.toml:13: destination[2].addr: \"127.0.0.1:8000\" (127.0.0.1:8000) is the same \
+             address as destination \"a\"",
+            "test.toml:17: destination[3].addr: \"127.0.0.1:5400\" (127.0.0.1:5400) is \
+             forza-relay's own listen address 0.0.0.0:5400",
+            "test.toml:21: destination[4].addr: \"localhost\": needs a port",
+        ] {
+            assert!(all.contains(expect), "missing {expect:?} in\n{all}");
+        }
+        assert_eq!(p.len(), 7, "{all}");
+    }
+
+    /// The loop problems `parse` reports for a `listen` address and `dests`.
+    #[track_caller]
+    fn loop_problems(listen: &str, dests: &[&str]) -> Vec<String> {
+        let mut text = format!("[listen]\naddr = \"{listen}\"\n");
+        for (i, d) in dests.iter().enumerate() {
+            text += &format!("[[destination]]\nname = \"d{i}\"\naddr = \"{d}\"\n");
+        }
+        match parse(&text) {
+            Ok(_) => Vec::new(),
+            Err(e) => e.problems.into_iter().map(|p| p.message).collect(),
+        }
+    }
+
+    #[test]
+    fn issue9_a_destination_on_the_listen_port_of_this_computer_is_refused_however_written() {
+        assert_eq!(
+            loop_problems(
+                "[::]:5400",
+                &["127.0.0.2:5400", "localhost:5400", "[::1]:5400"]
+            ),
+            [
+                "\"127.0.0.2:5400\" (127.0.0.2:5400) is forza-relay's own listen address \
+                 [::]:5400: packets would loop forever",
+                "\"localhost:5400\" (127.0.0.1:5400) is forza-relay's own listen address \
+                 [::]:5400: packets would loop forever",
+                "\"[::1]:5400\" ([::1]:5400) is forza-relay's own listen address [::]:5400: \
+                 packets would loop forever",
+            ]
+        );
+        assert_eq!(
+            loop_problems("127.0.0.1:5400", &["localhost:5400"]),
+            [
+                "\"localhost:5400\" (127.0.0.1:5400) is forza-relay's own listen address \
+              127.0.0.1:5400: packets would loop forever"
+            ]
+        );
+        // Another port, or IPv6 loopback for an IPv4-only listener, is fine.
+        assert_eq!(
+            loop_problems("0.0.0.0:5400", &["localhost:5401", "[::1]:5400"]),
+            Vec::<String>::new()
+        );
+    }
+
+    #[test]
+    fn issue9_this_computers_own_hostname_on_the_listen_port_is_refused() {
+        let name = std::process::Command::new("hostname")
+            .output()
+            .ok()
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+            .filter(|n| !n.is_empty());
+        let Some(name) = name else {
+            eprintln!("note: no `hostname` command; this computer's own name not tested");
+            return;
+        };
+        let dest = format!("{name}:5400");
+        let Ok(addr) = resolve(&dest, &system_look_up) else {
+            eprintln!("note: {name:?} does not resolve here; not tested");
+            return;
+        };
+        assert!(is_own_address(addr.ip()), "{name} is {addr}");
+        let p = loop_problems("0.0.0.0:5400", &[&dest]);
+        assert_eq!(
+            p,
+            [format!(
+                "{dest:?} ({addr}) is forza-relay's own listen address 0.0.0.0:5400: \
+                 packets would loop forever"
+            )]
+        );
+    }
+
+    #[test]
+    fn a_stats_interval_longer_than_a_day_is_refused() {
+        let p = problems(
+            "[stats]\ninterval = 9223372036854775807\n[[destination]]\naddr = \"127.0.0.1:8000\"\n",
+        );
+        assert_eq!(
+            p,
+            [
+                "test.toml:2: stats.interval: 9223372036854775807 seconds is longer than a day \
+              (86400); use 0 to turn the summary off"
+            ]
+        );
+    }
+
+    #[test]
+    fn stats_format_is_text_or_json() {
+        let dest = "[[destination]]\naddr = \"127.0.0.1:8000\"\n";
+        assert_eq!(
+            parse(&format!("[stats]\nformat = \"JSON\"\n{dest}"))
+                .unwrap()
+                .stats_format,
+            StatsFormat::Json
+        );
+        assert_eq!(parse(dest).unwrap().stats_format, StatsFormat::Text);
+        assert_eq!(
+            problems(&format!("[stats]\nformat = \"xml\"\n{dest}")),
+            ["test.toml:2: stats.format: \"xml\" is not a stats format (valid: text, json)"]
+        );
+    }
+
+    #[test]
+    fn no_destinations_is_an_error() {
+        assert_eq!(
+            problems("[listen]\naddr = \"0.0.0.0:5400\"\n"),
+            ["test.toml: no destinations: add a [[destination]] table (or --to HOST:PORT)"]
+        );
+    }
+
+    #[test]
+    fn bad_listen_and_unresolvable_host_name_the_value() {
+        let p = problems(
+            "[listen]\naddr = \"0.0.0.0\"\n[[destination]]\naddr = \"no-such-host.invalid:9\"\n",
+        )
+        .join("\n");
+        assert!(
+            p.contains("test.toml:2: listen.addr: \"0.0.0.0\" is not an address to listen on"),
+            "{p}"
+        );
+        assert!(
+            p.contains("test.toml:4: destination[1].addr: \"no-such-host.invalid:9\": cannot resolve host \"no-such-host.invalid\""),
+            "{p}"
+        );
+    }
+
+    #[test]
+    fn the_web_page_is_on_this_pc_by_default_and_off_or_moved_on_request() {
+        let dest = "[[destination]]\naddr = \"127.0.0.1:8000\"\n";
+        let c = |text: &str| Config::from_toml(text, "t.toml", &Overrides::default());
+        assert_eq!(c(dest).unwrap().web, Some(DEFAULT_WEB));
+        let off = c(&format!("[web]\naddr = \"off\"\n{dest}")).unwrap();
+        assert_eq!(off.web, None);
+        let lan = c(&format!("[web]\naddr = \"0.0.0.0:8080\"\n{dest}")).unwrap();
+        assert_eq!(lan.web, Some("0.0.0.0:8080".parse().unwrap()));
+        let e = c(&format!("[web]\naddr = \"nowhere\"\n{dest}")).unwrap_err();
+        assert_eq!(e.problems[0].place, "t.toml:2: web.addr");
+        assert!(e.problems[0].message.contains("\"nowhere\""), "{e:?}");
+        let flag = Overrides {
+            web: Some("off".to_owned()),
+            ..Overrides::default()
+        };
+        assert_eq!(Config::from_toml(dest, "t", &flag).unwrap().web, None);
+    }
+
+    #[test]
+    fn max_age_is_off_by_default_and_read_from_the_file_and_from_to() {
+        let c = Config::from_toml(
+            "[[destination]]\naddr = \"127.0.0.1:20777\"\nmax_age = \"50ms\"\n\
+             [[destination]]\naddr = \"127.0.0.1:8000\"\n",
+            "rig.toml",
+            &Overrides::default(),
+        )
+        .unwrap();
+        assert_eq!(c.destinations[0].max_age, Some(Duration::from_millis(50)));
+        assert_eq!(c.destinations[1].max_age, None);
+        assert!(
+            c.describe().contains("none older than 50ms"),
+            "{}",
+            c.describe()
+        );
+        let c = Config::from_args(
+            &["127.0.0.1:20777,max-age=0.1s".to_owned()],
+            &Overrides::default(),
+        )
+        .unwrap();
+        assert_eq!(c.destinations[0].max_age, Some(Duration::from_millis(100)));
+    }
+
+    #[test]
+    fn a_bad_max_age_is_refused_naming_the_value() {
+        for (text, says) in [
+            ("50", "is not a duration"),
+            ("fast", "is not a duration"),
+            ("-5ms", "is negative"),
+            ("0ms", "would drop every frame"),
+            ("500us", "is shorter than 1ms"),
+            ("2min", "is longer than 1m"),
+        ] {
+            let e = Config::from_args(
+                &[format!("127.0.0.1:20777,max-age={text}")],
+                &Overrides::default(),
+            )
+            .unwrap_err()
+            .to_string();
+            assert!(e.contains(&format!("{text:?} {says}")), "{text}: {e}");
+            let toml = format!("[[destination]]\naddr = \"127.0.0.1:1\"\nmax_age = \"{text}\"\n");
+            let e = Config::from_toml(&toml, "rig.toml", &Overrides::default())
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains("max_age") && e.contains(says), "{text}: {e}");
+        }
+    }
+}
