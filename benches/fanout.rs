@@ -19,7 +19,7 @@ use std::time::Instant;
 
 use criterion::{criterion_group, criterion_main, Criterion};
 use forza_relay::config::{Config, Overrides};
-use forza_relay::fanout::{Arrival, DestinationId, Fanout, Outcome};
+use forza_relay::fanout::{Arrival, DestinationId, Fanout, Fate};
 use forza_relay::wire::{Fields, Format, Packet, Puddle, Wheels};
 
 /// A racing FH6 packet with plausible values (a wet front-left wheel, so the
@@ -77,7 +77,7 @@ fn handle(c: &mut Criterion) {
         let mut core = fanout(outputs);
         let mut sink = |_: DestinationId, bytes: &[u8]| {
             black_box(bytes);
-            Outcome::Sent
+            Fate::Sent
         };
         let noun = if outputs.len() == 1 { "dest" } else { "dests" };
         let name = format!("{} {noun}: {}", outputs.len(), outputs.join(","));

@@ -1,6 +1,6 @@
 //! The command line (clap derive), private to the binary: `main` turns each
 //! subcommand's arguments once, here, into the library's options type
-//! ([`Setup`], [`WatchCommand`], [`SendOptions`], …); nothing past that reads
+//! ([`ConfigSource`], [`WatchCommand`], [`SendOptions`], …); nothing past that reads
 //! them.
 
 use std::path::{Path, PathBuf};
@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use clap::{Args, Parser, Subcommand};
 
 use forza_relay::app::commands::{
-    bad_options, find_default_file, RecordOptions, ReplayOptions, Setup,
+    bad_options, find_default_file, ConfigSource, RecordOptions, ReplayOptions,
 };
 use forza_relay::app::Failure;
 use forza_relay::config::{ConfigError, Overrides};
@@ -330,7 +330,7 @@ impl Settings {
     /// Where the configuration comes from, for the library: a `.toml` file
     /// given alone is the configuration file; any other plain argument says
     /// to use `--config`.
-    pub fn setup(&self) -> Result<Setup, Failure> {
+    pub fn setup(&self) -> Result<ConfigSource, Failure> {
         let file = match (&self.config, &self.file) {
             (Some(_), Some(extra)) => {
                 return Err(Failure::usage(format!(
@@ -343,7 +343,7 @@ impl Settings {
             (None, Some(file)) => Some(config_argument(file)?),
             (None, None) => None,
         };
-        Ok(Setup {
+        Ok(ConfigSource {
             file,
             to: self.to.clone(),
             overrides: Overrides {

@@ -11,7 +11,7 @@ mod fanout_check;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use forza_relay::fanout::{Arrival, DestinationId, Fanout, Outcome};
+use forza_relay::fanout::{Arrival, DestinationId, Fanout, Fate};
 use forza_relay::wire::Format;
 use proptest::prelude::*;
 
@@ -177,7 +177,7 @@ fn issue9_a_frame_waiting_for_its_rate_slot_still_goes_after_max_rate_changes() 
     let mut got: Vec<Vec<u8>> = Vec::new();
     let mut sink = |_: DestinationId, bytes: &[u8]| {
         got.push(bytes.to_vec());
-        Outcome::Sent
+        Fate::Sent
     };
     let from: SocketAddr = "127.0.0.1:50000".parse().expect("an address");
     let t0 = Instant::now();

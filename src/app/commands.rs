@@ -43,7 +43,7 @@ Data Out IP Port to 5400.
 
 /// Where the configuration of `run` and `check` comes from.
 #[derive(Debug, Clone, Default)]
-pub struct Setup {
+pub struct ConfigSource {
     /// A configuration file (`--config FILE`, or a `.toml` file given alone).
     pub file: Option<PathBuf>,
     /// `--to` destinations, instead of a file.
@@ -90,13 +90,13 @@ pub fn find_default_file() -> Option<PathBuf> {
 }
 
 /// The configuration of `setup`, with the file it came from (to reload).
-fn load(setup: &Setup) -> Result<(Config, Option<PathBuf>), Failure> {
+fn load(setup: &ConfigSource) -> Result<(Config, Option<PathBuf>), Failure> {
     find(setup)?.ok_or_else(|| Failure::help(NO_CONFIG_HELP))
 }
 
 /// The configuration of `setup`, with the file it came from; `None` when it
 /// names none and there is no default file.
-fn find(setup: &Setup) -> Result<Option<(Config, Option<PathBuf>)>, Failure> {
+fn find(setup: &ConfigSource) -> Result<Option<(Config, Option<PathBuf>)>, Failure> {
     let from_file = |path: PathBuf| {
         Config::from_file(&path, &setup.overrides)
             .map(|c| Some((c, Some(path))))
@@ -134,7 +134,7 @@ pub fn exited(code: u8) -> Result<(), Failure> {
 /// `doctor`: checks the configuration `run` would use (the default listen
 /// address when there is none), the ports and the packets.
 pub fn doctor(
-    setup: &Setup,
+    setup: &ConfigSource,
     options: &crate::setup::command::DoctorOptions,
 ) -> Result<(), Failure> {
     let config = find(setup)?.map(|(config, _)| config);
@@ -160,7 +160,7 @@ fn print(text: &str) -> io::Result<()> {
 }
 
 /// `check`: validates the configuration and prints what the relay would do.
-pub fn check(setup: &Setup) -> Result<(), Failure> {
+pub fn check(setup: &ConfigSource) -> Result<(), Failure> {
     let (config, _) = load(setup)?;
     to_stdout(print(&format!("{}\nconfiguration OK", config.describe())))
 }
@@ -170,7 +170,7 @@ pub fn check(setup: &Setup) -> Result<(), Failure> {
 /// program started with no arguments at all, so the page (if served and a
 /// configuration file was found) opens in the default browser.
 pub fn run(
-    setup: &Setup,
+    setup: &ConfigSource,
     watch: bool,
     double_clicked: bool,
     signals: &Signals,

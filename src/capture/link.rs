@@ -9,7 +9,7 @@ use super::ip::{self, Skip, Udp};
 
 /// The link types a capture may use, by their LINKTYPE_ number.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Link {
+pub enum LinkType {
     /// 0: BSD loopback; a 4-byte address family in the capturing host's byte order.
     Null,
     /// 1: Ethernet II, with any number of 802.1Q / 802.1ad VLAN tags.
@@ -46,18 +46,18 @@ const AF_INET: u32 = 2;
 /// the value of the host that made it.
 const AF_INET6: [u32; 5] = [10, 23, 24, 28, 30];
 
-impl Link {
+impl LinkType {
     /// The link type numbered `code`, if it is one read here.
-    pub fn from_code(code: u32) -> Option<Link> {
+    pub fn from_code(code: u32) -> Option<LinkType> {
         match DataLink::from(code) {
-            DataLink::NULL => Some(Link::Null),
-            DataLink::ETHERNET => Some(Link::Ethernet),
-            DataLink::RAW => Some(Link::Raw),
-            DataLink::LOOP => Some(Link::Loop),
-            DataLink::LINUX_SLL => Some(Link::LinuxSll),
-            DataLink::IPV4 => Some(Link::Ipv4),
-            DataLink::IPV6 => Some(Link::Ipv6),
-            DataLink::LINUX_SLL2 => Some(Link::LinuxSll2),
+            DataLink::NULL => Some(LinkType::Null),
+            DataLink::ETHERNET => Some(LinkType::Ethernet),
+            DataLink::RAW => Some(LinkType::Raw),
+            DataLink::LOOP => Some(LinkType::Loop),
+            DataLink::LINUX_SLL => Some(LinkType::LinuxSll),
+            DataLink::IPV4 => Some(LinkType::Ipv4),
+            DataLink::IPV6 => Some(LinkType::Ipv6),
+            DataLink::LINUX_SLL2 => Some(LinkType::LinuxSll2),
             _ => None,
         }
     }
@@ -65,14 +65,14 @@ impl Link {
     /// The LINKTYPE_ number.
     pub fn code(self) -> u32 {
         let link = match self {
-            Link::Null => DataLink::NULL,
-            Link::Ethernet => DataLink::ETHERNET,
-            Link::Raw => DataLink::RAW,
-            Link::Loop => DataLink::LOOP,
-            Link::LinuxSll => DataLink::LINUX_SLL,
-            Link::Ipv4 => DataLink::IPV4,
-            Link::Ipv6 => DataLink::IPV6,
-            Link::LinuxSll2 => DataLink::LINUX_SLL2,
+            LinkType::Null => DataLink::NULL,
+            LinkType::Ethernet => DataLink::ETHERNET,
+            LinkType::Raw => DataLink::RAW,
+            LinkType::Loop => DataLink::LOOP,
+            LinkType::LinuxSll => DataLink::LINUX_SLL,
+            LinkType::Ipv4 => DataLink::IPV4,
+            LinkType::Ipv6 => DataLink::IPV6,
+            LinkType::LinuxSll2 => DataLink::LINUX_SLL2,
         };
         link.into()
     }
@@ -80,27 +80,27 @@ impl Link {
     /// The UDP datagram in `frame`, or why there is none.
     pub fn udp(self, frame: &[u8]) -> Result<Udp<'_>, Skip> {
         match self {
-            Link::Raw => ip::parse_ip(frame),
-            Link::Ipv4 => ip::parse_ipv4(frame),
-            Link::Ipv6 => ip::parse_ipv6(frame),
-            Link::Ethernet => ethernet(frame),
-            Link::LinuxSll => {
+            LinkType::Raw => ip::parse_ip(frame),
+            LinkType::Ipv4 => ip::parse_ipv4(frame),
+            LinkType::Ipv6 => ip::parse_ipv6(frame),
+            LinkType::Ethernet => ethernet(frame),
+            LinkType::LinuxSll => {
                 let ethertype = be16_at(frame, 14).ok_or(Skip::CutShort)?;
                 by_ethertype(ethertype, &frame[SLL_HEADER..])
             }
-            Link::LinuxSll2 => {
+            LinkType::LinuxSll2 => {
                 if frame.len() < SLL2_HEADER {
                     return Err(Skip::CutShort);
                 }
                 let ethertype = be16_at(frame, 0).ok_or(Skip::CutShort)?;
                 by_ethertype(ethertype, &frame[SLL2_HEADER..])
             }
-            Link::Null | Link::Loop => {
+            LinkType::Null | LinkType::Loop => {
                 let Some(family) = frame.get(..NULL_HEADER) else {
                     return Err(Skip::CutShort);
                 };
                 let family = [family[0], family[1], family[2], family[3]];
-                let candidates = if self == Link::Loop {
+                let candidates = if self == LinkType::Loop {
                     [u32::from_be_bytes(family); 2]
                 } else {
                     [u32::from_le_bytes(family), u32::from_be_bytes(family)]
@@ -180,7 +180,7 @@ mod tests {
     }
 
     #[track_caller]
-    fn assert_udp(link: Link, frame: &[u8], payload: &[u8], to: &str) {
+    fn assert_udp(link: LinkType, frame: &[u8], payload: &[u8], to: &str) {
         let u = link
             .udp(frame)
             .unwrap_or_else(|e| panic!("{link:?}: no UDP: {e:?}"));
@@ -195,10 +195,10 @@ mod tests {
     #[test]
     fn every_link_code_round_trips() {
         for code in [0, 1, 101, 108, 113, 228, 229, 276] {
-            let link = Link::from_code(code).expect("supported");
+            let link = LinkType::from_code(code).expect("supported");
             assert_eq!(link.code(), code);
         }
-        assert_eq!(Link::from_code(105), None, "802.11 is not read");
+        assert_eq!(LinkType::from_code(105), None, "802.11 is not read");
         assert_eq!(name(105), "IEEE802_11");
         assert_eq!(name(60_000), "unknown");
     }
@@ -209,7 +209,7 @@ mod tests {
         let mut frame = vec![0u8; 12];
         frame.extend_from_slice(&ETHERTYPE_IPV4.to_be_bytes());
         frame.extend_from_slice(&ip);
-        assert_udp(Link::Ethernet, &frame, b"abc", "127.0.0.1:5400");
+        assert_udp(LinkType::Ethernet, &frame, b"abc", "127.0.0.1:5400");
 
         let mut tagged = vec![0u8; 12];
         for tpid in [0x88A8u16, 0x8100] {
@@ -218,13 +218,13 @@ mod tests {
         }
         tagged.extend_from_slice(&ETHERTYPE_IPV6.to_be_bytes());
         tagged.extend_from_slice(&ipv6_udp(b"six"));
-        assert_udp(Link::Ethernet, &tagged, b"six", "[::1]:5400");
+        assert_udp(LinkType::Ethernet, &tagged, b"six", "[::1]:5400");
 
         let mut arp = vec![0u8; 12];
         arp.extend_from_slice(&0x0806u16.to_be_bytes());
         arp.extend_from_slice(&[0u8; 28]);
-        assert_eq!(Link::Ethernet.udp(&arp), Err(Skip::NotUdp));
-        assert_eq!(Link::Ethernet.udp(&frame[..13]), Err(Skip::CutShort));
+        assert_eq!(LinkType::Ethernet.udp(&arp), Err(Skip::NotUdp));
+        assert_eq!(LinkType::Ethernet.udp(&frame[..13]), Err(Skip::CutShort));
     }
 
     #[test]
@@ -233,13 +233,13 @@ mod tests {
         let mut v1 = vec![0u8; 14];
         v1.extend_from_slice(&ETHERTYPE_IPV4.to_be_bytes());
         v1.extend_from_slice(&ip);
-        assert_udp(Link::LinuxSll, &v1, b"sll", "127.0.0.1:5400");
+        assert_udp(LinkType::LinuxSll, &v1, b"sll", "127.0.0.1:5400");
 
         let mut v2 = ETHERTYPE_IPV6.to_be_bytes().to_vec();
         v2.extend_from_slice(&[0u8; 18]);
         v2.extend_from_slice(&ipv6_udp(b"sll2"));
-        assert_udp(Link::LinuxSll2, &v2, b"sll2", "[::1]:5400");
-        assert_eq!(Link::LinuxSll2.udp(&v2[..19]), Err(Skip::CutShort));
+        assert_udp(LinkType::LinuxSll2, &v2, b"sll2", "[::1]:5400");
+        assert_eq!(LinkType::LinuxSll2.udp(&v2[..19]), Err(Skip::CutShort));
     }
 
     #[test]
@@ -258,22 +258,22 @@ mod tests {
                 ipv4_udp(b"lo")
             });
             let to = if six { "[::1]:5400" } else { "127.0.0.1:5400" };
-            assert_udp(Link::Null, &frame, b"lo", to);
+            assert_udp(LinkType::Null, &frame, b"lo", to);
         }
         let mut looped = AF_INET.to_be_bytes().to_vec();
         looped.extend_from_slice(&ipv4_udp(b"loop"));
-        assert_udp(Link::Loop, &looped, b"loop", "127.0.0.1:5400");
+        assert_udp(LinkType::Loop, &looped, b"loop", "127.0.0.1:5400");
         let mut other = 7u32.to_le_bytes().to_vec();
         other.extend_from_slice(&ipv4_udp(b"x"));
-        assert_eq!(Link::Null.udp(&other), Err(Skip::NotUdp));
+        assert_eq!(LinkType::Null.udp(&other), Err(Skip::NotUdp));
     }
 
     #[test]
     fn raw_ip_by_version() {
-        assert_udp(Link::Raw, &ipv4_udp(b"r4"), b"r4", "127.0.0.1:5400");
-        assert_udp(Link::Raw, &ipv6_udp(b"r6"), b"r6", "[::1]:5400");
-        assert_udp(Link::Ipv4, &ipv4_udp(b"r4"), b"r4", "127.0.0.1:5400");
-        assert_udp(Link::Ipv6, &ipv6_udp(b"r6"), b"r6", "[::1]:5400");
-        assert_eq!(Link::Ipv4.udp(&ipv6_udp(b"r6")), Err(Skip::Malformed));
+        assert_udp(LinkType::Raw, &ipv4_udp(b"r4"), b"r4", "127.0.0.1:5400");
+        assert_udp(LinkType::Raw, &ipv6_udp(b"r6"), b"r6", "[::1]:5400");
+        assert_udp(LinkType::Ipv4, &ipv4_udp(b"r4"), b"r4", "127.0.0.1:5400");
+        assert_udp(LinkType::Ipv6, &ipv6_udp(b"r6"), b"r6", "[::1]:5400");
+        assert_eq!(LinkType::Ipv4.udp(&ipv6_udp(b"r6")), Err(Skip::Malformed));
     }
 }

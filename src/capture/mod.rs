@@ -28,7 +28,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 
 pub use crate::tap::Datagram;
-pub use link::Link;
+pub use link::LinkType;
 pub use read::{
     Damage, FileFormat, NotRawDump, Reader, Skipped, MAX_RECORD, RAW_DUMP_ADDR, RAW_DUMP_RATE,
 };

@@ -1,7 +1,8 @@
-//! Reading captures: pcap or pcapng (told by the magic number), any link type of
-//! [`Link`], one UDP datagram at a time so a capture of any size streams through;
-//! and raw dumps, Forza datagrams of one length back to back as many tools save
-//! them, without times or addresses (told by their length and content).
+//! Reading captures: pcap or pcapng (told by the magic number), any link type
+//! of [`LinkType`], one UDP datagram at a time so a capture of any size streams
+//! through; and raw dumps, Forza datagrams of one length back to back as many
+//! tools save them, without times or addresses (told by their length and
+//! content).
 //!
 //! The file is read record by record with a buffer of the reader's own: a record
 //! of any size is read past (one over [`MAX_RECORD`] is skipped and counted), and
@@ -18,7 +19,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use super::ip::Skip;
-use super::link::Link;
+use super::link::LinkType;
 use super::{thousands, CaptureError, Datagram};
 use crate::wire::{field, Format};
 
@@ -325,7 +326,7 @@ fn list(f: &mut std::fmt::Formatter<'_>, parts: &[(u64, &str)]) -> std::fmt::Res
 #[derive(Debug, Clone, Copy)]
 struct Interface {
     /// The link type, or its number when it is not one read here.
-    link: Result<Link, u32>,
+    link: Result<LinkType, u32>,
     /// if_tsresol: 10^-n seconds per tick, or 2^-n when the top bit is set.
     tsresol: u8,
     /// if_tsoffset: seconds added to every timestamp.
@@ -362,7 +363,7 @@ impl Interface {
 #[derive(Debug)]
 enum Layout {
     Pcap {
-        link: Link,
+        link: LinkType,
         nanos: bool,
         big_endian: bool,
     },
@@ -382,7 +383,7 @@ enum Layout {
 struct LinkRecord {
     time: SystemTime,
     /// Its link layer; `None` for a raw dump's bare datagram.
-    link: Option<Link>,
+    link: Option<LinkType>,
     len: usize,
 }
 
@@ -485,7 +486,7 @@ impl<R: Read + Seek> Reader<R> {
             reader.exactly(&mut rest)?;
             // The link type is in the low 16 bits; the high ones may flag an FCS.
             let code = u32_of(&rest[16..20], big_endian) & 0xFFFF;
-            let link = Link::from_code(code).ok_or_else(|| CaptureError::UnsupportedLink {
+            let link = LinkType::from_code(code).ok_or_else(|| CaptureError::UnsupportedLink {
                 path: path.to_owned(),
                 link: code,
             })?;
@@ -650,7 +651,7 @@ impl<R: Read + Seek> Reader<R> {
     /// The next pcap record; `None` when it was skipped (and counted).
     fn pcap_record(
         &mut self,
-        link: Link,
+        link: LinkType,
         nanos: bool,
         big_endian: bool,
     ) -> Result<Option<LinkRecord>, Stop> {
@@ -798,7 +799,7 @@ impl<R: Read + Seek> Reader<R> {
             self.exactly(&mut fixed)?;
             *body -= 8;
             let code = u32::from(u16_of(&fixed[..2], big_endian));
-            interface.link = Link::from_code(code).ok_or(code);
+            interface.link = LinkType::from_code(code).ok_or(code);
             while *body >= 4 {
                 let mut head = [0u8; 4];
                 self.exactly(&mut head)?;
@@ -919,7 +920,7 @@ impl<R: Read + Seek> Reader<R> {
 
     /// The link of pcapng interface `id`; `None` (the reason counted as skipped)
     /// when it was never described or is of a link type not read here.
-    fn link_of(&mut self, id: u32) -> Option<Link> {
+    fn link_of(&mut self, id: u32) -> Option<LinkType> {
         let Layout::PcapNg { interfaces, .. } = &self.layout else {
             return None;
         };
@@ -1052,7 +1053,7 @@ mod tests {
 
     fn interface(tsresol: u8, tsoffset: i64) -> Interface {
         Interface {
-            link: Ok(Link::Raw),
+            link: Ok(LinkType::Raw),
             tsresol,
             tsoffset,
         }

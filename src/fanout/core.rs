@@ -18,7 +18,11 @@ use crate::stats::{
 use crate::translate::translate;
 use crate::wire::{Acceptor, Format, Input, Packet, Reading, MAX_LEN};
 
-/// One datagram as the shell received it.
+/// One datagram as the loop hands it to the core: its bytes and sender, lent,
+/// and when it reached the machine on the loop's monotonic clock, which ages
+/// and latencies are measured on. Not a [`crate::tap::Datagram`] (the same
+/// datagram on the wall clock, with where it was sent, as taps, captures and
+/// viewers keep it): an arrival never leaves the loop.
 #[derive(Debug, Clone, Copy)]
 pub struct Arrival<'a> {
     /// Its bytes.
@@ -523,7 +527,7 @@ mod tests {
 
     use super::*;
     use crate::fanout::testing::*;
-    use crate::fanout::Outcome;
+    use crate::fanout::Fate;
     use crate::stats::SendErrorKind;
     use crate::wire::{Puddle, Wheels, AGREEING_PACKETS};
 
@@ -627,9 +631,9 @@ mod tests {
             _: &[u8],
             received: Instant,
             report: &mut Report<'_>,
-        ) -> Outcome {
+        ) -> Fate {
             report.record_latency(received, received + self.took);
-            Outcome::Sent
+            Fate::Sent
         }
     }
 
@@ -852,11 +856,11 @@ mod tests {
         assert_eq!(stats(&core.counters(), "stuck").held, 5);
         // The socket became writable: two went, one failed.
         let mut report = core.report(stuck).expect("a destination");
-        report.held(Outcome::Sent);
-        report.held(Outcome::Sent);
+        report.held(Fate::Sent);
+        report.held(Fate::Sent);
         report.send_error(SendErrorKind::Refused);
-        report.held(Outcome::Dropped(DropReason::SendError));
-        report.held(Outcome::Queued);
+        report.held(Fate::Dropped(DropReason::SendError));
+        report.held(Fate::Queued);
         let s = stats(&core.counters(), "stuck");
         assert_eq!(
             (s.received, s.sent, s.dropped_total(), s.held),

@@ -31,7 +31,7 @@
 //! with their final counters.
 //!
 //! Counting happens here and nowhere else. The shell never touches a counter: it
-//! says what the network did with each frame it was handed ([`Outcome`]: sent,
+//! says what the network did with each frame it was handed ([`Fate`]: sent,
 //! queued, dropped), later what became of the frames it queued, and which send
 //! errors it met ([`Report`]). So, per destination, every admitted datagram is
 //! counted exactly once: `received = sent + dropped by reason + held`, where
@@ -48,12 +48,15 @@
 //!
 //! Where things are: what the core is built from ([`Routes`], [`Destination`],
 //! [`DestinationId`], [`Output`], the loop rule [`is_loop`]) in `routes.rs`;
-//! the shell's side of a delivery ([`Sink`], [`Report`], [`Outcome`],
+//! the shell's side of a delivery ([`Sink`], [`Report`], [`Fate`],
 //! [`HeldFrame`]) in `sink.rs`; the core itself ([`Fanout`]: handling a
 //! datagram, each destination's state, the counters) in `core.rs`; taking new
 //! routes ([`Fanout::plan`], [`Fanout::commit`] and what they return) in
 //! `plan.rs`. How a [`Changes`] reads is with the rest of the wording, in
 //! [`crate::stats`].
+//!
+//! [`Acceptor`]: crate::wire::Acceptor
+//! [`DestinationStats::is_balanced`]: crate::stats::DestinationStats::is_balanced
 
 mod core;
 pub mod plan;
@@ -65,4 +68,4 @@ mod testing;
 pub use self::core::{Arrival, Counters, Fanout, Verdict};
 pub use plan::{Action, Changed, Changes, Plan, Removed, Step};
 pub use routes::{is_loop, Destination, DestinationId, Output, Routes};
-pub use sink::{HeldFrame, Outcome, Report, Sink, FRAME_CAPACITY};
+pub use sink::{Fate, HeldFrame, Report, Sink, FRAME_CAPACITY};

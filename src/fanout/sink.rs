@@ -1,5 +1,5 @@
 //! The shell's side of a delivery: the core hands each destination's bytes to
-//! a [`Sink`], which says what became of them ([`Outcome`]); what the shell
+//! a [`Sink`], which says what became of them ([`Fate`]); what the shell
 //! learns later about the frames it queued, the send errors it meets and each
 //! send's latency it tells the core through that destination's [`Report`].
 //! [`HeldFrame`] is a frame kept for later (a pending frame, a backlog's).
@@ -17,7 +17,7 @@ pub const FRAME_CAPACITY: usize = 1_472;
 
 /// What became of a frame, as the shell reports it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Outcome {
+pub enum Fate {
     /// Handed to the OS.
     Sent,
     /// Kept in the shell's backlog (the socket would block): what becomes of it
@@ -40,11 +40,11 @@ pub struct Report<'a> {
 
 impl Report<'_> {
     /// What became of one frame the shell held; `Queued` when it still does.
-    pub fn held(&mut self, outcome: Outcome) {
+    pub fn held(&mut self, outcome: Fate) {
         match outcome {
-            Outcome::Queued => return,
-            Outcome::Sent => self.stats.sent += 1,
-            Outcome::Dropped(reason) => self.stats.drop(reason),
+            Fate::Queued => return,
+            Fate::Sent => self.stats.sent += 1,
+            Fate::Dropped(reason) => self.stats.drop(reason),
         }
         debug_assert!(*self.queued > 0, "an outcome for a frame nobody held");
         *self.queued = self.queued.saturating_sub(1);
@@ -68,7 +68,7 @@ impl Report<'_> {
     pub fn drop_if_stale(&mut self, received: Instant, now: Instant) -> bool {
         let stale = self.age.is_stale(received, now);
         if stale {
-            self.held(Outcome::Dropped(DropReason::Stale));
+            self.held(Fate::Dropped(DropReason::Stale));
         }
         stale
     }
@@ -94,17 +94,11 @@ pub trait Sink {
         bytes: &[u8],
         received: Instant,
         report: &mut Report<'_>,
-    ) -> Outcome;
+    ) -> Fate;
 }
 
-impl<F: FnMut(DestinationId, &[u8]) -> Outcome> Sink for F {
-    fn deliver(
-        &mut self,
-        id: DestinationId,
-        bytes: &[u8],
-        _: Instant,
-        _: &mut Report<'_>,
-    ) -> Outcome {
+impl<F: FnMut(DestinationId, &[u8]) -> Fate> Sink for F {
+    fn deliver(&mut self, id: DestinationId, bytes: &[u8], _: Instant, _: &mut Report<'_>) -> Fate {
         self(id, bytes)
     }
 }

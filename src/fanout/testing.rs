@@ -4,7 +4,7 @@
 use std::net::SocketAddr;
 use std::time::Instant;
 
-use super::{Counters, DestinationId, Fanout, Outcome, Report, Routes, Sink};
+use super::{Counters, DestinationId, Fanout, Fate, Report, Routes, Sink};
 use crate::config::{Config, Overrides};
 use crate::stats::DestinationStats;
 use crate::wire::{Format, Packet, Puddle, Wheels};
@@ -49,7 +49,7 @@ pub(super) fn fh6(timestamp_ms: u32, race_on: bool) -> Vec<u8> {
 pub(super) struct Recorder {
     pub(super) got: Vec<(DestinationId, Vec<u8>)>,
     pub(super) at: Vec<*const u8>,
-    pub(super) outcome: Outcome,
+    pub(super) outcome: Fate,
 }
 
 impl Default for Recorder {
@@ -57,19 +57,13 @@ impl Default for Recorder {
         Recorder {
             got: Vec::new(),
             at: Vec::new(),
-            outcome: Outcome::Sent,
+            outcome: Fate::Sent,
         }
     }
 }
 
 impl Sink for Recorder {
-    fn deliver(
-        &mut self,
-        id: DestinationId,
-        bytes: &[u8],
-        _: Instant,
-        _: &mut Report<'_>,
-    ) -> Outcome {
+    fn deliver(&mut self, id: DestinationId, bytes: &[u8], _: Instant, _: &mut Report<'_>) -> Fate {
         self.got.push((id, bytes.to_vec()));
         self.at.push(bytes.as_ptr());
         self.outcome
@@ -124,6 +118,6 @@ pub(super) fn timestamps_to(sink: &Recorder, core: &Fanout, name: &str) -> Vec<u
 }
 
 /// A sink whose socket would block: every frame goes to its backlog.
-pub(super) fn queue_everything(_: DestinationId, _: &[u8]) -> Outcome {
-    Outcome::Queued
+pub(super) fn queue_everything(_: DestinationId, _: &[u8]) -> Fate {
+    Fate::Queued
 }

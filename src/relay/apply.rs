@@ -49,7 +49,7 @@ impl fmt::Display for Applied {
 
 /// A configuration as the loop takes it: the core's routes, and the parts the
 /// shell keeps for itself.
-pub(super) struct Setup {
+pub(super) struct LoopConfig {
     pub(super) listen: SocketAddr,
     /// Where `listen` was written, for a "port in use" message.
     pub(super) listen_place: String,
@@ -57,9 +57,9 @@ pub(super) struct Setup {
     pub(super) routes: Routes,
 }
 
-impl Setup {
-    pub(super) fn of(config: &Config) -> Setup {
-        Setup {
+impl LoopConfig {
+    pub(super) fn of(config: &Config) -> LoopConfig {
+        LoopConfig {
             listen: config.listen,
             listen_place: config.listen_place.clone(),
             stats_interval: config.stats_interval,
@@ -73,7 +73,7 @@ impl Shell {
     /// closes and drops what it closes and drops, and the core commits.
     /// Destinations that did not change keep their sockets, backlogs, filters
     /// and counters.
-    pub(super) fn apply(&mut self, setup: Setup, now: Instant) -> Result<Applied, StartError> {
+    pub(super) fn apply(&mut self, setup: LoopConfig, now: Instant) -> Result<Applied, StartError> {
         // Open what is new first, so that a failure changes nothing.
         // Port 0 in a config means "any": the port bound is as good.
         let listener = if setup.listen == self.configured_listen || setup.listen == self.listen {

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use log::{error, info};
 use mio::Waker;
 
-use super::{Applied, Setup, Shell, StartError};
+use super::{Applied, LoopConfig, Shell, StartError};
 use crate::config::Config;
 use crate::recv::wait::WakeSender;
 use crate::stats::{LatencyWindow, Snapshot};
@@ -25,7 +25,7 @@ pub(super) enum Command {
     Stop,
     /// Take this configuration (a reload), and say how it went if asked.
     Apply(
-        Box<Setup>,
+        Box<LoopConfig>,
         Option<mpsc::Sender<Result<Applied, StartError>>>,
     ),
     /// Reply with a snapshot of every counter.
@@ -72,9 +72,10 @@ impl Control {
 
     /// Asks the loop to take `config`: the listen address and summary interval
     /// here, the rest in the core, which matches destinations by name, so those
-    /// that did not change lose nothing (see [`Fanout::plan`]).
+    /// that did not change lose nothing (see
+    /// [`Fanout::plan`](crate::fanout::Fanout::plan)).
     pub fn apply(&self, config: Config) {
-        self.send(Command::Apply(Box::new(Setup::of(&config)), None));
+        self.send(Command::Apply(Box::new(LoopConfig::of(&config)), None));
     }
 
     /// As [`Control::apply`], then waits (at most `timeout`) for what changed,
@@ -85,7 +86,7 @@ impl Control {
         timeout: Duration,
     ) -> Option<Result<Applied, StartError>> {
         let (tx, rx) = mpsc::channel();
-        self.send(Command::Apply(Box::new(Setup::of(&config)), Some(tx)));
+        self.send(Command::Apply(Box::new(LoopConfig::of(&config)), Some(tx)));
         rx.recv_timeout(timeout).ok()
     }
 
@@ -118,7 +119,7 @@ impl Control {
     /// relay is gone (its loop will never answer).
     pub fn apply_with_reply(&self, config: Config) -> mpsc::Receiver<Result<Applied, StartError>> {
         let (tx, rx) = mpsc::channel();
-        self.send(Command::Apply(Box::new(Setup::of(&config)), Some(tx)));
+        self.send(Command::Apply(Box::new(LoopConfig::of(&config)), Some(tx)));
         rx
     }
 }

@@ -18,7 +18,7 @@ use ringbuf::LocalRb;
 use super::warn::{Clock, Throttle, Warner};
 use super::{token_of, StartError, FRAME_CAPACITY};
 use crate::config;
-use crate::fanout::{self, Destination, DestinationId, HeldFrame, Outcome, Report, Sink};
+use crate::fanout::{self, Destination, DestinationId, Fate, HeldFrame, Report, Sink};
 use crate::socket;
 use crate::stats::{DropReason, SendErrorKind};
 
@@ -74,14 +74,14 @@ fn send_now(
     received: Instant,
     report: &mut Report<'_>,
     clock: Clock,
-) -> Option<Outcome> {
+) -> Option<Fate> {
     match try_send(socket, warner, bytes, report, clock) {
         Sent::Yes => {
             // A vDSO read, no system call.
             report.record_latency(received, Instant::now());
-            Some(Outcome::Sent)
+            Some(Fate::Sent)
         }
-        Sent::Failed => Some(Outcome::Dropped(DropReason::SendError)),
+        Sent::Failed => Some(Fate::Dropped(DropReason::SendError)),
         Sent::WouldBlock => None,
     }
 }
@@ -183,7 +183,7 @@ impl Link {
         report: &mut Report<'_>,
         registry: &Registry,
         clock: Clock,
-    ) -> Outcome {
+    ) -> Fate {
         if !self.backlog.is_empty() {
             let outcome = self.queue(bytes, received, report);
             self.flush(report, registry, clock);
@@ -215,7 +215,7 @@ impl Link {
         report: &mut Report<'_>,
         registry: &Registry,
         clock: Clock,
-    ) -> Outcome {
+    ) -> Fate {
         let len = match u16::try_from(bytes.len()) {
             Ok(len) if bytes.len() <= FRAME_CAPACITY => len,
             // Too large to hold: it goes now, after the frames before it.
@@ -230,7 +230,7 @@ impl Link {
         // Released, the rings have room for any frame up to FRAME_CAPACITY.
         let _ = self.held_back.heads.try_push((len, received));
         self.held_back.bytes.push_slice(bytes);
-        Outcome::Queued
+        Fate::Queued
     }
 
     /// Sends the held-back frames, oldest first, as they would have been sent
@@ -257,15 +257,15 @@ impl Link {
     }
 
     /// Keeps `bytes` for later, dropping the oldest waiting frame when full.
-    fn queue(&mut self, bytes: &[u8], received: Instant, report: &mut Report<'_>) -> Outcome {
+    fn queue(&mut self, bytes: &[u8], received: Instant, report: &mut Report<'_>) -> Fate {
         let mut frame = HeldFrame::EMPTY;
         if !frame.store(bytes, received) {
-            return Outcome::Dropped(DropReason::Backlog);
+            return Fate::Dropped(DropReason::Backlog);
         }
         if self.backlog.push_overwrite(frame).is_some() {
-            report.held(Outcome::Dropped(DropReason::Backlog));
+            report.held(Fate::Dropped(DropReason::Backlog));
         }
-        Outcome::Queued
+        Fate::Queued
     }
 
     /// Sends waiting frames, oldest first, straight from the ring, until the
@@ -343,7 +343,7 @@ impl Sink for Links<'_> {
         bytes: &[u8],
         received: Instant,
         report: &mut Report<'_>,
-    ) -> Outcome {
+    ) -> Fate {
         let (registry, clock) = (self.registry, self.clock);
         match self.links.get_mut(id.index()) {
             Some(Some(link)) if self.hold_back && !report.has_age_limit() => {
@@ -355,7 +355,7 @@ impl Sink for Links<'_> {
                 link.send(bytes, received, report, registry, clock)
             }
             // Every destination of the core has a link (see `Shell::apply`).
-            _ => Outcome::Dropped(DropReason::SendError),
+            _ => Fate::Dropped(DropReason::SendError),
         }
     }
 }
@@ -420,7 +420,7 @@ mod tests {
             bytes: &[u8],
             received: Instant,
             report: &mut Report<'_>,
-        ) -> Outcome {
+        ) -> Fate {
             self.0.queue(bytes, received, report)
         }
     }
@@ -435,7 +435,7 @@ mod tests {
             bytes: &[u8],
             received: Instant,
             report: &mut Report<'_>,
-        ) -> Outcome {
+        ) -> Fate {
             self.0.send(bytes, received, report, self.1, self.2)
         }
     }

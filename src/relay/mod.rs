@@ -6,7 +6,7 @@
 //! kernel receive time along); the core decides whether each datagram is
 //! admitted and, per destination, what to send; the shell sends it on that
 //! destination's own connected socket and tells the core what the network did
-//! ([`Outcome`]) and how long the frame took from its receipt to the return of
+//! ([`Fate`]) and how long the frame took from its receipt to the return of
 //! the send; taps get the admitted datagrams after the sends. The clocks are
 //! read through the vDSO: once on each clock per batch, once after each send.
 //!
@@ -67,6 +67,11 @@
 //! relay could not start ([`StartError`]) in `error.rs`. The loop's state
 //! ([`Relay`] and its `Shell`) is here, where every one of those files can
 //! reach it.
+//!
+//! [`Fate`]: crate::fanout::Fate
+//! [`wait::RecvTimeout`]: crate::recv::wait::RecvTimeout
+//! [`Report::drop_if_stale`]: crate::fanout::Report::drop_if_stale
+//! [`wait::WakeSender`]: crate::recv::wait::WakeSender
 
 use std::net::SocketAddr;
 use std::sync::atomic::AtomicBool;
@@ -95,7 +100,7 @@ mod turn;
 mod warn;
 
 pub use apply::Applied;
-use apply::Setup;
+use apply::LoopConfig;
 use control::Command;
 pub use control::{Control, Snapshots};
 pub use error::StartError;
@@ -230,7 +235,7 @@ struct Shell {
 impl Relay {
     /// Opens every socket of `config`. Nothing is left half-started on error.
     pub fn bind(config: &Config) -> Result<Relay, StartError> {
-        let setup = Setup::of(config);
+        let setup = LoopConfig::of(config);
         let poll = Poll::new().map_err(StartError::Poll)?;
         let registry = poll.registry().try_clone().map_err(StartError::Poll)?;
         let waker = Arc::new(Waker::new(poll.registry(), WAKER).map_err(StartError::Poll)?);
@@ -324,7 +329,7 @@ impl Relay {
     /// Takes `config` now, as [`Control::apply`] does from another thread: all of
     /// it, or (when a socket can't be opened) none of it, returning why.
     pub fn apply(&mut self, config: &Config) -> Result<Applied, StartError> {
-        self.shell.apply(Setup::of(config), Instant::now())
+        self.shell.apply(LoopConfig::of(config), Instant::now())
     }
 
     /// Input counters so far.

@@ -323,7 +323,7 @@ impl Shell {
     /// Whether the last batch (`n` datagrams, after `read` in the same drain,
     /// read at `moment`) shows a backlog: many queued at once, or its oldest
     /// frame already past the smallest `max_age`. Only worth acting on when
-    /// some destinations have a limit and others don't ([`hold_back_age`]).
+    /// some destinations have a limit and others don't ([`hold_back_age`](super::hold_back_age)).
     fn is_backlog(&self, n: usize, read: usize, moment: &Moment) -> bool {
         let Some(smallest) = self.hold_back_age.filter(|_| n > 0) else {
             return false;

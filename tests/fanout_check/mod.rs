@@ -49,7 +49,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::time::{Duration, Instant};
 
 use forza_relay::fanout::{
-    Action, Arrival, Changes, Destination, DestinationId, Fanout, Outcome, Output, Report, Routes,
+    Action, Arrival, Changes, Destination, DestinationId, Fanout, Fate, Output, Report, Routes,
     Sink, Verdict, FRAME_CAPACITY,
 };
 use forza_relay::stats::{DestinationStats, DropReason, SendErrorKind};
@@ -539,7 +539,7 @@ struct Delivery {
     bytes: Vec<u8>,
     /// The receive time the core handed over with it.
     received: Instant,
-    outcome: Outcome,
+    outcome: Fate,
 }
 
 /// Records every delivery and answers as a shell would: every `fail_every`-th
@@ -559,16 +559,16 @@ impl Sink for Recorder {
         bytes: &[u8],
         received: Instant,
         report: &mut Report<'_>,
-    ) -> Outcome {
+    ) -> Fate {
         self.count += 1;
         let nth = |every: u8| every > 0 && self.count.is_multiple_of(u64::from(every));
         let outcome = if nth(self.fail_every) {
             report.send_error(SendErrorKind::Other);
-            Outcome::Dropped(DropReason::SendError)
+            Fate::Dropped(DropReason::SendError)
         } else if nth(self.queue_every) {
-            Outcome::Queued
+            Fate::Queued
         } else {
-            Outcome::Sent
+            Fate::Sent
         };
         self.got.push(Delivery {
             id,
@@ -627,17 +627,17 @@ impl Model {
     }
 
     /// Counts one frame's outcome (a frame received at `received`).
-    fn outcome(&mut self, outcome: Outcome, received: Instant) {
+    fn outcome(&mut self, outcome: Fate, received: Instant) {
         match outcome {
-            Outcome::Sent => self.stats.sent += 1,
-            Outcome::Queued => self.queued.push_back(received),
-            Outcome::Dropped(reason) => self.stats.drop(reason),
+            Fate::Sent => self.stats.sent += 1,
+            Fate::Queued => self.queued.push_back(received),
+            Fate::Dropped(reason) => self.stats.drop(reason),
         }
     }
 
     /// Counts a delivery at `now`, checking the `max_rate` spacing.
     fn delivered(&mut self, d: &Delivery, now: Instant) {
-        if d.outcome == Outcome::Dropped(DropReason::SendError) {
+        if d.outcome == Fate::Dropped(DropReason::SendError) {
             self.stats.send_errors.add(SendErrorKind::Other);
         }
         assert!(
@@ -844,9 +844,9 @@ pub fn run(data: &[u8]) -> Covered {
                         break;
                     };
                     let outcome = match fate % 4 {
-                        0 => Outcome::Dropped(DropReason::SendError),
-                        1 => Outcome::Dropped(DropReason::Backlog),
-                        2 => Outcome::Sent,
+                        0 => Fate::Dropped(DropReason::SendError),
+                        1 => Fate::Dropped(DropReason::Backlog),
+                        2 => Fate::Sent,
                         _ => {
                             // The shell asks before it sends (issue 15).
                             let stale = m.is_stale(received, now);
