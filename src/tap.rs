@@ -107,8 +107,10 @@ impl TapProducer {
 
 /// One UDP datagram: when it was received, who sent it, where to, and its bytes.
 ///
-/// Lent (`Datagram<&[u8]>`) by whoever owns the bytes (a tap, a capture reader),
-/// owned (`Datagram`, with a `Vec`) where it is kept.
+/// Lent (`Datagram<&[u8]>`) by whoever owns the bytes (a tap, a capture reader,
+/// a viewer's source), owned (`Datagram`, with a `Vec`) where it is kept: one
+/// type, two ownerships. Inside the relay's loop the core takes an
+/// [`Arrival`](crate::fanout::Arrival) instead, timed on the loop's clock.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Datagram<P = Vec<u8>> {
     /// When it was received (or captured).

@@ -22,7 +22,7 @@ pub use columns::{Cell, Column};
 pub use dashboard::{render, watch, WatchOptions};
 pub use export::{export, ExportOptions, ExportSummary, Table};
 pub use model::{DestinationRates, DestinationRow, Model};
-pub use source::{CaptureSource, MemorySource, Next, Pace, Received, Source, TapSource, UdpSource};
+pub use source::{CaptureSource, MemorySource, Next, Pace, Source, TapSource, UdpSource};
 
 use crate::wire::{Acceptor, Expected, Format, Input};
 

@@ -1,8 +1,8 @@
 //! Where the viewers' datagrams come from: one small trait, so the dashboard and the
 //! exporter read a UDP socket, a capture file or the relay's tap alike.
 //!
-//! A [`Source`] lends one datagram at a time ([`Received`]), borrowed from a buffer
-//! it owns: [`UdpSource`] and [`TapSource`] reuse one buffer and allocate nothing
+//! A [`Source`] lends one datagram at a time (a [`Datagram<&[u8]>`], the
+//! type taps and captures use), borrowed from a buffer it owns: [`UdpSource`] and [`TapSource`] reuse one buffer and allocate nothing
 //! per datagram, [`CaptureSource`] lends the payload the capture reader read (one
 //! allocation per record, on the viewer's thread) and [`MemorySource`] the one it
 //! was given. [`Source::next`] waits at most the time it is given, so a consumer
@@ -22,26 +22,13 @@ use std::time::{Duration, Instant, SystemTime};
 
 use crate::capture::{self, replay::Schedule, CaptureError, Selection, Streams};
 use crate::socket;
-use crate::tap::Tap;
-
-/// One datagram as a source received it, borrowed from the source. (Not the
-/// capture reader's owned `capture::Datagram`, nor the tap's, which also carries
-/// the listening address.)
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Received<'a> {
-    /// When it was received (wall clock: a capture file records it so).
-    pub time: SystemTime,
-    /// Who sent it.
-    pub from: SocketAddr,
-    /// The UDP payload.
-    pub payload: &'a [u8],
-}
+use crate::tap::{Datagram, Tap};
 
 /// What [`Source::next`] found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Next<'a> {
     /// A datagram.
-    Datagram(Received<'a>),
+    Datagram(Datagram<&'a [u8]>),
     /// Nothing within the time given; ask again.
     Idle,
     /// The source has no more datagrams (end of a capture file, the relay stopped).
@@ -116,9 +103,10 @@ impl Source for UdpSource {
         let timeout = timeout.max(Duration::from_millis(1));
         self.socket.set_read_timeout(Some(timeout))?;
         match self.socket.recv_from(&mut self.buf) {
-            Ok((n, from)) => Ok(Next::Datagram(Received {
+            Ok((n, from)) => Ok(Next::Datagram(Datagram {
                 time: SystemTime::now(),
                 from: canonical(from),
+                to: self.addr,
                 payload: &self.buf[..n],
             })),
             Err(e) => match e.kind() {
@@ -145,7 +133,8 @@ fn canonical(from: SocketAddr) -> SocketAddr {
 }
 
 /// Datagrams held in memory, then [`Next::End`]: for tests, and for feeding a
-/// consumer from data already read.
+/// consumer from data already read. Where they were sent is not known: they
+/// say `0.0.0.0:0`, as a raw dump's do ([`capture::RAW_DUMP_ADDR`]).
 #[derive(Debug, Clone, Default)]
 pub struct MemorySource {
     queue: VecDeque<(SystemTime, SocketAddr, Vec<u8>)>,
@@ -169,9 +158,10 @@ impl Source for MemorySource {
         match self.queue.pop_front() {
             Some((time, from, payload)) => {
                 self.current = payload;
-                Ok(Next::Datagram(Received {
+                Ok(Next::Datagram(Datagram {
                     time,
                     from,
+                    to: capture::RAW_DUMP_ADDR,
                     payload: &self.current,
                 }))
             }
@@ -306,9 +296,10 @@ impl Source for CaptureSource {
             }
         }
         self.lent = d.payload;
-        Ok(Next::Datagram(Received {
+        Ok(Next::Datagram(Datagram {
             time: d.time,
             from: d.from,
+            to: d.to,
             payload: &self.lent,
         }))
     }
@@ -377,11 +368,7 @@ impl Source for TapSource {
             let done = self.done.load(Ordering::Acquire);
             if self.tap.is_ready() {
                 let d = self.tap.pop().expect("is_ready: a whole record is in");
-                return Ok(Next::Datagram(Received {
-                    time: d.time,
-                    from: d.from,
-                    payload: d.payload,
-                }));
+                return Ok(Next::Datagram(d));
             }
             if done {
                 return Ok(Next::End);
