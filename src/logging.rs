@@ -13,9 +13,9 @@
 //! log lines dropped: the console was not being read"). Only a thread that
 //! said it may ([`may_wait_on_this_thread`]: `main`, whose last lines are the
 //! final summary) waits for room, and only while the writer is not stalled
-//! (it wrote something within [`STALL`]). The writer hands each
-//! line to [`console`](crate::watch::console), which holds it back while a
-//! full-screen view owns the terminal.
+//! (it wrote something within [`STALL`]). The writer hands each line to
+//! [`console`], which holds it back while a full-screen view owns the
+//! terminal.
 //!
 //! At exit, [`flush`] waits until the queue is written, giving up once the
 //! writer is stalled: a console that is not read never keeps the program from
@@ -32,7 +32,8 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use log::{Level, LevelFilter, Log, Metadata, Record};
 
 use crate::numbers::Count;
-use crate::watch::console;
+
+pub mod console;
 
 /// Bytes of log lines waiting for the writer; more are dropped and counted.
 pub const QUEUE_BYTES: usize = 64 << 10;

@@ -19,10 +19,10 @@ use std::time::{Duration, Instant};
 use ratatui::crossterm::event::{self, Event, KeyCode, KeyEventKind, KeyModifiers};
 use ratatui::crossterm::{cursor, execute};
 
-use super::console;
 use super::model::Model;
 use super::source::{Next, Source};
 use crate::config::Input;
+use crate::logging::console;
 
 mod lines;
 mod table;
