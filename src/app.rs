@@ -40,7 +40,6 @@ use crate::relay::{Control, Relay};
 use crate::stats::Snapshot;
 use crate::tap::{self, Tap};
 
-pub mod commands;
 pub mod observers;
 
 /// Why a command failed: what to print, and the exit code.
@@ -76,6 +75,17 @@ impl Failure {
             code: 2,
             message: text.into(),
         }
+    }
+}
+
+/// What a write to standard output that failed means: a reader that is gone
+/// (`| head`, `| true`) ends the command quietly; anything else is an error.
+pub fn to_stdout(result: std::io::Result<()>) -> Result<(), Failure> {
+    match result {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(Failure::start(format!(
+            "cannot write to standard output: {e}"
+        ))),
+        _ => Ok(()),
     }
 }
 

@@ -7,14 +7,14 @@ use std::path::{Path, PathBuf};
 
 use clap::{Args, Parser, Subcommand};
 
-use forza_relay::app::commands::{
+use forza_relay::app::Failure;
+use forza_relay::commands::watch::{ExportCommand, SourceOptions, WatchCommand};
+use forza_relay::commands::{
     bad_options, find_default_file, ConfigSource, RecordOptions, ReplayOptions,
 };
-use forza_relay::app::Failure;
 use forza_relay::config::{ConfigError, Overrides};
 use forza_relay::setup::command::{AutostartOptions, DoctorOptions, SetupOptions};
 use forza_relay::simulate::SendOptions;
-use forza_relay::watch::command::{ExportCommand, SourceOptions, WatchCommand};
 
 /// Relay Forza "Data Out" telemetry to many tools at once, each in the packet
 /// format it understands.

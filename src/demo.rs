@@ -19,9 +19,11 @@ use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
+use crate::app::{to_stdout, App, Attach, Failure, Observer, Signals};
 use crate::config::{Config, ConfigError, Overrides};
 use crate::relay::{Relay, StartError};
 use crate::simulate::{self, SendOptions, SendReport};
+use crate::stats::Snapshot;
 use crate::telemetry::Telemetry;
 use crate::watch::model::{shown, Car, Finite};
 use crate::wire::{field, Format, Packet, Puddle};
@@ -53,8 +55,6 @@ pub enum DemoError {
     Config(ConfigError),
     /// The relay did not start.
     Relay(StartError),
-    /// Standard output failed.
-    Output(io::Error),
 }
 
 impl fmt::Display for DemoError {
@@ -63,7 +63,6 @@ impl fmt::Display for DemoError {
             DemoError::Socket(e) => write!(f, "cannot open a socket on 127.0.0.1: {e}"),
             DemoError::Config(e) => write!(f, "the demo's configuration is invalid: {e}"),
             DemoError::Relay(e) => write!(f, "the relay did not start: {e}"),
-            DemoError::Output(e) => write!(f, "cannot print: {e}"),
         }
     }
 }
@@ -240,15 +239,25 @@ impl Recent {
     }
 }
 
-/// Runs the demo for `seconds` or until `stop` is set (Ctrl-C), printing to `out`.
-pub fn run(seconds: Duration, stop: &AtomicBool, out: &mut impl Write) -> Result<(), DemoError> {
-    let mut tools = [
-        Receiver::bind("fh6-tool", FROM)?,
-        Receiver::bind("fh5-tool", TO)?,
+/// Runs the demo for `seconds` or until a stop signal, printing to `out`.
+///
+/// Through the runner, as `run` is: an [`App`] around the relay, with the
+/// demo as its foreground observer. The app gets signals of its own, which
+/// nothing raises: a stop ends the drive first (its race-off frames still
+/// reach the tools), and the relay only once the screen returns, as before.
+pub fn run(seconds: Duration, signals: &Signals, out: Box<dyn Write>) -> Result<(), Failure> {
+    let start = |e: DemoError| Failure::start(e);
+    let tools = [
+        Receiver::bind("fh6-tool", FROM).map_err(start)?,
+        Receiver::bind("fh5-tool", TO).map_err(start)?,
     ];
     let to = [
-        format!("{},name={}", tools[0].addr()?, tools[0].name),
-        format!("{},format={TO},name={}", tools[1].addr()?, tools[1].name),
+        format!("{},name={}", tools[0].addr().map_err(start)?, tools[0].name),
+        format!(
+            "{},format={TO},name={}",
+            tools[1].addr().map_err(start)?,
+            tools[1].name
+        ),
     ];
     let overrides = Overrides {
         listen: Some("127.0.0.1:0".to_owned()),
@@ -256,65 +265,137 @@ pub fn run(seconds: Duration, stop: &AtomicBool, out: &mut impl Write) -> Result
         stats_interval: Some(0),
         ..Overrides::default()
     };
-    let config = Config::from_args(&to, &overrides).map_err(DemoError::Config)?;
-    let mut relay = Relay::bind(&config).map_err(DemoError::Relay)?;
+    let config = Config::from_args(&to, &overrides)
+        .map_err(DemoError::Config)
+        .map_err(start)?;
+    let relay = Relay::bind(&config)
+        .map_err(DemoError::Relay)
+        .map_err(start)?;
     let listen = relay.local_addr();
-    let relay_stop = relay.control();
-    let relay_thread = thread::spawn(move || relay.run());
+    let mut app = App::new(relay, &Signals::default());
+    app.observe(Demo {
+        seconds,
+        stop: signals.stop_flag(),
+        listen,
+        tools,
+        out,
+        ended: None,
+    });
+    app.start()?.wait().map(|_| ())
+}
 
-    let options = SendOptions {
-        to: listen,
-        format: FROM,
-        rate: RATE,
-        duration: None,
-        seed: SEED,
-    };
-    let sim_stop = Arc::new(AtomicBool::new(false));
-    let sender = {
-        let sim_stop = sim_stop.clone();
-        let options = options.clone();
-        thread::spawn(move || simulate::send(&options, &sim_stop))
-    };
+/// The demo's screen, the app's foreground: starts the simulated game,
+/// prints a line every half second, and at the end the totals and the
+/// relay's final report.
+struct Demo {
+    seconds: Duration,
+    stop: Arc<AtomicBool>,
+    listen: SocketAddr,
+    tools: [Receiver; 2],
+    out: Box<dyn Write>,
+    /// When the drive stopped, what the simulator sent, the differences
+    /// seen, and the first failed write.
+    ended: Option<Ended>,
+}
 
-    let started = Instant::now();
-    let shown = header(out, listen, &tools, seconds);
-    let mut screen = Screen {
-        latest: None,
-        since_line: Differences::new(),
-        total: Differences::new(),
-        recent: Recent {
-            packets: [[0; 324]; RECENT],
-            next: 0,
-            len: 0,
-        },
-    };
-    let mut next_line = started + LINE_EVERY;
-    let mut result = shown;
-    while result.is_ok() && started.elapsed() < seconds && !stop.load(Ordering::SeqCst) {
-        screen.read(&mut tools);
-        if Instant::now() >= next_line {
-            result = screen.line(out, started.elapsed(), &tools);
-            next_line += LINE_EVERY;
+/// How the screen ended.
+struct Ended {
+    stopped: Duration,
+    sent: io::Result<SendReport>,
+    total: Differences,
+    result: io::Result<()>,
+}
+
+impl Observer for Demo {
+    fn start(&mut self, _relay: &mut Attach<'_>) -> Result<(), Failure> {
+        Ok(())
+    }
+
+    fn in_foreground(&self) -> bool {
+        true
+    }
+
+    fn foreground(&mut self, _relay_done: &Arc<AtomicBool>) -> Result<(), Failure> {
+        let Demo {
+            seconds,
+            stop,
+            listen,
+            tools,
+            out,
+            ..
+        } = self;
+        let (seconds, listen) = (*seconds, *listen);
+        let options = SendOptions {
+            to: listen,
+            format: FROM,
+            rate: RATE,
+            duration: None,
+            seed: SEED,
+        };
+        let sim_stop = Arc::new(AtomicBool::new(false));
+        let sender = {
+            let sim_stop = sim_stop.clone();
+            let options = options.clone();
+            thread::spawn(move || simulate::send(&options, &sim_stop))
+        };
+
+        let started = Instant::now();
+        let shown = header(out, listen, tools, seconds);
+        let mut screen = Screen {
+            latest: None,
+            since_line: Differences::new(),
+            total: Differences::new(),
+            recent: Recent {
+                packets: [[0; 324]; RECENT],
+                next: 0,
+                len: 0,
+            },
+        };
+        let mut next_line = started + LINE_EVERY;
+        let mut result = shown;
+        while result.is_ok() && started.elapsed() < seconds && !stop.load(Ordering::SeqCst) {
+            screen.read(tools);
+            if Instant::now() >= next_line {
+                result = screen.line(out, started.elapsed(), tools);
+                next_line += LINE_EVERY;
+            }
+            thread::sleep(READ_EVERY);
         }
-        thread::sleep(READ_EVERY);
+        // Stop the drive (it sends its race-off frames) and let them arrive;
+        // the runner stops the relay when this returns.
+        let stopped = started.elapsed();
+        sim_stop.store(true, Ordering::SeqCst);
+        let sent = sender.join().expect("the simulator thread does not panic");
+        let settle = Instant::now() + SETTLE;
+        while Instant::now() < settle {
+            screen.read(tools);
+            thread::sleep(READ_EVERY);
+        }
+        self.ended = Some(Ended {
+            stopped,
+            sent,
+            total: screen.total,
+            result,
+        });
+        Ok(())
     }
-    // Stop the drive (it sends its race-off frames), let them arrive, stop the relay.
-    let stopped = started.elapsed();
-    sim_stop.store(true, Ordering::SeqCst);
-    let sent = sender.join().expect("the simulator thread does not panic");
-    let settle = Instant::now() + SETTLE;
-    while Instant::now() < settle {
-        screen.read(&mut tools);
-        thread::sleep(READ_EVERY);
+
+    fn finish(mut self: Box<Self>, report: &mut Snapshot) -> Result<(), Failure> {
+        let Some(ended) = self.ended.take() else {
+            return Ok(());
+        };
+        if let Err(e) = ended.result {
+            return to_stdout(Err(e));
+        }
+        let sent = ended
+            .sent
+            .map_err(|e| Failure::start(DemoError::Socket(e)))?;
+        let out = &mut self.out;
+        to_stdout(
+            footer(out, ended.stopped, &sent, &self.tools, &ended.total)
+                .and_then(|()| writeln!(out, "\n{report}")),
+        )
     }
-    relay_stop.stop();
-    let report = relay_thread
-        .join()
-        .expect("the relay thread does not panic");
-    result.map_err(DemoError::Output)?;
-    let sent = sent.map_err(DemoError::Socket)?;
-    footer(out, stopped, &sent, &tools, &screen.total).map_err(DemoError::Output)?;
-    writeln!(out, "\n{report}").map_err(DemoError::Output)
 }
 
 /// What the printed lines are made from.

@@ -3,10 +3,10 @@
 //!
 //! The library holds the pure parts (formats, translation, decoding, the fan-out
 //! core built from its own `fanout::Routes`), the relay shell that owns every
-//! socket (`relay`), the observers around it, and every subcommand's work
-//! ([`app`]); the binary's `main.rs` parses the command line (its `cli` module,
-//! private to it), sets up the log and the signals, and maps how a subcommand
-//! ended to an exit code.
+//! socket (`relay`), the runner that starts it with its observers ([`app`]),
+//! the observers, and every subcommand's work ([`commands`]); the binary's
+//! `main.rs` parses the command line (its `cli` module, private to it), sets up
+//! the log and the signals, and maps how a subcommand ended to an exit code.
 
 pub mod telemetry;
 pub mod translate;
@@ -18,6 +18,7 @@ pub use wire::{detect, Detector, Format, Packet};
 
 pub mod app;
 pub mod capture;
+pub mod commands;
 pub mod config;
 pub mod demo;
 pub mod fanout;

@@ -9,9 +9,9 @@ use std::process::ExitCode;
 use clap::Parser as _;
 
 use cli::{Cli, Command};
-use forza_relay::app::{commands, Failure, Signals};
+use forza_relay::app::{Failure, Signals};
+use forza_relay::commands::{self, watch};
 use forza_relay::setup::command as setup;
-use forza_relay::watch::command as watch;
 use forza_relay::{logging, platform};
 
 fn main() -> ExitCode {

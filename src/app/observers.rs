@@ -1,6 +1,7 @@
 //! The observers every relaying command is made of: the summary printer, the
-//! recorder, the reloader, and a timer that stops the relay. The live view is
-//! [`crate::watch::live::LiveView`].
+//! recorder, the reloader, and a timer that stops the relay. Observers that
+//! belong to a module above the runner live there: the live view
+//! (`watch::live`), the web page (`web`), the demo's screen (`demo`).
 
 use std::io::{self, Write as _};
 use std::net::SocketAddr;

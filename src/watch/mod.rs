@@ -9,8 +9,6 @@
 //! [`render`] is a pure function of it.
 
 pub mod columns;
-pub mod command;
-pub mod console;
 pub mod dashboard;
 pub mod dissector;
 pub mod export;

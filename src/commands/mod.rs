@@ -1,23 +1,37 @@
 //! What each subcommand does, from its options — library types the binary
-//! makes once from its command line — to its end: `run`, `check`, `record`,
-//! `simulate`, `demo` and `replay` (`watch`, `export` and `dissector` are in
-//! [`crate::watch::command`]). Each returns `Ok` or the [`Failure`] to print,
-//! and stops on the [`Signals`] the program installed.
+//! makes once from its command line — to its end. Each returns `Ok` or the
+//! [`Failure`] to print, and stops on the [`Signals`] the program installed.
+//! The relaying ones are an [`App`] (the runner, [`crate::app`]) and the
+//! observers the command asks for: this module is the glue above the runner,
+//! which knows nothing of the page, the dashboard or the demo.
+//!
+//! Here: `run`, `check` and `doctor`, and where their configuration comes
+//! from ([`ConfigSource`]); `record` and `replay` in `capture.rs`; `simulate`
+//! and `demo` in `simulate.rs`; `watch`, `export` and `dissector` in
+//! `watch.rs`. `setup`, `doctor`'s checks and `autostart` are in
+//! [`crate::setup::command`].
 
 use std::io::{self, IsTerminal as _, Write as _};
 use std::path::PathBuf;
 
-use log::{info, warn};
+use log::info;
 
-use super::observers::{Printer, Recording, Reloading, StopAfter};
-use super::{App, Failure, Signals};
-use crate::capture::{record, replay};
-use crate::config::{system_look_up, Config, ConfigError, Overrides, DEFAULT_FILE_NAME};
+use crate::app::observers::{Printer, Recording, Reloading};
+use crate::app::{App, Failure, Signals};
+use crate::capture::record;
+use crate::config::{Config, ConfigError, Overrides, DEFAULT_FILE_NAME};
 use crate::numbers::Thousands;
 use crate::relay::Relay;
-use crate::simulate::SendOptions;
 use crate::watch::live::LiveView;
 use crate::web::Web;
+
+mod capture;
+mod simulate;
+pub mod watch;
+
+pub use crate::app::to_stdout;
+pub use capture::{record, replay, RecordOptions, ReplayOptions};
+pub use simulate::{demo, simulate};
 
 /// What `forza-relay` prints when it finds no configuration.
 pub const NO_CONFIG_HELP: &str = "\
@@ -141,19 +155,8 @@ pub fn doctor(
     exited(crate::setup::command::doctor(config, options))
 }
 
-/// What a write to standard output that failed means: a reader that is gone
-/// (`| head`, `| true`) ends the command quietly; anything else is an error.
-pub fn to_stdout(result: io::Result<()>) -> Result<(), Failure> {
-    match result {
-        Err(e) if e.kind() != io::ErrorKind::BrokenPipe => Err(Failure::start(format!(
-            "cannot write to standard output: {e}"
-        ))),
-        _ => Ok(()),
-    }
-}
-
 /// Writes `text` and a newline to standard output, flushed.
-fn print(text: &str) -> io::Result<()> {
+pub(crate) fn print(text: &str) -> io::Result<()> {
     let mut out = io::stdout().lock();
     writeln!(out, "{text}")?;
     out.flush()
@@ -206,148 +209,4 @@ pub fn run(
     let running = app.start()?;
     info!("running; press Ctrl-C to stop");
     running.wait().map(|_| ())
-}
-
-/// What `record` is asked.
-#[derive(Debug, Clone)]
-pub struct RecordOptions {
-    /// `--listen`, as typed (the default when `None`).
-    pub listen: Option<String>,
-    /// The capture file to write.
-    pub output: PathBuf,
-    /// `--duration`, in seconds.
-    pub duration: Option<f64>,
-    /// `--count`.
-    pub count: Option<u64>,
-    /// `--force`: replace the output file if it exists.
-    pub force: bool,
-}
-
-/// `record`: writes what arrives on the listen address into a capture file,
-/// until stopped, `--duration` or `--count`.
-pub fn record(options: &RecordOptions, signals: &Signals) -> Result<(), Failure> {
-    let mut problems = Vec::new();
-    let config = Config::listen_only(options.listen.as_deref())
-        .map_err(|e| problems.extend(e.problems))
-        .ok();
-    let duration = options
-        .duration
-        .map(|d| crate::simulate::seconds("--duration", d))
-        .transpose()
-        .map_err(|p| problems.push(p))
-        .ok()
-        .flatten();
-    if options.count == Some(0) {
-        problems.push(crate::config::Problem {
-            place: "--count".to_owned(),
-            message: "must be at least 1".to_owned(),
-        });
-    }
-    let Some(config) = config.filter(|_| problems.is_empty()) else {
-        return Err(bad_options(&ConfigError { problems }));
-    };
-    let relay = Relay::bind(&config).map_err(|e| Failure::start(e.to_string()))?;
-    let listen = relay.local_addr();
-    let mut app = App::new(relay, signals);
-    let existing = record::Existing::for_output(&options.output, options.force);
-    app.observe(Recording::new(options.output.clone(), existing, options.count).announcing(listen));
-    if let Some(duration) = duration {
-        app.observe(StopAfter::new(duration));
-    }
-    app.start()?.wait().map(|_| ())
-}
-
-/// `simulate`: sends a simulated drive until its duration is over or a stop.
-pub fn simulate(options: &SendOptions, signals: &Signals) -> Result<(), Failure> {
-    if let Err(e) = print(&format!("{} (Ctrl-C stops)", options.describe())) {
-        // Nobody reads what it says: it has nothing to do.
-        return to_stdout(Err(e));
-    }
-    let report = crate::simulate::send(options, &signals.stop_flag()).map_err(|e| {
-        Failure::start(format!(
-            "cannot open a socket to send to {}: {e}",
-            options.to
-        ))
-    })?;
-    to_stdout(print(&report.to_string()))
-}
-
-/// `demo`: the simulator, a relay and two tools, all on this computer, for
-/// `seconds` or until stopped.
-pub fn demo(seconds: f64, signals: &Signals) -> Result<(), Failure> {
-    let seconds = crate::simulate::seconds("--seconds", seconds)
-        .map_err(|p| bad_options(&ConfigError { problems: vec![p] }))?;
-    match crate::demo::run(seconds, &signals.stop_flag(), &mut io::stdout().lock()) {
-        Ok(()) => Ok(()),
-        Err(crate::demo::DemoError::Output(e)) => to_stdout(Err(e)),
-        Err(e) => Err(Failure::start(e.to_string())),
-    }
-}
-
-/// What `replay` is asked.
-#[derive(Debug, Clone)]
-pub struct ReplayOptions {
-    /// The capture.
-    pub file: PathBuf,
-    /// `--to HOST:PORT`, as typed.
-    pub to: String,
-    /// `--speed`.
-    pub speed: f64,
-    /// `--loop`.
-    pub repeat: bool,
-    /// `--port`: which stream of the capture.
-    pub port: Option<u16>,
-    /// `--rate`: datagrams a second for a raw dump.
-    pub rate: Option<u32>,
-}
-
-/// `replay`: sends a capture's datagrams again, paced as recorded. A bad option
-/// or an unreadable capture is exit code 2, a socket or read failure 1.
-pub fn replay(options: &ReplayOptions, signals: &Signals) -> Result<(), Failure> {
-    let speed = replay::check_speed(options.speed)
-        .map_err(|message| Failure::usage(format!("--speed {message}")))?;
-    let to = crate::config::resolve(&options.to, &system_look_up)
-        .map_err(|message| Failure::usage(format!("--to {:?}: {message}", options.to)))?;
-    let rate = options
-        .rate
-        .map(replay::check_rate)
-        .transpose()
-        .map_err(|message| Failure::usage(format!("--rate {message}")))?;
-    let request = replay::Request {
-        file: &options.file,
-        to,
-        port: options.port,
-        speed,
-        rate,
-        repeat: options.repeat,
-    };
-    let plan = replay::Plan::new(&request).map_err(|e| Failure::usage(e.to_string()))?;
-    for warning in &plan.warnings {
-        warn!("{warning}");
-    }
-    info!("{plan}");
-    let total = plan.length.as_secs_f64();
-    let bar = io::stderr().is_terminal().then(|| {
-        let style = indicatif::ProgressStyle::with_template("{bar:30} {pos}/{len} packets  {msg}")
-            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar());
-        indicatif::ProgressBar::new(plan.selection.packets).with_style(style)
-    });
-    let stop = signals.stop_flag();
-    let result = plan.run(&stop, &mut |p| {
-        if let Some(bar) = &bar {
-            bar.set_position(p.sent_in_pass);
-            let elapsed = p.elapsed.as_secs_f64();
-            bar.set_message(if options.repeat {
-                format!("pass {}, {elapsed:.1} s", p.pass)
-            } else {
-                format!("{elapsed:.1} s / {total:.1} s")
-            });
-        }
-    });
-    if let Some(bar) = bar {
-        bar.finish_and_clear();
-    }
-    let report = result.map_err(|e| Failure::start(e.to_string()))?;
-    info!("{report}");
-    Ok(())
 }

@@ -12,15 +12,14 @@ use std::path::{Path, PathBuf};
 
 use log::{info, warn};
 
-use super::columns::{self, Column};
-use super::dashboard::{watch, WatchOptions};
-use super::dissector;
-use super::export::{export, ExportError, ExportOptions, Table};
-use super::source::{CaptureSource, Pace, Source, UdpSource};
-use crate::app::commands::to_stdout;
-use crate::app::{Failure, Signals};
+use crate::app::{to_stdout, Failure, Signals};
 use crate::config::{parse_listen, Input, DEFAULT_LISTEN};
 use crate::relay::StartError;
+use crate::watch::columns::{self, Column};
+use crate::watch::dashboard::{watch, WatchOptions};
+use crate::watch::dissector;
+use crate::watch::export::{export, ExportError, ExportOptions, Table};
+use crate::watch::source::{CaptureSource, Pace, Source, UdpSource};
 
 /// Where `watch` and `export` read packets from, and as what, as typed.
 #[derive(Debug, Clone, Default)]
