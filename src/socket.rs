@@ -1,6 +1,8 @@
 //! Socket builders (socket2): buffer sizes, non-blocking, dual-stack, the
-//! platform's quirks ([`crate::platform`]); and the hint for a port in use
-//! ([`PortInUse`]).
+//! platform's quirks ([`crate::platform`]); the one ephemeral bind of a socket
+//! that sends ([`ephemeral`], [`connect`]) and the one send with its retries
+//! ([`send_retrying`]), for the relay, `replay` and `simulate` alike; and the
+//! hint for a port in use ([`PortInUse`]).
 
 use std::fmt;
 use std::io;
@@ -49,15 +51,51 @@ pub fn connect_destination(dest: SocketAddr) -> io::Result<std::net::UdpSocket> 
     let socket = Socket::new(Domain::for_address(dest), Type::DGRAM, Some(Protocol::UDP))?;
     prepare(&socket, dest);
     let _ = socket.set_send_buffer_size(SEND_BUFFER);
-    let any: IpAddr = if dest.is_ipv6() {
-        Ipv6Addr::UNSPECIFIED.into()
-    } else {
-        Ipv4Addr::UNSPECIFIED.into()
-    };
-    socket.bind(&SocketAddr::new(any, 0).into())?;
+    socket.bind(&ephemeral(dest.ip()).into())?;
     socket.set_nonblocking(true)?;
     socket.connect(&dest.into())?;
     Ok(socket.into())
+}
+
+/// What a socket that sends to `ip` binds: every address of its family (IPv4
+/// for an IPv4-mapped one), on a port the OS picks.
+pub fn ephemeral(ip: IpAddr) -> SocketAddr {
+    let any: IpAddr = if ip.to_canonical().is_ipv4() {
+        Ipv4Addr::UNSPECIFIED.into()
+    } else {
+        Ipv6Addr::UNSPECIFIED.into()
+    };
+    SocketAddr::new(any, 0)
+}
+
+/// A blocking UDP socket on an [`ephemeral`] port, connected to `to` so that
+/// the OS reports when nothing listens there (on a later send).
+pub fn connect(to: SocketAddr) -> io::Result<std::net::UdpSocket> {
+    let socket = std::net::UdpSocket::bind(ephemeral(to.ip()))?;
+    socket.connect(to)?;
+    Ok(socket)
+}
+
+/// Sends one datagram with `send` on a connected socket. A send cut short by
+/// a signal (`Interrupted`) is made again. Any other error goes to `refused`,
+/// with whether one more try is left, which says whether it is an earlier
+/// datagram's refusal: the ICMP "port unreachable" of a closed port comes back
+/// on the next send (Windows calls it a reset), which it fails without sending,
+/// so that send is made once more (Linux: that retry is what delivers the first
+/// frame after a consumer comes back). The last error is returned.
+#[inline]
+pub fn send_retrying<T>(
+    mut send: impl FnMut() -> io::Result<T>,
+    mut refused: impl FnMut(&io::Error, bool) -> bool,
+) -> io::Result<T> {
+    let mut retry_left = true;
+    loop {
+        match send() {
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) if refused(&e, retry_left) && retry_left => retry_left = false,
+            result => return result,
+        }
+    }
 }
 
 /// The platform's settings for every UDP socket the relay opens (see
@@ -133,6 +171,62 @@ impl fmt::Display for PortInUse<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_sender_binds_any_address_of_its_destination_s_family() {
+        let v4: SocketAddr = "0.0.0.0:0".parse().unwrap();
+        let v6: SocketAddr = "[::]:0".parse().unwrap();
+        assert_eq!(ephemeral("192.168.1.20".parse().unwrap()), v4);
+        assert_eq!(ephemeral("::ffff:127.0.0.1".parse().unwrap()), v4);
+        assert_eq!(ephemeral("::1".parse().unwrap()), v6);
+        let receiver = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        let to = receiver.local_addr().unwrap();
+        let socket = connect(to).unwrap();
+        assert_eq!(socket.peer_addr().unwrap(), to);
+        assert_ne!(socket.local_addr().unwrap().port(), 0);
+    }
+
+    /// A refusal is tried once more, an interruption until it goes, and
+    /// `refused` hears every other error with whether a try is left.
+    #[test]
+    fn a_send_is_retried_once_after_a_refusal_and_after_every_interruption() {
+        let kinds = |list: &[io::ErrorKind]| {
+            let mut results: Vec<io::Result<usize>> =
+                list.iter().map(|&k| Err(io::Error::from(k))).collect();
+            results.push(Ok(7));
+            results.reverse();
+            results
+        };
+        let refused = io::ErrorKind::ConnectionRefused;
+        let interrupted = io::ErrorKind::Interrupted;
+        for (errors, heard, result) in [
+            (vec![], vec![], Ok(7)),
+            (vec![interrupted, interrupted], vec![], Ok(7)),
+            (vec![refused], vec![(refused, true)], Ok(7)),
+            (
+                vec![refused, interrupted, refused],
+                vec![(refused, true), (refused, false)],
+                Err(refused),
+            ),
+            (
+                vec![io::ErrorKind::WouldBlock],
+                vec![(io::ErrorKind::WouldBlock, true)],
+                Err(io::ErrorKind::WouldBlock),
+            ),
+        ] {
+            let mut sends = kinds(&errors);
+            let mut calls = Vec::new();
+            let got = send_retrying(
+                || sends.pop().expect("no send after the last result"),
+                |e, left| {
+                    calls.push((e.kind(), left));
+                    e.kind() == refused
+                },
+            );
+            assert_eq!(got.map_err(|e| e.kind()), result, "{errors:?}");
+            assert_eq!(calls, heard, "{errors:?}");
+        }
+    }
 
     #[test]
     fn a_port_in_use_says_who_may_hold_it() {

@@ -9,7 +9,7 @@
 
 use std::fmt;
 use std::io;
-use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, UdpSocket};
+use std::net::{SocketAddr, UdpSocket};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -17,6 +17,7 @@ use std::time::{Duration, Instant};
 use log::warn;
 
 use super::{thousands, CaptureError, FileFormat, Reader, Selection, Streams, RAW_DUMP_RATE};
+use crate::socket;
 
 /// The slowest replay accepted: a thousand times slower than captured.
 pub const MIN_SPEED: f64 = 0.001;
@@ -383,7 +384,7 @@ pub fn replay(
     stop: &AtomicBool,
     progress: &mut dyn FnMut(&Progress),
 ) -> Result<Report, CaptureError> {
-    let socket = connect(options.to).map_err(|source| CaptureError::Socket {
+    let socket = socket::connect(options.to).map_err(|source| CaptureError::Socket {
         to: options.to,
         source,
     })?;
@@ -450,47 +451,32 @@ pub fn replay(
     Ok(report)
 }
 
-/// A socket of `to`'s family on an ephemeral port, connected to `to` so that
-/// the OS reports when nothing listens there.
-fn connect(to: SocketAddr) -> io::Result<UdpSocket> {
-    let any: SocketAddr = if to.is_ipv4() {
-        (Ipv4Addr::UNSPECIFIED, 0).into()
-    } else {
-        (Ipv6Addr::UNSPECIFIED, 0).into()
-    };
-    let socket = UdpSocket::bind(any)?;
-    socket.connect(to)?;
-    Ok(socket)
-}
-
-/// One send. An earlier datagram's ICMP "port unreachable" comes back on a later
-/// send (Windows calls it a reset), which it fails: that send is tried once more,
-/// counted, and the first one said (nothing is listening yet, or any more).
+/// One send ([`socket::send_retrying`]). An earlier datagram's ICMP "port
+/// unreachable" comes back on a later send (Windows calls it a reset), which it
+/// fails: that send is tried once more, counted, and the first one said
+/// (nothing is listening yet, or any more).
 fn send(socket: &UdpSocket, payload: &[u8], report: &mut Report) -> io::Result<()> {
-    let mut retried = false;
-    loop {
-        match socket.send(payload) {
-            Ok(_) => return Ok(()),
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e)
-                if !retried
-                    && matches!(
-                        e.kind(),
-                        io::ErrorKind::ConnectionRefused | io::ErrorKind::ConnectionReset
-                    ) =>
-            {
-                if report.refused == 0 {
-                    warn!(
-                        "nothing is listening at {} (is the tool running?); still sending",
-                        report.to
-                    );
-                }
-                report.refused += 1;
-                retried = true;
+    socket::send_retrying(
+        || socket.send(payload),
+        |e, retry_left| {
+            let refused = matches!(
+                e.kind(),
+                io::ErrorKind::ConnectionRefused | io::ErrorKind::ConnectionReset
+            );
+            if !retry_left || !refused {
+                return false;
             }
-            Err(e) => return Err(e),
-        }
-    }
+            if report.refused == 0 {
+                warn!(
+                    "nothing is listening at {} (is the tool running?); still sending",
+                    report.to
+                );
+            }
+            report.refused += 1;
+            true
+        },
+    )
+    .map(|_| ())
 }
 
 /// Waits until `deadline`; false if `stop` was set first.

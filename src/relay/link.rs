@@ -37,9 +37,8 @@ enum Sent {
     Failed,
 }
 
-/// One send, reporting its errors. A refused send is tried once more: Linux
-/// reports an earlier frame's ICMP on the next send and drops that frame, so the
-/// retry is what delivers the first frame after a consumer comes back.
+/// One send, reporting its errors but `WouldBlock` ([`socket::send_retrying`]:
+/// a refused send is tried once more).
 fn try_send(
     socket: &UdpSocket,
     warner: &mut Warner,
@@ -47,21 +46,17 @@ fn try_send(
     report: &mut Report<'_>,
     clock: Clock,
 ) -> Sent {
-    let mut retried = false;
-    loop {
-        match socket.send(bytes) {
-            Ok(_) => return Sent::Yes,
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Sent::WouldBlock,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(e) => {
-                let kind = warner.report(&e, report, clock);
-                if kind == SendErrorKind::Refused && !retried {
-                    retried = true;
-                    continue;
-                }
-                return Sent::Failed;
-            }
-        }
+    let sent = socket::send_retrying(
+        || socket.send(bytes),
+        |e, _| {
+            e.kind() != io::ErrorKind::WouldBlock
+                && warner.report(e, report, clock) == SendErrorKind::Refused
+        },
+    );
+    match sent {
+        Ok(_) => Sent::Yes,
+        Err(e) if e.kind() == io::ErrorKind::WouldBlock => Sent::WouldBlock,
+        Err(_) => Sent::Failed,
     }
 }
 

@@ -9,13 +9,14 @@
 
 use std::fmt;
 use std::io;
-use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, UdpSocket};
+use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use super::{Simulator, RACE_OFF_FRAMES};
 use crate::config::{self, ConfigError, Problem};
 use crate::numbers::{Count, Thousands};
+use crate::socket;
 use crate::stats::Elapsed;
 use crate::wire::{Format, FORMAT_IDS, MAX_LEN};
 
@@ -249,15 +250,9 @@ impl fmt::Display for SendReport {
 /// set, then the race-off frames. Errors only when no socket can be opened; a
 /// failed send is counted and the drive goes on (UDP: nobody may be listening).
 pub fn send(options: &SendOptions, stop: &AtomicBool) -> io::Result<SendReport> {
-    let any: SocketAddr = if options.to.is_ipv6() {
-        (Ipv6Addr::UNSPECIFIED, 0).into()
-    } else {
-        (Ipv4Addr::UNSPECIFIED, 0).into()
-    };
-    let socket = UdpSocket::bind(any)?;
     // Connected, so a closed port's ICMP comes back as "refused" on the next
     // send: said once, as the relay does for a destination.
-    socket.connect(options.to)?;
+    let socket = socket::connect(options.to)?;
     let mut refused = false;
     let mut sim = Simulator::new(options.format, options.seed);
     let mut buf = [0u8; MAX_LEN];
@@ -296,34 +291,34 @@ pub fn send(options: &SendOptions, stop: &AtomicBool) -> io::Result<SendReport> 
         let len = sim
             .frame(dt, &mut buf)
             .expect("a MAX_LEN buffer holds every format");
-        let mut retried = false;
-        loop {
-            match socket.send(&buf[..len]) {
-                Ok(_) => report.sent += 1,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                // The refusal of an earlier frame: this one was not sent yet.
-                Err(e) if e.kind() == io::ErrorKind::ConnectionRefused && !retried => {
-                    if !refused {
-                        refused = true;
-                        log::warn!(
-                            "{}: nothing is listening on that port (is forza-relay or the \
-                             tool running?); still sending to it",
-                            options.to
-                        );
-                    }
-                    report.refused += 1;
-                    retried = true;
-                    continue;
+        let sent = socket::send_retrying(
+            || socket.send(&buf[..len]),
+            // The refusal of an earlier frame: this one was not sent yet.
+            |e, retry_left| {
+                if !retry_left || e.kind() != io::ErrorKind::ConnectionRefused {
+                    return false;
                 }
-                Err(e) => {
-                    report.send_errors += 1;
-                    if report.first_error.is_none() {
-                        log::warn!("sending to {} failed: {e}", options.to);
-                        report.first_error = Some(e.to_string());
-                    }
+                if !refused {
+                    refused = true;
+                    log::warn!(
+                        "{}: nothing is listening on that port (is forza-relay or the \
+                         tool running?); still sending to it",
+                        options.to
+                    );
+                }
+                report.refused += 1;
+                true
+            },
+        );
+        match sent {
+            Ok(_) => report.sent += 1,
+            Err(e) => {
+                report.send_errors += 1;
+                if report.first_error.is_none() {
+                    log::warn!("sending to {} failed: {e}", options.to);
+                    report.first_error = Some(e.to_string());
                 }
             }
-            break;
         }
         frames += 1;
         if let Some(left) = &mut race_off_left {
@@ -343,6 +338,8 @@ pub fn send(options: &SendOptions, stop: &AtomicBool) -> io::Result<SendReport> 
 
 #[cfg(test)]
 mod tests {
+    use std::net::UdpSocket;
+
     use super::*;
 
     #[test]
