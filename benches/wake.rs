@@ -1,7 +1,7 @@
 //! How soon a command takes effect on a relay asleep inside its receive
 //! (issue 16): the round trip of [`Control::snapshot`] to an idle relay, whose
 //! loop the wake-up datagram has to wake (on Linux; elsewhere the poll's
-//! waker does). The issue asks for well under 10 ms; tests/relay.rs proves the
+//! waker does). The issue asks for well under 10 ms; tests/it/relay.rs proves the
 //! behaviour, this measures it.
 //!
 //! ```sh

@@ -9,7 +9,7 @@
 //! layouts; the gear labels from [`Gear`]; the Horizon guesses by running
 //! [`detect_horizon`]. Units and meanings come from [`NOTES`], one entry per field
 //! (the field table has no unit column), and the prose about the stream from the
-//! constants at the end of this file. `tests/generated.rs` fails when
+//! constants at the end of this file. `tests/it/generated.rs` fails when
 //! `docs/formats.md` is not exactly [`markdown`]'s output.
 //!
 //! Generating is not on any hot path: it allocates freely, and it panics when
@@ -28,7 +28,7 @@ use crate::wire::{
 pub const PATH: &str = "docs/formats.md";
 
 /// The command that writes [`PATH`] again after the code changed.
-pub const REGENERATE: &str = "FORZA_RELAY_BLESS=1 cargo test --test generated";
+pub const REGENERATE: &str = "FORZA_RELAY_BLESS=1 cargo test --test it generated::";
 
 /// Unit, range or meaning of each field, by its name in [`field::ALL`], as the
 /// project's formats notes give them; `""` where they give none.
@@ -204,7 +204,7 @@ pub fn markdown() -> String {
 forza-relay's reference for the packets it reads, writes and translates. The tables
 below are generated from the code that does it: the field table
 (`src/wire/field.rs`), the layouts of the formats (`src/wire/mod.rs`), and what
-`translate` (`src/translate.rs`) does to sample packets; `tests/generated.rs` fails
+`translate` (`src/translate.rs`) does to sample packets; `tests/it/generated.rs` fails
 when this page and the code disagree.
 
 Everything is little endian and packed, with no padding between fields. Types: S =

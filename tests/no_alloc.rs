@@ -216,7 +216,7 @@ fn the_simulator_allocates_nothing_per_frame() {
 /// Issue 16: the same through [`Relay::step`], which waits inside the receive
 /// when no frame waits (no `max_rate` here, so every turn may), with a tap
 /// attached. (A command's answer allocates, a snapshot's list for one: commands
-/// are not per packet, and tests/relay.rs wakes the wait with them.)
+/// are not per packet, and tests/it/relay.rs wakes the wait with them.)
 #[test]
 fn waiting_in_the_receive_allocates_nothing_per_packet() {
     let stop = Arc::new(AtomicBool::new(false));

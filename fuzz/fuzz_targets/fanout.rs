@@ -7,7 +7,7 @@
 //! written from the formats reference; the counters must be the oracle's and
 //! add up. The script and its checks live in
 //! tests/fanout_check (shared with the stable property test
-//! tests/fanout_props.rs, which runs them in CI).
+//! tests/it/fanout_props.rs, which runs them in CI).
 
 #![no_main]
 

@@ -117,7 +117,7 @@ fn parse_layout(text: &str) -> Result<Output, String> {
 pub fn tools() -> &'static [Tool] {
     static TOOLS: OnceLock<Vec<Tool>> = OnceLock::new();
     TOOLS.get_or_init(|| {
-        parse(TOOLS_TOML).expect("src/tools.toml parses (tests/setup.rs checks every row)")
+        parse(TOOLS_TOML).expect("src/tools.toml parses (tests/it/setup.rs checks every row)")
     })
 }
 

@@ -1,6 +1,7 @@
 //! A global allocator that counts allocations on the threads that arm it, for
 //! the tests that prove a loop allocates nothing per packet (`no_alloc.rs`,
-//! `logging.rs`). Each test binary installs it with
+//! `logging.rs`, and the capture writer's test in `it/capture.rs`). Each test
+//! program installs it with
 //! `#[global_allocator] static GLOBAL: counting::Counting = counting::Counting;`.
 
 use std::alloc::{GlobalAlloc, Layout, System};

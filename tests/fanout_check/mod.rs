@@ -14,7 +14,7 @@
 //!
 //! Shared by the cargo-fuzz target `fanout` (fuzz/fuzz_targets/fanout.rs, which
 //! includes this file by path) and the stable property test
-//! tests/fanout_props.rs, so CI runs the same checks over random scripts.
+//! tests/it/fanout_props.rs, so CI runs the same checks over random scripts.
 //!
 //! What [`run`] asserts, besides "never panics":
 //! - `handle`'s verdict: disallowed exactly for senders outside `listen.allow`,

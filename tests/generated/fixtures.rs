@@ -1,5 +1,5 @@
 //! The packets of `tests/fixtures/{sled,fm7,fm2023,fh4,fh5,fh6}.bin`, one per format.
-//! `tests/generated.rs` checks that the committed files are these bytes, and with
+//! `tests/it/generated.rs` checks that the committed files are these bytes, and with
 //! `FORZA_RELAY_BLESS=1` writes them again.
 //!
 //! Each packet is built field by field from a [`Fields`] literal with distinct,

@@ -7,7 +7,7 @@
 //! tests run on Linux only: the Windows build of this file (under Wine) keeps
 //! the table test and the doctor tests that need no helper.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeSet;
 use std::net::UdpSocket;

@@ -5,7 +5,7 @@
 //! the packets come over a real loopback socket from the real program.
 
 // The shared helpers; this binary uses the receiver and the child-process parts.
-mod common;
+use crate::common;
 
 use std::io;
 use std::net::UdpSocket;
@@ -138,7 +138,7 @@ fn demo_shows_the_drive_the_translation_and_the_summary() {
     for line in &lines {
         assert!(line.contains("CarClass R(6) -> S2(5)"), "{line}");
         // The last column before the counts: the drive's first lap is lap 1, as
-        // `watch` shows it too (issue 13; tests/watch.rs).
+        // `watch` shows it too (issue 13; tests/it/watch.rs).
         let lap = line
             .split('|')
             .next()

@@ -3,7 +3,7 @@
 //! file changes. Destinations that did not change must receive every packet
 //! sent during the reload.
 
-mod common;
+use crate::common;
 
 use std::io;
 use std::net::{SocketAddr, UdpSocket};

@@ -10,7 +10,7 @@
 //!
 //! Debian's `chromium` and `chromium-driver`, which `.ci/run` installs.
 
-mod common;
+use crate::common;
 
 use std::net::{SocketAddr, TcpListener, UdpSocket};
 use std::process::{Child, Command, Stdio};
@@ -479,7 +479,7 @@ fn the_page_in_chromium_shows_the_car_and_adds_and_removes_a_destination() {
     let png = base64(shot.as_str().expect("a screenshot"));
     assert!(png.starts_with(b"\x89PNG"), "a PNG");
     // Into target/ on every run; into docs/ (the README's picture) only when
-    // asked, as tests/generated.rs regenerates its files.
+    // asked, as tests/it/generated.rs regenerates its files.
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
     let folder = if std::env::var_os("FORZA_RELAY_BLESS").is_some() {
         root.join("docs")

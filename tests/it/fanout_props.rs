@@ -5,8 +5,8 @@
 //! counters with hostile bytes on every run, against an oracle written from
 //! the formats reference (issue 17).
 
-mod common;
-mod fanout_check;
+use crate::common;
+use crate::fanout_check;
 
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};

@@ -5,7 +5,7 @@
 //! this computer's LAN address on the listen port is refused as a loop.
 
 // Only the binary helpers, receivers and packets are used here.
-mod common;
+use crate::common;
 
 use std::net::{IpAddr, SocketAddr, UdpSocket};
 
@@ -16,7 +16,7 @@ use proptest::prelude::*;
 use common::bin::{Bin, Finished};
 use common::{receiver, recv, Sender, Spec, TempPath};
 
-const EXAMPLE: &str = include_str!("../config.example.toml");
+const EXAMPLE: &str = include_str!("../../config.example.toml");
 
 /// A temp file holding `bytes`.
 #[track_caller]

@@ -4,7 +4,7 @@
 //! resolving at a reload. Each test asserts that nothing valid is lost, that the
 //! process stays up, and that the final JSON counters (`--stats-format json`)
 //! add up per destination: sent + dropped by reason = received. Each prints its
-//! figures: `cargo test --test faults -- --nocapture`.
+//! figures: `cargo test --test it faults:: -- --skip config_faults --nocapture`.
 //!
 //! Sizes: every size from 0 to 65,507, as issue 9 asks: 65,508 datagrams and
 //! 2.1 GB, about 6 s here. For a quick run, `FORZA_FAULTS_SAMPLED=1` sends every
@@ -13,13 +13,13 @@
 //! equal slices (about 15 bytes wide) up to 65,507, plus powers of two ±1 and
 //! the largest payloads: 6,161 sizes, 143 MB, under a second.
 //!
-//! The configuration-file faults and the port in use are tests/config_faults.rs;
-//! the core alone under hostile scripts is tests/fanout_props.rs.
+//! The configuration-file faults and the port in use are tests/it/config_faults.rs;
+//! the core alone under hostile scripts is tests/it/fanout_props.rs.
 //!
 //! Unix only: the binary is stopped with `kill -INT`, which Windows lacks.
 #![cfg(unix)]
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeSet;
 use std::io;
@@ -995,13 +995,13 @@ fn in_own_hosts_file(hosts: &TempPath, resolv: &TempPath, args: &[&str]) -> Opti
             let why = format!(
                 "it cannot mount a hosts file in a user namespace here ({status}); the \
                  library test a_hostname_that_stops_resolving_keeps_its_address \
-                 (tests/reload.rs) still runs"
+                 (tests/it/reload.rs) still runs"
             );
             common::require_tool("unshare", false, &why);
             None
         }
         Err(e) => {
-            let why = format!("{e}; tests/reload.rs has the library test");
+            let why = format!("{e}; tests/it/reload.rs has the library test");
             common::require_tool("unshare", false, &why);
             None
         }

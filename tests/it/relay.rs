@@ -2,7 +2,7 @@
 //! `Relay` on a thread (or driven with `poll_once`), and the `forza-relay` binary
 //! run the way a user runs it.
 
-mod common;
+use crate::common;
 
 use std::net::{SocketAddr, UdpSocket};
 use std::sync::atomic::{AtomicU32, Ordering};

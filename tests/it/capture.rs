@@ -2,7 +2,7 @@
 //! by hand, and made with tcpdump and tshark under tests/fixtures/captures/),
 //! errors, replay through loopback, and tshark reading what the writer wrote.
 
-mod common;
+use crate::common;
 
 use std::net::{IpAddr, SocketAddr, UdpSocket};
 use std::path::{Path, PathBuf};
@@ -27,41 +27,9 @@ use pcap_file::{DataLink, TsResolution};
 use common::bin::Bin;
 use common::*;
 
-/// Counts allocations made on a thread that armed it (see
-/// `the_writer_allocates_nothing_per_record`); every other thread is not counted.
-struct Counting;
-
-thread_local! {
-    static ARMED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
-}
-static ALLOCATIONS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-
-fn count_allocation() {
-    if ARMED.try_with(std::cell::Cell::get).unwrap_or(false) {
-        ALLOCATIONS.fetch_add(1, Ordering::SeqCst);
-    }
-}
-
-unsafe impl std::alloc::GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: std::alloc::Layout) -> *mut u8 {
-        count_allocation();
-        std::alloc::System.alloc(layout)
-    }
-    unsafe fn alloc_zeroed(&self, layout: std::alloc::Layout) -> *mut u8 {
-        count_allocation();
-        std::alloc::System.alloc_zeroed(layout)
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: std::alloc::Layout, size: usize) -> *mut u8 {
-        count_allocation();
-        std::alloc::System.realloc(ptr, layout, size)
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: std::alloc::Layout) {
-        std::alloc::System.dealloc(ptr, layout)
-    }
-}
-
-#[global_allocator]
-static GLOBAL: Counting = Counting;
+// The program's allocator counts on a thread that armed it (tests/counting,
+// installed in main.rs): `the_writer_allocates_nothing_per_record` arms its own.
+use crate::counting::{ALLOCATIONS, ARMED};
 
 /// 2023-11-14 22:13:20 UTC plus a fraction with every digit down to the nanosecond.
 const BASE_SECS: u64 = 1_700_000_000;

@@ -1,7 +1,7 @@
 //! `watch`, `export` and `dissector` run the way a user runs them: the real binary
 //! on loopback, its output read back with the `csv` crate, serde_json and tshark.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -503,7 +503,7 @@ fn issue_13_export_leaves_derived_labels_empty_for_a_menu_frame() {
 
 /// Issue 13 item 9: the demo showed `lap 1` where `watch` showed `Lap 0` for the
 /// same drive. The simulated drive starts on its first lap: `lap 1` in `watch`
-/// as in the demo (tests/simulate.rs).
+/// as in the demo (tests/it/simulate.rs).
 #[test]
 fn issue_13_watch_counts_the_first_lap_of_a_drive_as_lap_1() {
     let mut bin = Piped::spawn(&["watch", "--listen", "127.0.0.1:0", "--format", "fh6"]);
@@ -685,12 +685,12 @@ fn same(shown: &str, value: Cell) -> bool {
 }
 
 const FIXTURES: [(Format, &[u8]); 6] = [
-    (Format::Sled, include_bytes!("fixtures/sled.bin")),
-    (Format::Fm7, include_bytes!("fixtures/fm7.bin")),
-    (Format::Fm2023, include_bytes!("fixtures/fm2023.bin")),
-    (Format::Fh4, include_bytes!("fixtures/fh4.bin")),
-    (Format::Fh5, include_bytes!("fixtures/fh5.bin")),
-    (Format::Fh6, include_bytes!("fixtures/fh6.bin")),
+    (Format::Sled, include_bytes!("../fixtures/sled.bin")),
+    (Format::Fm7, include_bytes!("../fixtures/fm7.bin")),
+    (Format::Fm2023, include_bytes!("../fixtures/fm2023.bin")),
+    (Format::Fh4, include_bytes!("../fixtures/fh4.bin")),
+    (Format::Fh5, include_bytes!("../fixtures/fh5.bin")),
+    (Format::Fh6, include_bytes!("../fixtures/fh6.bin")),
 ];
 
 /// Every field (every wheel) of the table with its display-filter name.

@@ -2,7 +2,7 @@
 //! what it wrote; `[record]` while relaying at 1,000 packets/s; and tshark
 //! reading a recording.
 
-mod common;
+use crate::common;
 
 use std::net::{SocketAddr, UdpSocket};
 use std::path::Path;

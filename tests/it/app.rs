@@ -8,7 +8,7 @@
 //! `src/platform/windows.rs`.
 #![cfg(unix)]
 
-mod common;
+use crate::common;
 
 use std::io::{self, Write as _};
 use std::net::{SocketAddr, UdpSocket};

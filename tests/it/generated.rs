@@ -1,19 +1,16 @@
 //! Files committed to the repository that the code generates: the format reference
 //! `docs/formats.md` and the packet fixtures `tests/fixtures/*.bin`. Each test fails
 //! when a committed file is not what its generator makes now, and says how to write
-//! it again: `FORZA_RELAY_BLESS=1 cargo test --test generated` rewrites every file
+//! it again: `FORZA_RELAY_BLESS=1 cargo test --test it generated::` rewrites every file
 //! here instead of comparing (then review the diff and commit it).
 
-mod generated {
-    pub mod fixtures;
-}
+#[path = "../generated/fixtures.rs"]
+mod fixtures;
 
 use std::path::Path;
 
 use forza_relay::reference;
 use forza_relay::wire::Format;
-
-use generated::fixtures;
 
 /// Set to 1 to write the generated files instead of checking them.
 const BLESS: &str = "FORZA_RELAY_BLESS";

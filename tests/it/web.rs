@@ -3,7 +3,7 @@
 //! oversized body, malformed requests) with nothing changed and the relay
 //! still forwarding every packet, and destinations changed from it.
 
-mod common;
+use crate::common;
 
 use std::net::{SocketAddr, UdpSocket};
 use std::time::{Duration, Instant};
