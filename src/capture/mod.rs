@@ -16,6 +16,7 @@
 
 mod ip;
 mod link;
+mod raw;
 mod read;
 pub mod record;
 pub mod replay;
@@ -29,9 +30,8 @@ use std::path::PathBuf;
 
 pub use crate::tap::Datagram;
 pub use link::LinkType;
-pub use read::{
-    Damage, FileFormat, NotRawDump, Reader, Skipped, MAX_RECORD, RAW_DUMP_ADDR, RAW_DUMP_RATE,
-};
+pub use raw::{NotRawDump, RAW_DUMP_ADDR, RAW_DUMP_RATE};
+pub use read::{Damage, FileFormat, Reader, Skipped, MAX_RECORD};
 pub use record::{create_new, Existing};
 pub use streams::{Listing, Selection, Stream, Streams, MAX_STREAMS, SHOWN_STREAMS};
 pub use write::Writer;
