@@ -959,7 +959,7 @@ mod tests {
     }
 }
 
-/// Relay snapshots for the dashboard's tests (here and in `dashboard.rs`).
+/// Relay snapshots for the dashboard's tests (here and in `dashboard/`).
 #[cfg(test)]
 pub(crate) mod fixtures {
     use std::time::Duration;

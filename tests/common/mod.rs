@@ -1,7 +1,7 @@
 //! Helpers for the relay's integration tests: loopback sockets with read timeouts,
 //! a relay running on its own thread, packets built field by field from named
 //! values, and the real binary run as a child process with bounded waits.
-//! Each test binary uses a part of them.
+//! Each test file uses a part of them.
 #![allow(dead_code)]
 
 pub mod bin;

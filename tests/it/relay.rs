@@ -1683,7 +1683,7 @@ fn binary_sends_no_stale_frame_after_a_stall_to_a_destination_with_max_age() {
     );
     assert_eq!(got_plain.len(), queued.len() + 1);
     // Draining the backlog, the relay holds plain's frames back until rig
-    // has the newest (src/relay.rs, issue 15): the fresh frame is waiting at
+    // has the newest (src/relay/link.rs, issue 15): the fresh frame is waiting at
     // rig, and nothing else may be.
     assert_eq!(
         timestamp(&recv(&rig)),

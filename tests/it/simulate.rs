@@ -1,10 +1,10 @@
 //! `simulate` and `demo` run as a user runs them (the real binary). The
 //! simulator's promise to allocate nothing per frame is in tests/no_alloc.rs.
 //!
-//! The physics of the drive is checked frame by frame in `src/simulate.rs`; here
+//! The physics of the drive is checked frame by frame in `src/simulate/car.rs`; here
 //! the packets come over a real loopback socket from the real program.
 
-// The shared helpers; this binary uses the receiver and the child-process parts.
+// The shared helpers; these tests use the receiver and the child-process parts.
 use crate::common;
 
 use std::io;
