@@ -44,6 +44,8 @@
 //! `car.rs`; what a frame's packet shows, field by field, in `packet.rs`; the
 //! random numbers in `random.rs`; the circuit in `track.rs`; sending a drive
 //! over UDP in `send.rs`.
+//!
+//! [`Fields::write`]: crate::wire::Fields::write
 
 mod car;
 mod packet;

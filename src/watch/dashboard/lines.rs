@@ -11,7 +11,7 @@ use crate::watch::source::{Next, Source};
 
 /// Prints [`plain_line`] every `interval` until `stop` or the source's end (then
 /// once more). `on_line` runs before each line but the last, as `on_frame` does
-/// for [`dashboard`]. A closed stdout (`| head`) ends it quietly.
+/// for [`dashboard`](super::dashboard). A closed stdout (`| head`) ends it quietly.
 pub fn print_lines(
     source: &mut dyn Source,
     model: &mut Model,
