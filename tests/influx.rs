@@ -5,12 +5,12 @@
 
 mod common;
 
-use std::net::{SocketAddr, TcpListener, TcpStream, UdpSocket};
+use std::net::{SocketAddr, TcpStream, UdpSocket};
 use std::process::{Child, Command, Stdio};
 use std::thread;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use common::{http, require_tool, Spec, TempPath, CAR_ORDINAL, SPEED};
+use common::{free_port, http, require_tool, Spec, TempPath, CAR_ORDINAL, SPEED};
 use forza_relay::output::{Encoder, Encoding, Frame, Selection};
 use forza_relay::wire::{Format, Packet, Puddle};
 use serde_json::Value;
@@ -18,17 +18,6 @@ use serde_json::Value;
 /// The longest influxd may take to answer /ping, and the written points to be
 /// read back: only a hang reaches it (it starts in a few seconds).
 const WAIT: Duration = Duration::from_secs(60);
-
-/// A loopback port nothing listens on now (TCP and UDP alike).
-fn free_port() -> u16 {
-    loop {
-        let tcp = TcpListener::bind("127.0.0.1:0").expect("bind a free port");
-        let port = tcp.local_addr().expect("bound").port();
-        if UdpSocket::bind(("127.0.0.1", port)).is_ok() {
-            return port;
-        }
-    }
-}
 
 /// A running influxd, killed (by its id) and its folder removed when dropped.
 struct Influxd {

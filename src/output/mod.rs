@@ -17,6 +17,7 @@
 
 pub mod influx;
 pub mod json;
+pub mod mqtt;
 
 use std::fmt;
 use std::str::FromStr;
