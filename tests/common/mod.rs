@@ -51,6 +51,21 @@ pub fn runs(tool: &str) -> bool {
         .is_ok_and(|s| s.success())
 }
 
+/// A loopback port nothing listens on now, TCP or UDP, for a server a test
+/// starts (influxd, mosquitto) that takes its port from a file.
+pub fn free_port() -> u16 {
+    loop {
+        let tcp = std::net::TcpListener::bind("127.0.0.1:0").expect("bind a free port");
+        let port = tcp
+            .local_addr()
+            .expect("a bound socket has an address")
+            .port();
+        if UdpSocket::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
+}
+
 /// How long a receiver waits for one datagram before the test fails: a bound
 /// only a lost datagram reaches, also under qemu and Wine on a loaded machine
 /// (no test waits for it to pass).
