@@ -27,6 +27,10 @@ use counting::{ALLOCATIONS, ARMED};
 #[global_allocator]
 static GLOBAL: counting::Counting = counting::Counting;
 
+/// The text outputs' encoder (src/output/): nothing allocated per frame.
+#[path = "no_alloc/output.rs"]
+mod output;
+
 const WARM_UP: u64 = 200;
 const MEASURED: u64 = 1_500;
 

@@ -4,7 +4,7 @@
 //! An [`Encoder`] is made once per (encoding, field selection) and fed one frame
 //! at a time ([`Frame`]: the datagram's bytes, the format it was read as, when it
 //! was received); it writes into a caller-owned `Vec<u8>` kept between frames, so
-//! once that buffer has grown, encoding allocates nothing (tests/no_alloc_output.rs).
+//! once that buffer has grown, encoding allocates nothing (tests/no_alloc/output.rs).
 //! Everything a frame's text needs that does not change between frames (the
 //! column names, quoted and escaped, each with its separator) is made by
 //! [`Encoder::new`].

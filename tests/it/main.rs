@@ -29,6 +29,8 @@ mod docs;
 mod fanout_props;
 mod faults;
 mod generated;
+mod influx;
+mod mqtt;
 mod record;
 mod relay;
 mod reload;

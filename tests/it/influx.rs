@@ -3,7 +3,7 @@
 //! listeners; frames encoded by `forza_relay::output` are sent to them as the
 //! relay will send them, and read back over HTTP with InfluxQL.
 
-mod common;
+use crate::common;
 
 use std::net::{SocketAddr, TcpStream, UdpSocket};
 use std::process::{Child, Command, Stdio};

@@ -4,7 +4,7 @@
 //! Frames are fed through a tap, as the relay feeds it. The last test needs no
 //! broker: a stop is prompt whatever the broker does.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};

@@ -10,12 +10,7 @@ use std::time::{Duration, UNIX_EPOCH};
 use forza_relay::output::{Encoder, Encoding, Frame, Selection};
 use forza_relay::wire::{Format, Packet, Puddle, Wheels};
 
-mod counting;
-
-use counting::{ALLOCATIONS, ARMED};
-
-#[global_allocator]
-static GLOBAL: counting::Counting = counting::Counting;
+use crate::counting::{ALLOCATIONS, ARMED};
 
 /// Frame `i` of `format`: racing, a menu frame every tenth, and a NaN rpm every
 /// seventh; every value moves with `i`.
