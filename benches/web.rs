@@ -29,7 +29,7 @@ use forza_relay::wire::{Format, MAX_LEN};
 const RATE: u32 = 360;
 const PHASE: Duration = Duration::from_secs(5);
 const ROUNDS: usize = 3;
-const WEB_THREADS: [&str; 3] = ["web", "web-feed", "web-events"];
+const WEB_THREADS: [&str; 3] = ["web", "web-feed", "web-work"];
 
 /// CPU ns and context switches (voluntary, involuntary) of one thread.
 #[derive(Debug, Clone, Copy, Default)]

@@ -1,11 +1,13 @@
 //! The page's HTTP side: every request is checked before anything else
-//! happens, then served from the embedded assets, the feed's latest updates,
-//! or turned into a change.
+//! happens, then served from the embedded assets, the feed's newest updates,
+//! or turned into a change. Handlers only read and send: what waits (a file,
+//! the relay's answer) runs on a worker thread, never on the connections'.
 //!
 //! The checks, in order (issue 14's security rules):
-//! 1. at most [`MAX_HEADER_BYTES`] of headers (431), a body of at most
-//!    [`MAX_BODY`] (413), GET or POST only (405); a request tiny_http could not
-//!    parse has already had its 400;
+//! 1. at most [`MAX_HEADER_BYTES`] of headers (431; a head over
+//!    [`connections::MAX_HEAD_BUFFER`] was refused with 431 as it came), a
+//!    body of at most [`MAX_BODY`] (413), GET or POST only (405); a request
+//!    hyper could not parse has already had its 400;
 //! 2. the `Host` is this computer's name for the page (`localhost`,
 //!    `127.0.0.1`, `[::1]`, the bound address, or any IP literal when bound
 //!    to every interface), with the page's port: a DNS-rebinding page's own
@@ -14,20 +16,27 @@
 //!    cookie) or the cookie (401 without it);
 //! 4. a change (POST) carries a same-origin `Origin` and the token in
 //!    `X-Forza-Token`, which only the page itself has read (403).
+//!
+//! Then every request has [`connections::REQUEST_DEADLINE`] to be answered,
+//! its body included (408).
 
-use std::io::{Read as _, Write as _};
 use std::net::IpAddr;
 use std::sync::Arc;
 
-use log::{info, warn};
+use axum::extract::{Request, State};
+use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::Router;
+use futures_util::StreamExt as _;
+use log::info;
 use serde::Deserialize;
 use serde_json::{json, Value};
-use tiny_http::{Header, Method, Request, Response};
 
+use super::connections::{self, Peer};
 use super::feed::{self, PageRecording};
-use super::{edit, lock, Client, Shared, MAX_BODY, MAX_CLIENTS, MAX_HEADER_BYTES};
-use crate::stats::Snapshot;
-use crate::watch::model::DestinationRates;
+use super::{edit, live, lock, Shared, MAX_BODY, MAX_HEADER_BYTES};
 
 const INDEX: &str = include_str!("assets/index.html");
 const SCRIPT: &str = include_str!("assets/app.js");
@@ -41,57 +50,49 @@ const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-
                    frame-ancestors 'none'";
 /// The cookie that keeps the token on a non-loopback page.
 const COOKIE: &str = "forza_relay_token";
-/// How often an event stream with nothing to say writes a comment, to find out
-/// that its page is gone.
-const KEEPALIVE: std::time::Duration = std::time::Duration::from_secs(15);
 
-/// Takes requests until the web page stops.
-pub fn serve(shared: &Arc<Shared>, server: &tiny_http::Server) {
-    for request in server.incoming_requests() {
-        if shared.stopping() {
-            break;
-        }
-        handle(shared, request);
-    }
+/// Every route, behind the checks.
+pub fn router(shared: Arc<Shared>) -> Router {
+    Router::new()
+        .route("/", get(index))
+        .route(
+            "/app.js",
+            get(|| asset(SCRIPT, "text/javascript; charset=utf-8")),
+        )
+        .route("/app.css", get(|| asset(STYLE, "text/css; charset=utf-8")))
+        .route("/icon.svg", get(|| asset(ICON, "image/svg+xml")))
+        .route("/api/snapshot", get(snapshot_route))
+        .route("/api/events", get(events_route))
+        .route("/api/destinations", post(destinations_route))
+        .route("/api/recording", post(recording_route))
+        .fallback(not_found)
+        .layer(middleware::from_fn_with_state(shared.clone(), guard))
+        .with_state(shared)
 }
 
 /// A refusal: its status and why, in words.
-struct Refused(u16, String);
+struct Refused(StatusCode, String);
 
-fn header<'a>(request: &'a Request, name: &'static str) -> Option<&'a str> {
-    request
-        .headers()
-        .iter()
-        .find(|h| h.field.equiv(name))
-        .map(|h| h.value.as_str())
-}
-
-fn with_headers<R: std::io::Read>(mut response: Response<R>, content_type: &str) -> Response<R> {
-    let mut add = |name: &str, value: &str| {
-        if let Ok(h) = Header::from_bytes(name.as_bytes(), value.as_bytes()) {
-            response.add_header(h);
-        }
-    };
-    add("Content-Type", content_type);
-    add("Content-Security-Policy", CSP);
-    add("X-Content-Type-Options", "nosniff");
-    add("Referrer-Policy", "no-referrer");
-    add("Cache-Control", "no-store");
-    response
-}
-
-fn text(status: u16, body: &str) -> Response<std::io::Cursor<Vec<u8>>> {
-    with_headers(
-        Response::from_string(body).with_status_code(status),
-        "text/plain; charset=utf-8",
+fn text(status: StatusCode, body: String) -> Response {
+    (
+        status,
+        [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
+        body,
     )
+        .into_response()
 }
 
-fn json_response(status: u16, body: &Value) -> Response<std::io::Cursor<Vec<u8>>> {
-    with_headers(
-        Response::from_string(body.to_string()).with_status_code(status),
-        "application/json",
+fn json_response(status: StatusCode, body: &Value) -> Response {
+    (
+        status,
+        [(header::CONTENT_TYPE, "application/json")],
+        body.to_string(),
     )
+        .into_response()
+}
+
+async fn asset(body: &'static str, content_type: &'static str) -> Response {
+    ([(header::CONTENT_TYPE, content_type)], body).into_response()
 }
 
 /// The query's value of `key` (tokens are hex: no decoding needed).
@@ -103,8 +104,12 @@ fn query<'a>(url: &'a str, key: &str) -> Option<&'a str> {
         .map(|(_, v)| v)
 }
 
-fn cookie<'a>(request: &'a Request, name: &'static str) -> Option<&'a str> {
-    header(request, "Cookie")?
+fn header_str(headers: &HeaderMap, name: header::HeaderName) -> Option<&str> {
+    headers.get(name).and_then(|v| v.to_str().ok())
+}
+
+fn cookie<'a>(headers: &'a HeaderMap, name: &'static str) -> Option<&'a str> {
+    header_str(headers, header::COOKIE)?
         .split(';')
         .filter_map(|kv| kv.trim().split_once('='))
         .find(|(k, _)| *k == name)
@@ -149,150 +154,236 @@ fn host_allowed(shared: &Shared, host: &str) -> bool {
 /// The checks of the module doc; `Ok` with whether the token came in the URL
 /// (then the response sets the cookie).
 fn check(shared: &Shared, request: &Request) -> Result<bool, Refused> {
-    let header_bytes: usize = request
-        .headers()
+    let headers = request.headers();
+    let header_bytes: usize = headers
         .iter()
-        .map(|h| h.field.as_str().as_str().len() + h.value.as_str().len() + 4)
+        .map(|(name, value)| name.as_str().len() + value.len() + 4)
         .sum();
     if header_bytes > MAX_HEADER_BYTES {
         return Err(Refused(
-            431,
+            StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
             format!("headers over {MAX_HEADER_BYTES} bytes"),
         ));
     }
-    if request.body_length().is_some_and(|n| n > MAX_BODY) {
-        return Err(Refused(413, format!("a body over {MAX_BODY} bytes")));
-    }
-    if !matches!(request.method(), Method::Get | Method::Post) {
+    let length = header_str(headers, header::CONTENT_LENGTH).and_then(|v| v.parse::<u64>().ok());
+    if length.is_some_and(|n| n > MAX_BODY as u64) {
         return Err(Refused(
-            405,
-            format!("method {} not allowed", request.method()),
+            StatusCode::PAYLOAD_TOO_LARGE,
+            format!("a body over {MAX_BODY} bytes"),
         ));
     }
-    let Some(host) = header(request, "Host") else {
-        return Err(Refused(400, "a request without a Host header".to_owned()));
+    let method = request.method();
+    if method != Method::GET && method != Method::POST {
+        return Err(Refused(
+            StatusCode::METHOD_NOT_ALLOWED,
+            format!("method {method} not allowed"),
+        ));
+    }
+    let Some(host) = header_str(headers, header::HOST) else {
+        return Err(Refused(
+            StatusCode::BAD_REQUEST,
+            "a request without a Host header".to_owned(),
+        ));
     };
     if !host_allowed(shared, host) {
         return Err(Refused(
-            403,
+            StatusCode::FORBIDDEN,
             format!("Host {host:?} is not this page's address"),
         ));
     }
-    let from_url = query(request.url(), "token").is_some_and(|t| same(t, &shared.token));
-    if shared.need_token
+    let url = request.uri().path_and_query().map_or("", |p| p.as_str());
+    let from_url = query(url, "token").is_some_and(|t| same(t, &shared.token));
+    if needs_token(shared, request)
         && !from_url
-        && !cookie(request, COOKIE).is_some_and(|t| same(t, &shared.token))
+        && !cookie(headers, COOKIE).is_some_and(|t| same(t, &shared.token))
     {
         return Err(Refused(
-            401,
+            StatusCode::UNAUTHORIZED,
             "this page needs its token: open the link with ?token=… that forza-relay logged"
                 .to_owned(),
         ));
     }
-    if *request.method() == Method::Post {
-        let origin = header(request, "Origin").unwrap_or_default();
+    if method == Method::POST {
+        let origin = header_str(headers, header::ORIGIN).unwrap_or_default();
         if origin != format!("http://{host}") {
-            return Err(Refused(403, format!("Origin {origin:?} is not this page")));
+            return Err(Refused(
+                StatusCode::FORBIDDEN,
+                format!("Origin {origin:?} is not this page"),
+            ));
         }
-        if !header(request, "X-Forza-Token").is_some_and(|t| same(t, &shared.token)) {
-            return Err(Refused(403, "a change needs the page's token".to_owned()));
+        if !header_str(headers, header::HeaderName::from_static("x-forza-token"))
+            .is_some_and(|t| same(t, &shared.token))
+        {
+            return Err(Refused(
+                StatusCode::FORBIDDEN,
+                "a change needs the page's token".to_owned(),
+            ));
         }
     }
     Ok(from_url)
 }
 
-fn handle(shared: &Arc<Shared>, mut request: Request) {
-    let set_cookie = match check(shared, &request) {
-        Ok(c) => c,
-        Err(Refused(status, why)) => {
-            let _ = request.respond(text(status, &format!("{why}\n")));
-            return;
-        }
-    };
-    let path = request
-        .url()
-        .split('?')
-        .next()
-        .unwrap_or_default()
-        .to_owned();
-    let response = match (request.method().clone(), path.as_str()) {
-        (Method::Get, "/") => {
-            let page = INDEX.replace("{{token}}", &shared.token);
-            let mut r = with_headers(Response::from_string(page), "text/html; charset=utf-8");
-            if set_cookie {
+/// What may be read with no token from this computer (a loopback peer) when
+/// the page is served beyond it: nothing that changes anything.
+const READ_ONLY: &[&str] = &[];
+
+/// Whether `request` needs the token: every one when the page is served
+/// beyond this computer, but the read-only ones from this computer.
+fn needs_token(shared: &Shared, request: &Request) -> bool {
+    let from_here = request
+        .extensions()
+        .get::<Peer>()
+        .is_some_and(|p| p.0.ip().to_canonical().is_loopback());
+    shared.need_token && !(from_here && READ_ONLY.contains(&request.uri().path()))
+}
+
+/// Runs the checks, then the route within [`connections::REQUEST_DEADLINE`];
+/// every answer gets the security headers.
+async fn guard(State(shared): State<Arc<Shared>>, request: Request, next: Next) -> Response {
+    let mut response = match check(&shared, &request) {
+        Err(Refused(status, why)) => text(status, format!("{why}\n")),
+        Ok(from_url) => {
+            let answered =
+                tokio::time::timeout(connections::REQUEST_DEADLINE, next.run(request)).await;
+            let mut response = answered.unwrap_or_else(|_| {
+                text(
+                    StatusCode::REQUEST_TIMEOUT,
+                    format!(
+                        "not answered within {} s (a body that did not come?)\n",
+                        connections::REQUEST_DEADLINE.as_secs()
+                    ),
+                )
+            });
+            if from_url {
                 let c = format!(
                     "{COOKIE}={}; HttpOnly; SameSite=Strict; Path=/",
                     shared.token
                 );
-                if let Ok(h) = Header::from_bytes(&b"Set-Cookie"[..], c.as_bytes()) {
-                    r.add_header(h);
+                if let Ok(v) = HeaderValue::from_str(&c) {
+                    response.headers_mut().insert(header::SET_COOKIE, v);
                 }
             }
-            r
+            response
         }
-        (Method::Get, "/app.js") => with_headers(
-            Response::from_string(SCRIPT),
-            "text/javascript; charset=utf-8",
-        ),
-        (Method::Get, "/app.css") => {
-            with_headers(Response::from_string(STYLE), "text/css; charset=utf-8")
-        }
-        (Method::Get, "/icon.svg") => with_headers(Response::from_string(ICON), "image/svg+xml"),
-        (Method::Get, "/api/snapshot") => json_response(200, &snapshot(shared)),
-        (Method::Get, "/api/events") => return events(shared, request),
-        (Method::Post, "/api/destinations") => match body(&mut request) {
-            Ok(v) => change(shared, v),
-            Err(r) => r,
-        },
-        (Method::Post, "/api/recording") => match body(&mut request) {
-            Ok(v) => recording(shared, &v),
-            Err(r) => r,
-        },
-        _ => text(404, &format!("no such page: {path}\n")),
     };
-    let _ = request.respond(response);
+    let headers = response.headers_mut();
+    headers.insert(
+        header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static(CSP),
+    );
+    headers.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    headers.insert(
+        header::REFERRER_POLICY,
+        HeaderValue::from_static("no-referrer"),
+    );
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    response
+}
+
+async fn not_found(request: Request) -> Response {
+    text(
+        StatusCode::NOT_FOUND,
+        format!("no such page: {}\n", request.uri().path()),
+    )
+}
+
+async fn index(State(shared): State<Arc<Shared>>) -> Response {
+    let page = INDEX.replace("{{token}}", &shared.token);
+    ([(header::CONTENT_TYPE, "text/html; charset=utf-8")], page).into_response()
+}
+
+/// Runs `work` on a worker thread (it may wait on a file or on the relay).
+async fn on_worker<T: Send + 'static>(work: impl FnOnce() -> T + Send + 'static) -> Option<T> {
+    tokio::task::spawn_blocking(work).await.ok()
+}
+
+fn busy() -> Response {
+    text(
+        StatusCode::SERVICE_UNAVAILABLE,
+        "the page is stopping\n".to_owned(),
+    )
+}
+
+async fn snapshot_route(State(shared): State<Arc<Shared>>) -> Response {
+    match on_worker(move || snapshot(&shared)).await {
+        Some(v) => json_response(StatusCode::OK, &v),
+        None => busy(),
+    }
+}
+
+async fn events_route(State(shared): State<Arc<Shared>>) -> Response {
+    live::page_events(&shared).into_response()
 }
 
 /// The request's JSON body, or the response refusing it.
-fn body(request: &mut Request) -> Result<Value, Response<std::io::Cursor<Vec<u8>>>> {
+async fn body(request: Request) -> Result<Value, Response> {
     let mut bytes = Vec::new();
-    let read = request
-        .as_reader()
-        .take(MAX_BODY as u64 + 1)
-        .read_to_end(&mut bytes);
-    if read.is_err() {
-        return Err(text(400, "the body could not be read\n"));
+    let mut stream = request.into_body().into_data_stream();
+    while let Some(chunk) = stream.next().await {
+        let Ok(chunk) = chunk else {
+            return Err(text(
+                StatusCode::BAD_REQUEST,
+                "the body could not be read\n".to_owned(),
+            ));
+        };
+        if bytes.len() + chunk.len() > MAX_BODY {
+            return Err(text(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                format!("a body over {MAX_BODY} bytes\n"),
+            ));
+        }
+        bytes.extend_from_slice(&chunk);
     }
-    if bytes.len() > MAX_BODY {
-        return Err(text(413, &format!("a body over {MAX_BODY} bytes\n")));
-    }
-    serde_json::from_slice(&bytes).map_err(|e| text(400, &format!("not JSON: {e}\n")))
+    serde_json::from_slice(&bytes)
+        .map_err(|e| text(StatusCode::BAD_REQUEST, format!("not JSON: {e}\n")))
+}
+
+async fn destinations_route(State(shared): State<Arc<Shared>>, request: Request) -> Response {
+    let value = match body(request).await {
+        Ok(v) => v,
+        Err(r) => return r,
+    };
+    on_worker(move || change(&shared, value))
+        .await
+        .unwrap_or_else(busy)
+}
+
+async fn recording_route(State(shared): State<Arc<Shared>>, request: Request) -> Response {
+    let value = match body(request).await {
+        Ok(v) => v,
+        Err(r) => return r,
+    };
+    on_worker(move || recording(&shared, &value))
+        .await
+        .unwrap_or_else(busy)
 }
 
 /// Everything the page shows, now: for scripts, and for a page that opens.
-/// While a page is open the feed's latest updates; with none, the relay is
+/// While a page is open the feed's newest updates; with none, the relay is
 /// asked now and listened to for the car (at most [`feed::CAR_WAIT`]).
 pub fn snapshot(shared: &Shared) -> Value {
-    let page_open = !lock(&shared.clients).is_empty();
-    let latest = lock(&shared.latest);
+    let page_open = lock(&shared.listeners).pages > 0;
+    let u = &shared.updates;
     let (car, counters, log) = match page_open {
         true => (
-            latest.car.clone(),
-            latest.counters.clone(),
-            latest.log.clone(),
+            feed::newest(&u.car),
+            feed::newest(&u.counters),
+            feed::newest(&u.log),
         ),
         false => (None, None, None),
     };
-    drop(latest);
     let model = (!page_open).then(|| feed::listen_once(shared));
     let car = car.or_else(|| model.as_ref()?.car().map(feed::car_json));
     let counters = counters.or_else(|| {
         let mut answers = lock(&shared.answers);
-        let now: &Snapshot = answers.take(std::time::Duration::from_millis(200))?;
+        let now = answers.take(std::time::Duration::from_millis(200))?;
         Some(feed::counters_json(
             shared,
             now,
-            &mut DestinationRates::default(),
+            &mut lock(&shared.counting),
             model.as_ref(),
         ))
     });
@@ -309,77 +400,6 @@ pub fn snapshot(shared: &Shared) -> Value {
         "log": log.unwrap_or_else(feed::log_json),
         "presets": presets,
     })
-}
-
-/// An event stream for one page, on a thread of its own.
-fn events(shared: &Arc<Shared>, request: Request) {
-    let client = Arc::new(Client::new());
-    {
-        let mut clients = lock(&shared.clients);
-        if clients.len() >= MAX_CLIENTS {
-            drop(clients);
-            let _ = request.respond(text(
-                503,
-                &format!("{MAX_CLIENTS} pages are open already: close one\n"),
-            ));
-            return;
-        }
-        clients.push(client.clone());
-    }
-    shared.clients_changed.notify_all();
-    let shared = shared.clone();
-    let spawned = std::thread::Builder::new()
-        .name("web-events".to_owned())
-        .spawn({
-            let client = client.clone();
-            let shared = shared.clone();
-            move || {
-                stream(&shared, &client, request);
-                lock(&shared.clients).retain(|c| !Arc::ptr_eq(c, &client));
-            }
-        });
-    if let Err(e) = spawned {
-        warn!("cannot serve a page's updates: {e}");
-        lock(&shared.clients).retain(|c| !Arc::ptr_eq(c, &client));
-    }
-}
-
-/// Writes `client`'s updates until the page goes or the web page stops.
-fn stream(shared: &Shared, client: &Client, request: Request) {
-    let mut out = request.into_writer();
-    let head = format!(
-        "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-store\r\n\
-         Content-Security-Policy: {CSP}\r\nX-Content-Type-Options: nosniff\r\n\
-         Connection: close\r\n\r\nretry: 1000\n\n"
-    );
-    if out
-        .write_all(head.as_bytes())
-        .and_then(|()| out.flush())
-        .is_err()
-    {
-        return;
-    }
-    let mut pending = Vec::new();
-    while !shared.stopping() {
-        {
-            let queue = lock(&client.queue);
-            let (mut queue, _) = client
-                .ready
-                .wait_timeout_while(queue, KEEPALIVE, |q| q.is_empty() && !shared.stopping())
-                .unwrap_or_else(|e| e.into_inner());
-            pending.extend(queue.drain(..));
-        }
-        let result = if pending.is_empty() {
-            out.write_all(b": keepalive\n\n")
-        } else {
-            pending
-                .drain(..)
-                .try_for_each(|e| out.write_all(e.as_bytes()))
-        };
-        if result.and_then(|()| out.flush()).is_err() {
-            return;
-        }
-    }
 }
 
 /// A change of destinations, as the page sends it.
@@ -403,10 +423,15 @@ struct Change {
     max_rate: u32,
 }
 
-fn change(shared: &Shared, value: Value) -> Response<std::io::Cursor<Vec<u8>>> {
+fn change(shared: &Shared, value: Value) -> Response {
     let change: Change = match serde_json::from_value(value) {
         Ok(c) => c,
-        Err(e) => return json_response(400, &json!({"ok": false, "error": e.to_string()})),
+        Err(e) => {
+            return json_response(
+                StatusCode::BAD_REQUEST,
+                &json!({"ok": false, "error": e.to_string()}),
+            )
+        }
     };
     let wanted = match change.action.as_str() {
         "add" => edit::Edit::Add(edit::Fields {
@@ -429,7 +454,7 @@ fn change(shared: &Shared, value: Value) -> Response<std::io::Cursor<Vec<u8>>> {
         "remove" => edit::Edit::Remove(change.name),
         other => {
             return json_response(
-                400,
+                StatusCode::BAD_REQUEST,
                 &json!({"ok": false, "error": format!("unknown action {other:?}: add, change or remove")}),
             )
         }
@@ -438,15 +463,18 @@ fn change(shared: &Shared, value: Value) -> Response<std::io::Cursor<Vec<u8>>> {
         Ok(message) => {
             info!("web page: {message}");
             json_response(
-                200,
+                StatusCode::OK,
                 &json!({"ok": true, "saved": shared.file.is_some(), "message": message}),
             )
         }
-        Err(error) => json_response(422, &json!({"ok": false, "error": error})),
+        Err(error) => json_response(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            &json!({"ok": false, "error": error}),
+        ),
     }
 }
 
-fn recording(shared: &Shared, value: &Value) -> Response<std::io::Cursor<Vec<u8>>> {
+fn recording(shared: &Shared, value: &Value) -> Response {
     let mut current = lock(&shared.recording);
     match value.get("action").and_then(Value::as_str) {
         Some("start") if current.is_none() => {
@@ -454,21 +482,30 @@ fn recording(shared: &Shared, value: &Value) -> Response<std::io::Cursor<Vec<u8>
                 Ok(r) => {
                     let described = r.describe();
                     *current = Some(r);
-                    json_response(200, &json!({"ok": true, "recording": described}))
+                    json_response(StatusCode::OK, &json!({"ok": true, "recording": described}))
                 }
-                Err(e) => json_response(422, &json!({"ok": false, "error": e})),
+                Err(e) => json_response(
+                    StatusCode::UNPROCESSABLE_ENTITY,
+                    &json!({"ok": false, "error": e}),
+                ),
             }
         }
-        Some("start") => json_response(409, &json!({"ok": false, "error": "already recording"})),
+        Some("start") => json_response(
+            StatusCode::CONFLICT,
+            &json!({"ok": false, "error": "already recording"}),
+        ),
         Some("stop") => match current.take() {
             Some(r) => {
                 r.finish();
-                json_response(200, &json!({"ok": true}))
+                json_response(StatusCode::OK, &json!({"ok": true}))
             }
-            None => json_response(409, &json!({"ok": false, "error": "not recording"})),
+            None => json_response(
+                StatusCode::CONFLICT,
+                &json!({"ok": false, "error": "not recording"}),
+            ),
         },
         other => json_response(
-            400,
+            StatusCode::BAD_REQUEST,
             &json!({"ok": false, "error": format!("unknown action {other:?}: start or stop")}),
         ),
     }
