@@ -30,6 +30,8 @@ use common::*;
 const SHOWN_WITHIN: Duration = Duration::from_secs(15);
 /// How long a destination added from the page may take to receive (issue 14).
 const ADDED_WITHIN: Duration = Duration::from_secs(3);
+/// A phone's screen in CSS pixels: width, height.
+const PHONE: (u32, u32) = (390, 844);
 /// The W3C WebDriver key of an element reference.
 const ELEMENT: &str = "element-6066-11e4-a52e-4f735466cecf";
 
@@ -55,8 +57,36 @@ impl Drop for Driver {
 }
 
 impl Driver {
+    /// A desktop browser window, 1280 × 1500.
     #[track_caller]
     fn start() -> Driver {
+        Driver::with(json!({
+            "binary": chromium(),
+            "args": ["--headless=new", "--no-sandbox", "--disable-gpu",
+                     "--disable-dev-shm-usage", "--window-size=1280,1500"],
+        }))
+    }
+
+    /// A phone: Chromium's mobile emulation of a 390 × 844 screen (an iPhone
+    /// 12 to 15's, in CSS pixels), touch, a phone's user agent.
+    #[track_caller]
+    fn phone() -> Driver {
+        Driver::with(json!({
+            "binary": chromium(),
+            "args": ["--headless=new", "--no-sandbox", "--disable-gpu",
+                     "--disable-dev-shm-usage"],
+            "mobileEmulation": {
+                "deviceMetrics": {"width": PHONE.0, "height": PHONE.1, "pixelRatio": 2.0,
+                                  "mobile": true, "touch": true},
+                "userAgent": "Mozilla/5.0 (Linux; Android 14; Pixel 8) AppleWebKit/537.36 \
+                              (KHTML, like Gecko) Chrome/126.0 Mobile Safari/537.36",
+            },
+        }))
+    }
+
+    /// A session with these `goog:chromeOptions`.
+    #[track_caller]
+    fn with(options: Value) -> Driver {
         let port = TcpListener::bind("127.0.0.1:0")
             .unwrap()
             .local_addr()
@@ -81,11 +111,7 @@ impl Driver {
         };
         let caps = json!({"capabilities": {"alwaysMatch": {
             "browserName": "chrome",
-            "goog:chromeOptions": {
-                "binary": chromium(),
-                "args": ["--headless=new", "--no-sandbox", "--disable-gpu",
-                         "--disable-dev-shm-usage", "--window-size=1280,1500"],
-            },
+            "goog:chromeOptions": options,
         }}});
         let reply = driver.call("POST", "/session", &caps);
         driver.session = reply["sessionId"].as_str().expect("a session").to_owned();
@@ -230,6 +256,36 @@ impl Driver {
 /// The Chromium program: Debian calls it `chromium`.
 fn chromium() -> &'static str {
     "/usr/bin/chromium"
+}
+
+impl Driver {
+    /// Runs `script` (a function body) in the page; its return value.
+    #[track_caller]
+    fn run(&self, script: &str) -> Value {
+        self.session(
+            "POST",
+            "/execute/sync",
+            &json!({"script": script, "args": []}),
+        )
+    }
+
+    /// Saves a screenshot as `name` into target/ on every run, and into docs/
+    /// (the docs' pictures) when FORZA_RELAY_BLESS is set, as
+    /// tests/generated.rs regenerates its files.
+    #[track_caller]
+    fn screenshot(&self, name: &str) {
+        let shot = self.session("GET", "/screenshot", &json!({}));
+        let png = base64(shot.as_str().expect("a screenshot"));
+        assert!(png.starts_with(b"\x89PNG"), "a PNG");
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+        let folder = if std::env::var_os("FORZA_RELAY_BLESS").is_some() {
+            root.join("docs")
+        } else {
+            root.join("target")
+        };
+        let _ = std::fs::create_dir_all(&folder);
+        std::fs::write(folder.join(name), &png).expect("save the screenshot");
+    }
 }
 
 /// Standard base64, as WebDriver sends a screenshot.
@@ -475,19 +531,7 @@ fn the_page_in_chromium_shows_the_car_and_adds_and_removes_a_destination() {
         );
         std::thread::sleep(Duration::from_millis(200));
     }
-    let shot = driver.session("GET", "/screenshot", &json!({}));
-    let png = base64(shot.as_str().expect("a screenshot"));
-    assert!(png.starts_with(b"\x89PNG"), "a PNG");
-    // Into target/ on every run; into docs/ (the README's picture) only when
-    // asked, as tests/generated.rs regenerates its files.
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
-    let folder = if std::env::var_os("FORZA_RELAY_BLESS").is_some() {
-        root.join("docs")
-    } else {
-        root.join("target")
-    };
-    let _ = std::fs::create_dir_all(&folder);
-    std::fs::write(folder.join("web-page.png"), &png).expect("save the screenshot");
+    driver.screenshot("web-page.png");
 
     // Edit: the row's button fills the form, Save changes the address (the
     // server's `change`, written with the comments kept, applied by the
@@ -537,4 +581,99 @@ fn the_page_in_chromium_shows_the_car_and_adds_and_removes_a_destination() {
     bin.signal("INT");
     let done = bin.wait();
     assert_eq!(done.code(), 0, "{}", done.stderr);
+}
+
+/// The relay running `file`'s text (its `[web]` on loopback), with the page's
+/// URL: the binary, where it listens, the URL.
+fn relay_with_page_file(file: &TempPath) -> (Bin, SocketAddr, String) {
+    let mut bin = Bin::spawn(&["run", "--config", file.path().to_str().unwrap()], None);
+    let listen = bin.wait_for_address("listen on ");
+    let line = bin.wait_for_line("web page on http://");
+    let url = line[line.find("http://").unwrap()..].trim().to_owned();
+    bin.wait_for_line("running; press Ctrl-C to stop");
+    (bin, listen, url)
+}
+
+/// Issue 24: on a phone (390 × 844, mobile emulation) nothing scrolls
+/// sideways: with three destinations each is a card whose Edit button is on
+/// the screen, the form fits, and while racing the car comes first.
+#[test]
+fn on_a_phone_nothing_scrolls_sideways_and_the_car_comes_first_while_racing() {
+    if !require_tool(
+        "chromium",
+        runs(chromium()) && runs("chromedriver"),
+        "install Debian's chromium and chromium-driver",
+    ) {
+        return;
+    }
+    let receivers: Vec<(UdpSocket, SocketAddr)> = (0..3).map(|_| receiver()).collect();
+    let names = ["simhub", "motion-rig-with-a-long-name", "dash"];
+    let mut text =
+        listen_toml("fh5").replace("[stats]", "[web]\naddr = \"127.0.0.1:0\"\n\n[stats]");
+    for ((_, addr), name) in receivers.iter().zip(names) {
+        text.push_str(&destination_toml(
+            name,
+            *addr,
+            "fm7",
+            "only_race_on = true\nmax_rate = 60\n",
+        ));
+    }
+    let file = TempPath::file("phone.toml", &text);
+    let (bin, listen, url) = relay_with_page_file(&file);
+    let drive = Drive::start(listen);
+    let driver = Driver::phone();
+    driver.session("POST", "/url", &json!({ "url": url }));
+    for name in names {
+        driver.wait_for(
+            &format!("//tr[@data-name='{name}']/td[contains(@class,'rate')]"),
+            |t| t.parse::<f64>().is_ok_and(|v| v > 0.0),
+        );
+    }
+    // The car shows, racing: it is on top.
+    driver.wait_for("//*[@id='speed-kmh']", |t| t.parse::<f64>().is_ok());
+    let deadline = Instant::now() + SHOWN_WITHIN;
+    let layout = loop {
+        let layout = driver.run(
+            "const right = (sel) => [...document.querySelectorAll(sel)]\
+               .map((e) => e.getBoundingClientRect().right); \
+             const top = (id) => document.getElementById(id).getBoundingClientRect().top; \
+             return {screen: screen.width, scroll: document.documentElement.scrollWidth, \
+                     edits: right('button.edit'), \
+                     form: right('#add-form input, #add-form select, #add-form button:not([hidden])'), \
+                     car: top('car-section'), input: top('input-section'), \
+                     destinations: top('destinations-section')};",
+        );
+        if layout["car"].as_f64() < layout["input"].as_f64() || Instant::now() >= deadline {
+            break layout;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let screen = layout["screen"].as_f64().unwrap();
+    assert_eq!(screen, f64::from(PHONE.0), "{layout}");
+    assert!(
+        layout["scroll"].as_f64().unwrap() <= screen,
+        "the page scrolls sideways: {layout}"
+    );
+    let edits = layout["edits"].as_array().unwrap();
+    assert_eq!(edits.len(), 3, "{layout}");
+    for right in edits.iter().chain(layout["form"].as_array().unwrap()) {
+        assert!(
+            right.as_f64().unwrap() <= screen,
+            "off the screen: {layout}"
+        );
+    }
+    assert!(
+        layout["car"].as_f64() < layout["input"].as_f64()
+            && layout["car"].as_f64() < layout["destinations"].as_f64(),
+        "the car comes first while racing: {layout}"
+    );
+    driver.screenshot("web-phone.png");
+    driver.run("document.getElementById('destinations-section').scrollIntoView(); return null;");
+    driver.screenshot("web-phone-destinations.png");
+    drive.stop();
+    drop(driver);
+    bin.signal("INT");
+    let done = bin.wait();
+    assert_eq!(done.code(), 0, "{}", done.stderr);
+    drop(receivers);
 }

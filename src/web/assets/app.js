@@ -17,8 +17,16 @@ function setText(id, text) {
   if (el.textContent !== String(text)) el.textContent = text;
 }
 
+let racing = false; // the newest car was racing, and the feed is live
+
+function setRacing(on) {
+  racing = on;
+  document.body.classList.toggle("racing", on);
+}
+
 function renderCar(car) {
   if (!car) return;
+  setRacing(Boolean(car.racing));
   setText("speed-kmh", fixed(car.speed_kmh, 0));
   setText("speed-mph", fixed(car.speed_mph, 0));
   setText("gear", car.gear ?? "–");
@@ -73,14 +81,13 @@ function drawMap() {
   g.stroke();
 }
 
-function status(d, before) {
-  const errors = (s) => Object.values(s?.send_errors ?? {}).reduce((a, b) => a + b, 0);
-  if (before && errors(d) > errors(before)) {
-    return (d.send_errors.refused ?? 0) > (before.send_errors?.refused ?? 0) ? "refused" : "error";
-  }
-  if (d.packets_per_sec > 0) return "forwarding";
-  if (before && (d.drops?.not_racing ?? 0) > (before.drops?.not_racing ?? 0)) return "not-racing";
-  return "idle";
+// A destination's state, in words: the relay's status, and while nothing is
+// sent because the game is in a menu, that.
+const STATES = { ok: "sending", refused: "refused (nothing listening)", failing: "send errors", idle: "idle" };
+
+function stateOf(d, before) {
+  if (d.status === "idle" && before && (d.drops?.not_racing ?? 0) > (before.drops?.not_racing ?? 0)) return "not-racing";
+  return d.status ?? "idle";
 }
 
 function sparkline(canvas, values) {
@@ -97,11 +104,56 @@ function sparkline(canvas, values) {
   g.stroke();
 }
 
-function cell(row, text) {
+function cell(row, text, label, className) {
   const td = document.createElement("td");
   td.textContent = text;
+  if (label) td.dataset.label = label;
+  if (className) td.className = className;
   row.appendChild(td);
   return td;
+}
+
+function filtersOf(d) {
+  const filters = [];
+  if (d.only_race_on) filters.push("only race on");
+  if (d.max_rate) filters.push(`≤ ${d.max_rate} Hz`);
+  return filters.join(", ") || "–";
+}
+
+// One destination as a row of the table (a card on a phone), from one object:
+// name, addr (as written), output, only_race_on, max_rate, max_age_ms, status
+// and its counters.
+function destinationRow(d, before, history) {
+  const tr = document.createElement("tr");
+  tr.dataset.name = d.name;
+  const state = stateOf(d, before);
+  const dot = document.createElement("span");
+  dot.className = `dot ${state}`;
+  dot.title = state === "not-racing" ? "not racing (the game is in a menu)" : STATES[state] ?? state;
+  cell(tr, "", null, "dot-cell").appendChild(dot);
+  cell(tr, d.name, null, "name");
+  cell(tr, d.addr, "Address");
+  cell(tr, d.output, "Format");
+  cell(tr, filtersOf(d), "Filters");
+  cell(tr, fixed(d.packets_per_sec, 1), "Packets/s", "rate");
+  const spark = document.createElement("canvas");
+  spark.width = 120; spark.height = 24;
+  cell(tr, "", null, "spark").appendChild(spark);
+  sparkline(spark, history);
+  cell(tr, d.sent, "Sent");
+  const drops = Object.entries(d.drops ?? {}).filter(([, n]) => n > 0).map(([k, n]) => `${k.replaceAll("_", " ")} ${n}`);
+  cell(tr, drops.join(", ") || "0", "Drops");
+  cell(tr, d.problems || "–", "Newest error", d.problems ? "error-text" : "");
+  const actions = cell(tr, "", null, "actions");
+  for (const [kind, text] of [["edit", "Edit"], ["remove", "Remove"]]) {
+    const button = document.createElement("button");
+    button.type = "button";
+    button.className = kind;
+    button.dataset.name = d.name;
+    button.textContent = text;
+    actions.appendChild(button);
+  }
+  return tr;
 }
 
 function renderDestinations(list) {
@@ -114,39 +166,7 @@ function renderDestinations(list) {
     history.push(d.packets_per_sec ?? 0);
     while (history.length > 60) history.shift();
     rates.set(d.name, history);
-    const tr = document.createElement("tr");
-    tr.dataset.name = d.name;
-    const state = status(d, previous.get(d.name));
-    const dot = document.createElement("span");
-    dot.className = `dot ${state}`;
-    dot.title = state.replace("-", " ");
-    cell(tr, "").appendChild(dot);
-    cell(tr, d.name);
-    cell(tr, d.addr_text ?? d.addr);
-    cell(tr, d.output);
-    const filters = [];
-    if (d.only_race_on) filters.push("only race on");
-    if (d.max_rate) filters.push(`≤ ${d.max_rate} Hz`);
-    cell(tr, filters.join(", ") || "–");
-    cell(tr, fixed(d.packets_per_sec, 1)).className = "rate";
-    const spark = document.createElement("canvas");
-    spark.width = 120; spark.height = 24;
-    cell(tr, "").appendChild(spark);
-    sparkline(spark, history);
-    cell(tr, d.sent);
-    const drops = Object.entries(d.drops ?? {}).filter(([, n]) => n > 0).map(([k, n]) => `${k.replaceAll("_", " ")} ${n}`);
-    cell(tr, drops.join(", ") || "0");
-    cell(tr, d.problems || "–").className = d.problems ? "error-text" : "";
-    const actions = cell(tr, "");
-    for (const [kind, text] of [["edit", "Edit"], ["remove", "Remove"]]) {
-      const button = document.createElement("button");
-      button.type = "button";
-      button.className = kind;
-      button.dataset.name = d.name;
-      button.textContent = text;
-      actions.appendChild(button);
-    }
-    rows.push(tr);
+    rows.push(destinationRow(d, previous.get(d.name), history));
   }
   body.replaceChildren(...rows);
   previous = now;
@@ -173,6 +193,7 @@ function renderCounters(c) {
   }
   // IsRaceOn = 0 in the latest packet: a menu, a pause, the end of a race.
   const notRacing = Boolean(input.not_racing);
+  if (notRacing || (silent !== null && silent >= 2)) setRacing(false);
   const seen = $("speed-kmh").textContent !== "–";
   setText("car-state", !notRacing ? ""
     : seen ? "Not racing (menu or paused): the last racing values, dimmed."
@@ -222,7 +243,7 @@ function editDestination(d) {
   if (d) {
     $("preset").value = "";
     $("dest-name").value = d.name;
-    $("dest-addr").value = d.addr_text ?? d.addr;
+    $("dest-addr").value = d.addr;
     $("dest-format").value = d.output;
     $("dest-race").checked = Boolean(d.only_race_on);
     $("dest-rate").value = d.max_rate ?? 0;
