@@ -29,6 +29,7 @@ mod edit;
 mod feed;
 mod live;
 pub mod open;
+mod phone;
 mod server;
 
 use std::net::{SocketAddr, TcpListener};
@@ -77,6 +78,8 @@ struct Shared {
     token: String,
     /// Served on an address other than loopback: every request needs the token.
     need_token: bool,
+    /// The page as a phone on the LAN opens it, when it is served there.
+    phone: Option<phone::Phone>,
     control: Control,
     /// The configuration file changes are written to; `None` with `--to`.
     file: Option<PathBuf>,
@@ -203,10 +206,14 @@ impl Observer for Web {
             }
         };
         let need_token = !addr.ip().is_loopback();
+        let token = new_token();
+        let phone = phone::lan_ip(addr.ip())
+            .and_then(|ip| phone::Phone::new(phone::url(ip, addr.port(), &token)));
         let shared = Arc::new(Shared {
             addr,
-            token: new_token(),
+            token,
             need_token,
+            phone,
             control: relay.control(),
             file: self.file.clone(),
             overrides: self.overrides.clone(),
@@ -251,6 +258,14 @@ impl Observer for Web {
                  where telemetry goes)",
                 shared.token
             );
+            if let Some(phone) = &shared.phone {
+                info!(
+                    "on a phone or tablet on the same network, open {} or scan this code \
+                     with its camera:",
+                    phone.url
+                );
+                crate::logging::message(&phone.text());
+            }
         } else {
             info!("web page on http://{addr}/");
         }

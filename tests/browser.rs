@@ -677,3 +677,90 @@ fn on_a_phone_nothing_scrolls_sideways_and_the_car_comes_first_while_racing() {
     assert_eq!(done.code(), 0, "{}", done.stderr);
     drop(receivers);
 }
+
+/// Issue 24: served beyond this computer (`0.0.0.0`) and opened through
+/// 127.0.0.1 with the token, the page shows "Open on your phone" with a QR
+/// code that decodes (zbar's `zbarimg`) to the page's URL on the network:
+/// its port and its token, the URL the page and the console show.
+#[test]
+fn served_to_the_network_the_page_shows_a_qr_code_of_its_address_with_the_token() {
+    if !require_tool(
+        "chromium",
+        runs(chromium()) && runs("chromedriver"),
+        "install Debian's chromium and chromium-driver",
+    ) || !require_tool("zbarimg", runs("zbarimg"), "install Debian's zbar-tools")
+    {
+        return;
+    }
+    let (_first, first_addr) = receiver();
+    let text = format!(
+        "{}\n{}",
+        listen_toml("fh5"),
+        destination_toml("first", first_addr, "same", "")
+    )
+    .replace("[stats]", "[web]\naddr = \"0.0.0.0:0\"\n\n[stats]");
+    let file = TempPath::file("qr.toml", &text);
+    let mut bin = Bin::spawn(&["run", "--config", file.path().to_str().unwrap()], None);
+    let line = bin.wait_for_line("web page on http://");
+    let token = line.split("?token=").nth(1).expect("a token")[..32].to_owned();
+    let port = line
+        .split("address>:")
+        .nth(1)
+        .expect("a port")
+        .split('/')
+        .next()
+        .unwrap()
+        .to_owned();
+    let phone_line = bin.wait_for_line("on a phone or tablet on the same network, open ");
+    let console_url = phone_line
+        .split("open ")
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next())
+        .unwrap()
+        .to_owned();
+    bin.wait_for_line("running; press Ctrl-C to stop");
+
+    let driver = Driver::start();
+    let url = format!("http://127.0.0.1:{port}/?token={token}");
+    driver.session("POST", "/url", &json!({ "url": url }));
+    let shown = driver.wait_for("//*[@id='phone-url']", |t| t.starts_with("http://"));
+    // The image has loaded.
+    let deadline = Instant::now() + SHOWN_WITHIN;
+    while driver
+        .run("return document.getElementById('phone-qr').naturalWidth;")
+        .as_u64()
+        .unwrap_or(0)
+        == 0
+    {
+        assert!(Instant::now() < deadline, "the QR code did not load");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let img = driver.find("//*[@id='phone-qr']").expect("the QR code");
+    let shot = driver.session("GET", &format!("/element/{img}/screenshot"), &json!({}));
+    let png = TempPath::file("qr.png", "");
+    std::fs::write(png.path(), base64(shot.as_str().expect("a screenshot"))).unwrap();
+    let decoded = Command::new("zbarimg")
+        .args(["--raw", "-q"])
+        .arg(png.path())
+        .output()
+        .expect("run zbarimg");
+    assert!(
+        decoded.status.success(),
+        "zbarimg read no code: {decoded:?}"
+    );
+    let decoded = String::from_utf8(decoded.stdout).unwrap().trim().to_owned();
+    assert!(
+        decoded.starts_with("http://")
+            && decoded.contains(&format!(":{port}/"))
+            && decoded.ends_with(&format!("/?token={token}")),
+        "{decoded}"
+    );
+    assert_eq!(decoded, shown, "the code is the address the page shows");
+    assert_eq!(decoded, console_url, "and the one the console shows");
+    drop(driver);
+    bin.signal("INT");
+    let done = bin.wait();
+    assert_eq!(done.code(), 0, "{}", done.stderr);
+    // The console's code: lines of half blocks.
+    assert!(done.stderr.contains("▀▀▀"), "{}", done.stderr);
+}

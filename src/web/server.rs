@@ -61,6 +61,7 @@ pub fn router(shared: Arc<Shared>) -> Router {
         )
         .route("/app.css", get(|| asset(STYLE, "text/css; charset=utf-8")))
         .route("/icon.svg", get(|| asset(ICON, "image/svg+xml")))
+        .route("/qr.svg", get(qr_code))
         .route("/api/snapshot", get(snapshot_route))
         .route("/api/events", get(events_route))
         .route("/api/destinations", post(destinations_route))
@@ -290,6 +291,16 @@ async fn not_found(request: Request) -> Response {
     )
 }
 
+/// The QR code of the page's LAN address, when it is served there.
+async fn qr_code(State(shared): State<Arc<Shared>>, request: Request) -> Response {
+    match &shared.phone {
+        Some(phone) => {
+            ([(header::CONTENT_TYPE, "image/svg+xml")], phone.svg.clone()).into_response()
+        }
+        None => not_found(request).await,
+    }
+}
+
 async fn index(State(shared): State<Arc<Shared>>) -> Response {
     let page = INDEX.replace("{{token}}", &shared.token);
     ([(header::CONTENT_TYPE, "text/html; charset=utf-8")], page).into_response()
@@ -399,6 +410,7 @@ pub fn snapshot(shared: &Shared) -> Value {
         "counters": counters,
         "log": log.unwrap_or_else(feed::log_json),
         "presets": presets,
+        "phone": shared.phone.as_ref().map(|p| json!({"url": p.url, "qr": "/qr.svg"})),
     })
 }
 

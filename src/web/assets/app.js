@@ -261,6 +261,12 @@ async function start() {
     option.textContent = `${p.name} (${p.addr}, ${p.format})`;
     $("preset").appendChild(option);
   }
+  if (snapshot.phone) {
+    $("phone-qr").src = snapshot.phone.qr;
+    $("phone-url").textContent = snapshot.phone.url;
+    $("phone-url").href = snapshot.phone.url;
+    $("phone-section").hidden = false;
+  }
   renderCar(snapshot.car);
   renderCounters(snapshot.counters);
   renderLog(snapshot.log);
