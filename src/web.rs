@@ -84,8 +84,11 @@ struct Shared {
     /// The configuration file changes are written to; `None` with `--to`.
     file: Option<PathBuf>,
     overrides: Overrides,
-    /// What the relay runs (kept up to date for changes without a file).
+    /// What the relay runs (kept up to date for changes without a file, and
+    /// read again from the file when it changed: [`feed::follow_file`]).
     config: Mutex<Config>,
+    /// When the file was last read into `config`.
+    file_seen: Mutex<Option<std::time::SystemTime>>,
     /// Who is listening, for the feed: it samples only while someone is.
     listeners: Mutex<feed::Listeners>,
     /// Wakes the feed when the first listener comes, or at the end.
@@ -218,6 +221,7 @@ impl Observer for Web {
             file: self.file.clone(),
             overrides: self.overrides.clone(),
             config: Mutex::new(self.config.clone()),
+            file_seen: Mutex::new(None),
             listeners: Mutex::new(feed::Listeners::default()),
             listeners_changed: Condvar::new(),
             updates: feed::Updates::new(),

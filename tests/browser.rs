@@ -466,15 +466,27 @@ fn the_page_in_chromium_shows_the_car_and_adds_and_removes_a_destination() {
         t.parse::<f64>().is_ok_and(|v| (v - kmh).abs() <= 1.0)
     });
     // Paused in a menu: the page says so over the last racing values.
+    // The title's dot says what the game's feed does, in words.
+    driver.wait_for("//*[@id='feed-state']", |t| t == "receiving");
+    // Each tyre is labelled.
+    for (i, wheel) in ["FL", "FR", "RL", "RR"].iter().enumerate() {
+        driver.wait_for(&format!("(//table[@class='tyres']//th)[{}]", i + 1), |t| {
+            t == *wheel
+        });
+    }
     drive.menu(true);
     driver.wait_for("//*[@id='car-state']", |t| {
         t == "Not racing (menu or paused): the last racing values, dimmed."
+    });
+    driver.wait_for("//*[@id='feed-state']", |t| {
+        t == "not racing (menu or paused)"
     });
     driver.wait_for("//*[@id='speed-kmh']", |t| {
         t.parse::<f64>().is_ok_and(|v| (v - kmh).abs() <= 1.0)
     });
     drive.menu(false);
     driver.wait_for("//*[@id='car-state']", str::is_empty);
+    driver.wait_for("//*[@id='feed-state']", |t| t == "receiving");
     drive.release();
     driver.wait_for("//tr[@data-name='first']/td[@class='rate']", |t| {
         t.parse::<f64>().is_ok_and(|v| v > 0.0)
@@ -482,7 +494,18 @@ fn the_page_in_chromium_shows_the_car_and_adds_and_removes_a_destination() {
 
     let (second, second_addr) = receiver();
     driver.type_into(&driver.labelled("Name"), "second");
+    // An address without its port: the error names the field, never a line
+    // of the file, and nothing is written.
+    driver.type_into(&driver.labelled("Address"), "192.168.1.50");
+    driver.click_at("//button[normalize-space()='Add']");
+    let error = driver.wait_for("//*[@id='form-result']", |t| !t.is_empty());
+    assert!(
+        error.starts_with("Address: \"192.168.1.50\": needs a port") && !error.contains(".toml"),
+        "{error}"
+    );
+    assert_eq!(std::fs::read_to_string(file.path()).unwrap(), text);
     driver.type_into(&driver.labelled("Address"), &second_addr.to_string());
+    driver.type_into(&driver.labelled("Max age (ms, empty = off)"), "50");
     let format = driver.labelled("Format");
     let fh4 = driver
         .find(&format!(
@@ -507,8 +530,12 @@ fn the_page_in_chromium_shows_the_car_and_adds_and_removes_a_destination() {
         "{written}"
     );
     assert!(written.contains("format = \"fh4\""), "{written}");
+    assert!(written.contains("max_age = \"50ms\""), "{written}");
     driver.wait_for("//tr[@data-name='second']/td[@class='rate']", |t| {
         t.parse::<f64>().is_ok_and(|v| v > 0.0)
+    });
+    driver.wait_for("//tr[@data-name='second']/td[@data-label='Filters']", |t| {
+        t == "≤ 50 ms old"
     });
 
     // The map draws the drive as a line: the car has gone round the first
@@ -555,7 +582,7 @@ fn the_page_in_chromium_shows_the_car_and_adds_and_removes_a_destination() {
         "{written}"
     );
     assert!(
-        written.contains("format = \"fh4\""),
+        written.contains("format = \"fh4\"") && written.contains("max_age = \"50ms\""),
         "the rest kept: {written}"
     );
     assert!(
@@ -564,6 +591,27 @@ fn the_page_in_chromium_shows_the_car_and_adds_and_removes_a_destination() {
     );
     driver.wait_for("//*[@id='add']", |t| t == "Add");
 
+    driver.click_at("//tr[@data-name='second']//button[normalize-space()='Remove']");
+    bin.wait_for_line("configuration applied: - second");
+    assert!(stops(&third), "still sent to a removed destination");
+    // Remove can be undone: the destination comes back as it was.
+    driver.wait_for("//*[@id='undo-text']", |t| t.starts_with("Removed second"));
+    driver.click_at("//button[normalize-space()='Undo']");
+    bin.wait_for_line("configuration applied: + second");
+    assert!(
+        receives(&third, ADDED_WITHIN),
+        "nothing reached the destination back by Undo"
+    );
+    let written = std::fs::read_to_string(file.path()).unwrap();
+    assert!(
+        written.contains(&format!("addr = \"{third_addr}\""))
+            && written.contains("format = \"fh4\"")
+            && written.contains("max_age = \"50ms\""),
+        "undone as it was: {written}"
+    );
+    driver.wait_for("//tr[@data-name='second']/td[@class='rate']", |t| {
+        t.parse::<f64>().is_ok_and(|v| v > 0.0)
+    });
     driver.click_at("//tr[@data-name='second']//button[normalize-space()='Remove']");
     bin.wait_for_line("configuration applied: - second");
     assert!(stops(&third), "still sent to a removed destination");

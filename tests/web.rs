@@ -941,3 +941,112 @@ fn a_thousand_slow_connections_cost_no_thread_each_and_the_page_answers() {
     bin.signal("INT");
     assert_eq!(bin.wait().code(), 0);
 }
+
+/// Issue 24: the form's Max age (milliseconds) is written as `max_age =
+/// "50ms"` and shown per destination; a bad one is refused by the field's
+/// name. Without a file, an add keeps every other destination's max_age
+/// (issue 23: it was switched off).
+#[test]
+fn max_age_from_the_page_is_written_shown_and_kept_for_the_others() {
+    let (_first, first_addr) = receiver();
+    let text = format!(
+        "{}\n{}",
+        listen_toml("fh5"),
+        destination_toml("first", first_addr, "same", "")
+    )
+    .replace("[stats]", "[web]\naddr = \"127.0.0.1:0\"\n\n[stats]");
+    let file = TempPath::file("web-age.toml", &text);
+    let mut bin = Bin::spawn(&["run", "--config", file.path().to_str().unwrap()], None);
+    let (_, web, _) = started(&mut bin);
+    let token = page_token(&get(web, "/", &[]));
+    let (_rig, rig_addr) = receiver();
+    let add = |age: &str| {
+        post_change(
+            web,
+            &token,
+            &format!(
+                r#"{{"action":"add","name":"rig","addr":"{rig_addr}","format":"fm7","max_age_ms":{age}}}"#
+            ),
+        )
+    };
+    for (age, error) in [
+        ("0", "Max age: 0 ms is out of range"),
+        ("-5", "Max age: -5 is not a whole number of milliseconds"),
+        (
+            "\"soon\"",
+            "Max age: \"soon\" is not a whole number of milliseconds",
+        ),
+    ] {
+        let r = add(age);
+        assert_eq!(r.status, 422, "{age}: {}", r.body);
+        let said = r.json()["error"].as_str().unwrap().to_owned();
+        assert!(said.starts_with(error), "{age}: {said}");
+    }
+    assert_eq!(
+        std::fs::read_to_string(file.path()).unwrap(),
+        text,
+        "nothing written"
+    );
+    let r = add("50");
+    assert_eq!(r.status, 200, "{}", r.body);
+    let written = std::fs::read_to_string(file.path()).unwrap();
+    assert!(written.contains("max_age = \"50ms\""), "{written}");
+    bin.wait_for_line("configuration applied: + rig");
+    let deadline = Instant::now() + APPLY_WITHIN;
+    let rig = loop {
+        let snapshot = get(web, "/api/snapshot", &[]).json();
+        let rig = snapshot["counters"]["destinations"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|d| d["name"] == "rig")
+            .cloned();
+        if let Some(rig) = rig {
+            break rig;
+        }
+        assert!(Instant::now() < deadline, "rig not in {snapshot}");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert_eq!(rig["max_age_ms"], 50, "{rig}");
+    assert_eq!(rig["addr"], rig_addr.to_string(), "{rig}");
+    assert_eq!(rig["output"], "fm7", "{rig}");
+    bin.signal("INT");
+    assert_eq!(bin.wait().code(), 0);
+
+    // Without a file.
+    let (_a, a_addr) = receiver();
+    let mut bin = Bin::spawn(
+        &[
+            "run",
+            "--listen",
+            "127.0.0.1:0",
+            "--web",
+            "127.0.0.1:0",
+            "--to",
+            &format!("{a_addr},name=a,max-age=50ms"),
+        ],
+        None,
+    );
+    let (_, web, _) = started(&mut bin);
+    let token = page_token(&get(web, "/", &[]));
+    let (_b, b_addr) = receiver();
+    let r = post_change(
+        web,
+        &token,
+        &format!(r#"{{"action":"add","name":"b","addr":"{b_addr}","max_age_ms":null}}"#),
+    );
+    assert_eq!(r.status, 200, "{}", r.body);
+    let message = r.json()["message"].as_str().unwrap().to_owned();
+    assert!(
+        message.ends_with("configuration applied: + b (same)"),
+        "only b changed: {message}"
+    );
+    bin.signal("INT");
+    let done = bin.wait();
+    assert_eq!(done.code(), 0, "{}", done.stderr);
+    assert!(
+        !done.stderr.contains("max_age 50ms -> off"),
+        "{}",
+        done.stderr
+    );
+}

@@ -288,11 +288,12 @@ pub fn log_json() -> Value {
 /// Reads the configuration file again when it changed (a hand edit, or the
 /// page's), for what the page shows of each destination (filters, rate
 /// limits, addresses as written).
-fn follow_file(shared: &Shared, seen: &mut Option<std::time::SystemTime>) {
+pub fn follow_file(shared: &Shared) {
     let Some(path) = &shared.file else {
         return;
     };
     let modified = std::fs::metadata(path).and_then(|m| m.modified()).ok();
+    let mut seen = lock(&shared.file_seen);
     if modified == *seen {
         return;
     }
@@ -432,7 +433,6 @@ fn sample(shared: &Shared, input: Input, counting: &mut Counting, snapshots: &mu
     let mut shown_packets = u64::MAX;
     let mut next_counters = Instant::now();
     let mut shown_log = u64::MAX;
-    let mut file_time = None;
     while !shared.stopping() && lock(&shared.listeners).any() {
         let now = Instant::now();
         while let Some(d) = tap.pop() {
@@ -447,7 +447,7 @@ fn sample(shared: &Shared, input: Input, counting: &mut Counting, snapshots: &mu
         }
         if now >= next_counters {
             next_counters = now + COUNTERS_EVERY;
-            follow_file(shared, &mut file_time);
+            follow_file(shared);
             if let Some(snapshot) = snapshots.take(SNAPSHOT_TIMEOUT) {
                 let counters = counters_json(shared, snapshot, counting, Some(&model));
                 publish(&shared.updates.counters, &counters);

@@ -37,7 +37,7 @@ function renderCar(car) {
   $("brake").value = car.brake_pct ?? 0;
   $("clutch").value = car.clutch_pct ?? 0;
   setText("steer", fixed(car.steer, 2));
-  car.tyres.forEach((t, i) => setText(`tyre-${i}`, `${fixed(t.temp_c, 0)} °C, slip ${fixed(t.slip, 2)}`));
+  car.tyres.forEach((t, i) => setText(`tyre-${i}`, `${fixed(t.temp_c, 0)} °C, slip ${fixed(t.slip, 2)}`)); // FL, FR, RL, RR
   setText("lap", car.lap ?? "–");
   setText("current-lap", car.current_lap ?? "–");
   setText("last-lap", car.last_lap ?? "–");
@@ -117,6 +117,7 @@ function filtersOf(d) {
   const filters = [];
   if (d.only_race_on) filters.push("only race on");
   if (d.max_rate) filters.push(`≤ ${d.max_rate} Hz`);
+  if (d.max_age_ms !== null && d.max_age_ms !== undefined) filters.push(`≤ ${d.max_age_ms} ms old`);
   return filters.join(", ") || "–";
 }
 
@@ -172,9 +173,37 @@ function renderDestinations(list) {
   previous = now;
 }
 
+let connected = false; // the event stream is open
+
+// The dot beside the title, and its words: what the game's feed does.
+function renderFeed(input, elapsed) {
+  let state = "live", words = "receiving";
+  const silent = input?.silent_s ?? (input?.never && elapsed >= 2 ? Math.floor(elapsed) : null);
+  if (!connected) {
+    state = "error"; words = "no connection to forza-relay (trying again)";
+  } else if (input?.never && silent !== null) {
+    state = "idle"; words = `nothing received yet (${silent} s)`;
+  } else if (silent !== null && silent >= 2) {
+    state = "idle"; words = `nothing for ${silent} s`;
+  } else if (input?.not_racing) {
+    state = "not-racing"; words = "not racing (menu or paused)";
+  } else if (!input || input.never) {
+    state = "idle"; words = "waiting for the game";
+  }
+  $("connection").className = `dot ${state}`;
+  setText("feed-state", words);
+}
+
+let lastCounters = null;
+
 function renderCounters(c) {
   if (!c) return;
+  lastCounters = c;
   const input = c.input ?? {};
+  renderFeed(input, c.elapsed_s);
+  const problem = c.config?.error;
+  $("config-banner").hidden = typeof problem !== "string";
+  setText("config-banner", typeof problem === "string" ? `The configuration file was not applied: ${problem}` : "");
   setText("in-listen", c.listen ?? "–");
   setText("in-rate", fixed(input.packets_per_sec, 0));
   setText("in-format", input.format ? `${input.format}${input.format_guessed ? " (guessed)" : ""}` : "–");
@@ -227,10 +256,45 @@ async function post(path, body) {
   try { return JSON.parse(text); } catch { return { ok: false, error: text }; }
 }
 
+// The form's fields by their labels: an error starting "Address: …" marks it.
+const FIELDS = { "Name": "dest-name", "Address": "dest-addr", "Format": "dest-format",
+  "Only race on": "dest-race", "Max rate": "dest-rate", "Max age": "dest-age" };
+
 function showResult(result) {
   const out = $("form-result");
   out.textContent = result.ok ? result.message : result.error;
   out.className = result.ok ? "" : "error-text";
+  for (const id of Object.values(FIELDS)) $(id).classList.remove("invalid");
+  const field = !result.ok && FIELDS[String(result.error ?? "").split(":")[0]];
+  if (field) {
+    $(field).classList.add("invalid");
+    $(field).focus();
+  }
+}
+
+// What the form sends for a destination.
+function formFields() {
+  const age = $("dest-age").value.trim();
+  return {
+    name: $("dest-name").value,
+    addr: $("dest-addr").value,
+    format: $("dest-format").value,
+    only_race_on: $("dest-race").checked,
+    max_rate: Number($("dest-rate").value) || 0,
+    max_age_ms: age === "" ? null : Number(age),
+  };
+}
+
+// A destination removed, kept so that Undo adds it back as it was.
+let removed = null;
+let undoTimer = null;
+
+function offerUndo(d) {
+  removed = d;
+  setText("undo-text", `Removed ${d.name} (${d.addr}).`);
+  $("undo-bar").hidden = false;
+  clearTimeout(undoTimer);
+  undoTimer = setTimeout(() => { $("undo-bar").hidden = true; removed = null; }, 30000);
 }
 
 // The form adds a destination, or (after an Edit button) changes the one
@@ -247,6 +311,7 @@ function editDestination(d) {
     $("dest-format").value = d.output;
     $("dest-race").checked = Boolean(d.only_race_on);
     $("dest-rate").value = d.max_rate ?? 0;
+    $("dest-age").value = d.max_age_ms ?? "";
     $("dest-addr").focus();
   } else {
     $("add-form").reset();
@@ -272,8 +337,8 @@ async function start() {
   renderLog(snapshot.log);
 
   const events = new EventSource("/api/events");
-  events.addEventListener("open", () => { $("connection").className = "dot live"; });
-  events.addEventListener("error", () => { $("connection").className = "dot error"; });
+  events.addEventListener("open", () => { connected = true; renderFeed(lastCounters?.input, lastCounters?.elapsed_s ?? 0); });
+  events.addEventListener("error", () => { connected = false; renderFeed(null, 0); });
   events.addEventListener("car", (e) => renderCar(JSON.parse(e.data)));
   events.addEventListener("counters", (e) => renderCounters(JSON.parse(e.data)));
   events.addEventListener("log", (e) => renderLog(JSON.parse(e.data)));
@@ -292,11 +357,7 @@ async function start() {
     const result = await post("/api/destinations", {
       action: editing === null ? "add" : "change",
       was: editing ?? undefined,
-      name: $("dest-name").value,
-      addr: $("dest-addr").value,
-      format: $("dest-format").value,
-      only_race_on: $("dest-race").checked,
-      max_rate: Number($("dest-rate").value) || 0,
+      ...formFields(),
     });
     showResult(result);
     if (result.ok && editing !== null) editDestination(null);
@@ -310,7 +371,21 @@ async function start() {
       if (d) editDestination(d);
       return;
     }
-    showResult(await post("/api/destinations", { action: "remove", name: button.dataset.name }));
+    const d = previous.get(button.dataset.name);
+    const result = await post("/api/destinations", { action: "remove", name: button.dataset.name });
+    showResult(result);
+    if (result.ok && d) offerUndo(d);
+  });
+  $("undo").addEventListener("click", async () => {
+    if (!removed) return;
+    const d = removed;
+    const result = await post("/api/destinations", {
+      action: "add", name: d.name, addr: d.addr, format: d.output,
+      only_race_on: Boolean(d.only_race_on), max_rate: d.max_rate ?? 0,
+      max_age_ms: d.max_age_ms ?? null,
+    });
+    showResult(result);
+    if (result.ok) { $("undo-bar").hidden = true; removed = null; }
   });
   $("record").addEventListener("click", async () => {
     const recording = $("record").textContent.startsWith("Stop");
