@@ -812,3 +812,72 @@ fn served_to_the_network_the_page_shows_a_qr_code_of_its_address_with_the_token(
     // The console's code: lines of half blocks.
     assert!(done.stderr.contains("▀▀▀"), "{}", done.stderr);
 }
+
+/// Issue 24: "Start at login" on the page shows what `autostart status`
+/// says, and turns it on and off through the same code: under a temporary
+/// HOME and XDG_CONFIG_HOME, with no systemd user session, the desktop entry
+/// is written naming the running configuration, then removed.
+#[cfg(all(unix, not(target_os = "macos")))]
+#[test]
+fn start_at_login_on_the_page_writes_and_removes_the_login_entry() {
+    if !require_tool(
+        "chromium",
+        runs(chromium()) && runs("chromedriver"),
+        "install Debian's chromium and chromium-driver",
+    ) {
+        return;
+    }
+    let home = TempPath::dir("login-home");
+    let config_home = home.path().join("config");
+    let runtime = home.path().join("run");
+    std::fs::create_dir_all(&runtime).unwrap();
+    let (_first, first_addr) = receiver();
+    let text = format!(
+        "{}\n{}",
+        listen_toml("fh5"),
+        destination_toml("first", first_addr, "same", "")
+    )
+    .replace("[stats]", "[web]\naddr = \"127.0.0.1:0\"\n\n[stats]");
+    let file = TempPath::file("login.toml", &text);
+    let mut command = common::bin::command();
+    command
+        .args(["run", "--config", file.path().to_str().unwrap()])
+        .env("HOME", home.path())
+        .env("XDG_CONFIG_HOME", &config_home)
+        .env("XDG_RUNTIME_DIR", &runtime);
+    let mut bin = Bin::spawn_command(command);
+    let line = bin.wait_for_line("web page on http://");
+    let url = line[line.find("http://").unwrap()..].trim().to_owned();
+    bin.wait_for_line("running; press Ctrl-C to stop");
+    let entry = config_home.join("autostart/forza-relay.desktop");
+
+    let driver = Driver::start();
+    driver.session("POST", "/url", &json!({ "url": url }));
+    driver.wait_for("//*[@id='autostart-state']", |t| {
+        t == "off: forza-relay does not start at login"
+    });
+    driver.click_at("//*[@id='autostart']");
+    let said = driver.wait_for("//*[@id='autostart-state']", |t| t.starts_with("on: "));
+    assert!(
+        said.starts_with(&format!("on: {} starts at login", entry.display())),
+        "{said}"
+    );
+    let written = std::fs::read_to_string(&entry).expect("the login entry is written");
+    let config = std::fs::canonicalize(file.path()).unwrap();
+    assert!(
+        written.contains(&format!("\"--config\" \"{}\"", config.display())),
+        "{written}"
+    );
+    assert_eq!(
+        driver.run("return document.getElementById('autostart').checked;"),
+        true
+    );
+    bin.wait_for_line("web page: start at login: wrote ");
+    driver.click_at("//*[@id='autostart']");
+    driver.wait_for("//*[@id='autostart-state']", |t| t.starts_with("off: "));
+    assert!(!entry.exists(), "the login entry is removed");
+    drop(driver);
+    bin.signal("INT");
+    let done = bin.wait();
+    assert_eq!(done.code(), 0, "{}", done.stderr);
+}

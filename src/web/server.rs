@@ -37,6 +37,7 @@ use serde_json::{json, Value};
 use super::connections::{self, Peer};
 use super::feed::{self, PageRecording};
 use super::{edit, live, lock, Shared, MAX_BODY, MAX_HEADER_BYTES};
+use crate::setup::autostart;
 
 const INDEX: &str = include_str!("assets/index.html");
 const SCRIPT: &str = include_str!("assets/app.js");
@@ -66,6 +67,10 @@ pub fn router(shared: Arc<Shared>) -> Router {
         .route("/api/events", get(events_route))
         .route("/api/destinations", post(destinations_route))
         .route("/api/recording", post(recording_route))
+        .route(
+            "/api/autostart",
+            get(autostart_status).post(autostart_route),
+        )
         .fallback(not_found)
         .layer(middleware::from_fn_with_state(shared.clone(), guard))
         .with_state(shared)
@@ -370,6 +375,77 @@ async fn recording_route(State(shared): State<Arc<Shared>>, request: Request) ->
     on_worker(move || recording(&shared, &value))
         .await
         .unwrap_or_else(busy)
+}
+
+/// "Start at login" as `autostart status` says it: `on`, the lines it said,
+/// and whether the page can turn it on (it needs a configuration file).
+fn autostart_json(said: Result<Vec<String>, std::io::Error>, file: bool) -> Value {
+    match said {
+        Ok(said) => json!({
+            "ok": true,
+            "on": autostart::is_on(&said),
+            "said": said,
+            "can": file,
+        }),
+        Err(e) => json!({"ok": false, "error": e.to_string(), "can": file}),
+    }
+}
+
+async fn autostart_status(State(shared): State<Arc<Shared>>) -> Response {
+    let file = shared.file.is_some();
+    match on_worker(autostart::status).await {
+        Some(said) => json_response(StatusCode::OK, &autostart_json(said, file)),
+        None => busy(),
+    }
+}
+
+/// Turns "Start at login" on or off, through the same code as `forza-relay
+/// autostart on|off`; on, the relay starts at the next login (this one runs
+/// already).
+async fn autostart_route(State(shared): State<Arc<Shared>>, request: Request) -> Response {
+    let value = match body(request).await {
+        Ok(v) => v,
+        Err(r) => return r,
+    };
+    let work = move || {
+        let said = match (value.get("action").and_then(Value::as_str), &shared.file) {
+            (Some("on"), Some(file)) => autostart::Launch::new(file)
+                .and_then(|launch| autostart::on(&launch, autostart::Start::AtNextLogin)),
+            (Some("on"), None) => {
+                return json_response(
+                    StatusCode::UNPROCESSABLE_ENTITY,
+                    &json!({"ok": false, "error": "Start at login runs a configuration file: \
+                        with none (run --to …), save one first (forza-relay setup --write \
+                        forza-relay.toml) and start forza-relay with it"}),
+                )
+            }
+            (Some("off"), _) => autostart::off(),
+            (other, _) => {
+                return json_response(
+                    StatusCode::BAD_REQUEST,
+                    &json!({"ok": false, "error": format!("unknown action {other:?}: on or off")}),
+                )
+            }
+        };
+        match said {
+            Ok(said) => {
+                // Each thing done, in its first line (the file's text is not
+                // for the log).
+                for line in said.iter().filter_map(|l| l.lines().next()) {
+                    info!("web page: start at login: {line}");
+                }
+                json_response(
+                    StatusCode::OK,
+                    &autostart_json(autostart::status(), shared.file.is_some()),
+                )
+            }
+            Err(e) => json_response(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                &json!({"ok": false, "error": e.to_string()}),
+            ),
+        }
+    };
+    on_worker(work).await.unwrap_or_else(busy)
 }
 
 /// Everything the page shows, now: for scripts, and for a page that opens.

@@ -318,33 +318,24 @@ function editDestination(d) {
   }
 }
 
+// "Start at login": what `forza-relay autostart status` says, and a checkbox
+// that turns it on or off through the same code.
+function renderAutostart(a) {
+  const box = $("autostart");
+  if (!a.ok) {
+    setText("autostart-state", a.error);
+    $("autostart-state").className = "small error-text";
+    box.disabled = !a.can;
+    return;
+  }
+  box.checked = Boolean(a.on);
+  box.disabled = !a.can && !a.on;
+  $("autostart-state").className = "small";
+  setText("autostart-state", a.can || a.on ? a.said.join("\n")
+    : "Start at login runs a configuration file; this relay has none (it was started with --to).");
+}
+
 async function start() {
-  const snapshot = await (await fetch("/api/snapshot")).json();
-  for (const p of snapshot.presets ?? []) {
-    const option = document.createElement("option");
-    option.value = JSON.stringify(p);
-    option.textContent = `${p.name} (${p.addr}, ${p.format})`;
-    $("preset").appendChild(option);
-  }
-  if (snapshot.phone) {
-    $("phone-qr").src = snapshot.phone.qr;
-    $("phone-url").textContent = snapshot.phone.url;
-    $("phone-url").href = snapshot.phone.url;
-    $("phone-section").hidden = false;
-  }
-  renderCar(snapshot.car);
-  renderCounters(snapshot.counters);
-  renderLog(snapshot.log);
-
-  const events = new EventSource("/api/events");
-  events.addEventListener("open", () => { connected = true; renderFeed(lastCounters?.input, lastCounters?.elapsed_s ?? 0); });
-  events.addEventListener("error", () => { connected = false; renderFeed(null, 0); });
-  events.addEventListener("car", (e) => renderCar(JSON.parse(e.data)));
-  events.addEventListener("counters", (e) => renderCounters(JSON.parse(e.data)));
-  events.addEventListener("log", (e) => renderLog(JSON.parse(e.data)));
-  const frame = () => { drawMap(); requestAnimationFrame(frame); };
-  requestAnimationFrame(frame);
-
   $("preset").addEventListener("change", (e) => {
     if (!e.target.value) return;
     const p = JSON.parse(e.target.value);
@@ -387,11 +378,52 @@ async function start() {
     showResult(result);
     if (result.ok) { $("undo-bar").hidden = true; removed = null; }
   });
+  $("autostart").addEventListener("change", async (e) => {
+    const box = e.target;
+    box.disabled = true;
+    const result = await post("/api/autostart", { action: box.checked ? "on" : "off" });
+    if (result.ok) {
+      renderAutostart(result);
+      return;
+    }
+    renderAutostart(await (await fetch("/api/autostart")).json());
+    setText("autostart-state", result.error);
+    $("autostart-state").className = "small error-text";
+  });
   $("record").addEventListener("click", async () => {
     const recording = $("record").textContent.startsWith("Stop");
     const result = await post("/api/recording", { action: recording ? "stop" : "start" });
     if (!result.ok) showResult(result);
   });
+
+  // Every control listens before anything is shown: none can be used
+  // before its handler is there.
+  fetch("/api/autostart").then((r) => r.json()).then(renderAutostart).catch(() => {});
+  const snapshot = await (await fetch("/api/snapshot")).json();
+  for (const p of snapshot.presets ?? []) {
+    const option = document.createElement("option");
+    option.value = JSON.stringify(p);
+    option.textContent = `${p.name} (${p.addr}, ${p.format})`;
+    $("preset").appendChild(option);
+  }
+  if (snapshot.phone) {
+    $("phone-qr").src = snapshot.phone.qr;
+    $("phone-url").textContent = snapshot.phone.url;
+    $("phone-url").href = snapshot.phone.url;
+    $("phone-section").hidden = false;
+  }
+  renderCar(snapshot.car);
+  renderCounters(snapshot.counters);
+  renderLog(snapshot.log);
+
+  const events = new EventSource("/api/events");
+  events.addEventListener("open", () => { connected = true; renderFeed(lastCounters?.input, lastCounters?.elapsed_s ?? 0); });
+  events.addEventListener("error", () => { connected = false; renderFeed(null, 0); });
+  events.addEventListener("car", (e) => renderCar(JSON.parse(e.data)));
+  events.addEventListener("counters", (e) => renderCounters(JSON.parse(e.data)));
+  events.addEventListener("log", (e) => renderLog(JSON.parse(e.data)));
+  const frame = () => { drawMap(); requestAnimationFrame(frame); };
+  requestAnimationFrame(frame);
 }
 
 start();
