@@ -24,6 +24,7 @@ pub mod fanout;
 pub mod filter;
 pub mod logging;
 pub mod numbers;
+pub mod output;
 pub mod platform;
 pub mod recv;
 pub mod reference;

@@ -293,13 +293,30 @@ impl Column {
 /// its block starts in the packet's format, its offset, its type as the format
 /// types it. [`Cell::Null`] when the format lacks the field.
 pub fn read_raw<T: AsRef<[u8]>>(field: &Field, wheel: Option<usize>, packet: &Packet<T>) -> Cell {
-    let format: Format = packet.format();
-    let Some(start) = field.start(format) else {
-        return Cell::Null;
-    };
+    match raw_location(field, wheel, packet.format()) {
+        Some((at, scalar)) => read_scalar(packet.as_bytes(), at, scalar),
+        None => Cell::Null,
+    }
+}
+
+/// Where one field (one wheel of a per-wheel field) is in a `format` packet, and
+/// its type there; `None` when the format lacks it. What [`read_raw`] reads, for
+/// a reader that works it out once per format (src/output/).
+pub fn raw_location(
+    field: &Field,
+    wheel: Option<usize>,
+    format: Format,
+) -> Option<(usize, Scalar)> {
+    let start = field.start(format)?;
     let scalar = field.scalar.in_format(format);
-    let at = start + wheel.unwrap_or(0) * scalar.size();
-    let Some(b) = packet.as_bytes().get(at..at + scalar.size()) else {
+    Some((start + wheel.unwrap_or(0) * scalar.size(), scalar))
+}
+
+/// The `scalar` at `at` in `bytes` (as [`raw_location`] gives them);
+/// [`Cell::Null`] when `bytes` is too short to hold it.
+#[inline]
+pub fn read_scalar(bytes: &[u8], at: usize, scalar: Scalar) -> Cell {
+    let Some(b) = bytes.get(at..at + scalar.size()) else {
         return Cell::Null;
     };
     let word = |b: &[u8]| [b[0], b[1], b[2], b[3]];
@@ -339,10 +356,24 @@ impl std::error::Error for UnknownColumns {}
 /// The columns `spec` names, comma separated, in its order. Names ignore case; a
 /// per-wheel group name (`TireTemp`, `tire_temp_c`) selects its four columns.
 pub fn select(spec: &str) -> Result<Vec<Column>, UnknownColumns> {
+    select_names(spec.split(',')).map_err(|e| match e.unknown.as_slice() {
+        [] => UnknownColumns {
+            unknown: vec![spec.to_owned()],
+        },
+        _ => e,
+    })
+}
+
+/// The columns `names` name, in their order, by the rules of [`select`] (blank
+/// names are skipped). Every name that is no column is in the error; when no
+/// name is given, the error names none.
+pub fn select_names<'a>(
+    names: impl IntoIterator<Item = &'a str>,
+) -> Result<Vec<Column>, UnknownColumns> {
     let all = Column::all();
     let mut chosen = Vec::new();
     let mut unknown = Vec::new();
-    for name in spec.split(',').map(str::trim).filter(|n| !n.is_empty()) {
+    for name in names.into_iter().map(str::trim).filter(|n| !n.is_empty()) {
         let exact: Vec<Column> = all
             .iter()
             .filter(|c| c.name().eq_ignore_ascii_case(name))
@@ -363,9 +394,7 @@ pub fn select(spec: &str) -> Result<Vec<Column>, UnknownColumns> {
         return Err(UnknownColumns { unknown });
     }
     if chosen.is_empty() {
-        return Err(UnknownColumns {
-            unknown: vec![spec.to_owned()],
-        });
+        return Err(UnknownColumns { unknown });
     }
     Ok(chosen)
 }

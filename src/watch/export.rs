@@ -1,5 +1,6 @@
 //! `forza-relay export`: one row per packet, every decoded field by name, as CSV
-//! with a header or as JSON lines.
+//! with a header or as JSON lines. A JSON line is the object the `json` outputs
+//! send ([`crate::output::json`]): one definition of it.
 //!
 //! [`export`] reads any [`Source`] until it ends or the stop flag is set, and
 //! flushes everything it wrote before it returns (also every second while it runs,
@@ -10,13 +11,12 @@ use std::io::{self, Write};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant, SystemTime};
 
-use serde::ser::{SerializeMap, Serializer as _};
-
 use super::columns::{Column, Row};
 use super::model::Ignored;
 use super::source::{Next, Source};
 use super::Reader;
 use crate::config::Input;
+use crate::output::json;
 use crate::telemetry::Telemetry;
 use crate::wire::Packet;
 
@@ -200,7 +200,10 @@ enum Writer<'c, W: Write> {
     },
     Jsonl {
         out: io::BufWriter<W>,
-        columns: Vec<(String, Column)>,
+        /// The object, as the `json` outputs write it (one definition).
+        object: json::Object,
+        /// One line, kept between rows.
+        line: Vec<u8>,
     },
 }
 
@@ -224,7 +227,8 @@ impl<'c, W: Write> Writer<'c, W> {
             }
             Table::Jsonl => Writer::Jsonl {
                 out: io::BufWriter::new(out),
-                columns: columns.iter().map(|c| (c.name(), *c)).collect(),
+                object: json::Object::new(columns),
+                line: Vec::new(),
             },
         })
     }
@@ -239,15 +243,11 @@ impl<'c, W: Write> Writer<'c, W> {
                 }
                 csv.write_record(None::<&[u8]>).map_err(csv_error)
             }
-            Writer::Jsonl { out, columns } => {
-                let mut ser = serde_json::Serializer::new(&mut *out);
-                let json = |e: serde_json::Error| ExportError::Write(e.into());
-                let mut map = ser.serialize_map(Some(columns.len())).map_err(json)?;
-                for (name, c) in columns.iter() {
-                    map.serialize_entry(name, &c.value(row)).map_err(json)?;
-                }
-                map.end().map_err(json)?;
-                out.write_all(b"\n").map_err(ExportError::Write)
+            Writer::Jsonl { out, object, line } => {
+                line.clear();
+                object.write(row, line);
+                line.push(b'\n');
+                out.write_all(line).map_err(ExportError::Write)
             }
         }
     }
