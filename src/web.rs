@@ -47,7 +47,8 @@ use crate::config::{Config, Overrides};
 use crate::relay::Control;
 use crate::stats::Snapshot;
 
-/// Open pages (event streams) served at once; one more closes the oldest.
+/// Open pages (event streams) served at once, and frame streams (`/api/stream`,
+/// overlays) too; one more of a kind closes the oldest of that kind.
 pub const MAX_CLIENTS: usize = 8;
 /// The car is sent at most this often (30 updates a second).
 pub const CAR_EVERY: Duration = Duration::from_millis(33);
@@ -98,6 +99,8 @@ struct Shared {
     updates: feed::Updates,
     /// The open pages' event streams: one more closes the oldest.
     pages: live::Slots,
+    /// The open frame streams (`/api/stream`, the overlay): the same.
+    streams: live::Slots,
     /// The server's own snapshot buffers, for `/api/snapshot` with no page
     /// open (the relay fills them in place), and what its rates and statuses
     /// are computed from.
@@ -226,6 +229,7 @@ impl Observer for Web {
             listeners_changed: Condvar::new(),
             updates: feed::Updates::new(),
             pages: live::Slots::new(MAX_CLIENTS),
+            streams: live::Slots::new(MAX_CLIENTS),
             answers: Mutex::new(relay.control().snapshots()),
             counting: Mutex::new(feed::Counting::default()),
             recording: Mutex::new(None),

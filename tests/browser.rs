@@ -881,3 +881,107 @@ fn start_at_login_on_the_page_writes_and_removes_the_login_entry() {
     let done = bin.wait();
     assert_eq!(done.code(), 0, "{}", done.stderr);
 }
+
+/// A game-like picture behind the overlay for its screenshot: sky, grass, a
+/// road to the horizon with its lines (CSS gradients, set from the test, not
+/// the page).
+const GAME_BACKGROUND: &str = "document.documentElement.style.background = \
+    'conic-gradient(from 157deg at 50% 52%, #fff 0 1deg, transparent 1deg), \
+     conic-gradient(from 202deg at 50% 52%, #fff 0 1deg, transparent 1deg), \
+     conic-gradient(from 179.5deg at 50% 52%, #f2d24b 0 1deg, transparent 1deg), \
+     conic-gradient(from 156deg at 50% 52%, #4a4d52 0 48deg, transparent 48deg), \
+     linear-gradient(transparent 52%, #6f9a50 52%, #3f6b32), \
+     linear-gradient(#5d95d6, #cfe6f7 52%)'; \
+    document.documentElement.style.minHeight = '100vh'; return null;";
+
+/// Issue 24: `/overlay` is transparent (html and body), shows the speed sent
+/// (km/h, and mph with `?units=mph`), and `?show=` picks its parts; saves the
+/// docs' screenshot over a game-like picture (target/overlay.png; docs/ with
+/// FORZA_RELAY_BLESS=1).
+#[test]
+fn the_overlay_is_transparent_and_shows_the_speed_sent() {
+    if !require_tool(
+        "chromium",
+        runs(chromium()) && runs("chromedriver"),
+        "install Debian's chromium and chromium-driver",
+    ) {
+        return;
+    }
+    let (_first, first_addr) = receiver();
+    let text = format!(
+        "{}\n{}",
+        listen_toml("fh5"),
+        destination_toml("first", first_addr, "same", "")
+    )
+    .replace("[stats]", "[web]\naddr = \"127.0.0.1:0\"\n\n[stats]");
+    let file = TempPath::file("overlay.toml", &text);
+    let (bin, listen, url) = relay_with_page_file(&file);
+    let base = url.trim_end_matches('/').to_owned();
+    let drive = Drive::start(listen);
+    let speed = f64::from(drive.hold());
+    let driver = Driver::with(json!({
+        "binary": chromium(),
+        "args": ["--headless=new", "--no-sandbox", "--disable-gpu",
+                 "--disable-dev-shm-usage", "--window-size=800,600"],
+    }));
+
+    driver.session("POST", "/url", &json!({ "url": format!("{base}/overlay") }));
+    let kmh = speed * 3.6;
+    driver.wait_for("//*[@id='speed']", |t| {
+        t.parse::<f64>().is_ok_and(|v| (v - kmh).abs() <= 1.0)
+    });
+    driver.wait_for("//*[@id='unit']", |t| t == "km/h");
+    driver.wait_for("//*[@id='gear']", |t| !t.is_empty() && t != "–");
+    let backgrounds = driver.run(
+        "const bg = (e) => getComputedStyle(e).backgroundColor; \
+         return [bg(document.documentElement), bg(document.body), \
+                 getComputedStyle(document.documentElement).backgroundImage];",
+    );
+    assert_eq!(
+        backgrounds,
+        json!(["rgba(0, 0, 0, 0)", "rgba(0, 0, 0, 0)", "none"]),
+        "transparent html and body"
+    );
+    driver.session(
+        "POST",
+        "/url",
+        &json!({ "url": format!("{base}/overlay?units=mph&show=speed,gear&scale=1.5") }),
+    );
+    let mph = speed * 3600.0 / 1609.344;
+    driver.wait_for("//*[@id='speed']", |t| {
+        t.parse::<f64>().is_ok_and(|v| (v - mph).abs() <= 1.0)
+    });
+    driver.wait_for("//*[@id='unit']", |t| t == "mph");
+    let parts = driver.run(
+        "return [...document.querySelectorAll('.part')].map((p) => [p.dataset.part, \
+         getComputedStyle(p).display !== 'none']);",
+    );
+    assert_eq!(
+        parts,
+        json!([
+            ["speed", true],
+            ["gear", true],
+            ["rpm", false],
+            ["pedals", false],
+            ["g", false],
+            ["lap", false]
+        ]),
+    );
+    let scale = driver
+        .run("return getComputedStyle(document.documentElement).getPropertyValue('--scale');");
+    assert_eq!(scale, "1.5");
+
+    // The docs' picture: the car at speed, over a game-like scene.
+    driver.session("POST", "/url", &json!({ "url": format!("{base}/overlay") }));
+    drive.release();
+    driver.wait_for("//*[@id='speed']", |t| {
+        t.parse::<f64>().is_ok_and(|v| v >= 90.0)
+    });
+    driver.run(GAME_BACKGROUND);
+    driver.screenshot("overlay.png");
+    drive.stop();
+    drop(driver);
+    bin.signal("INT");
+    let done = bin.wait();
+    assert_eq!(done.code(), 0, "{}", done.stderr);
+}

@@ -1050,3 +1050,213 @@ fn max_age_from_the_page_is_written_shown_and_kept_for_the_others() {
         done.stderr
     );
 }
+
+/// Reads Server-Sent Events from `stream` until `n` `data:` objects came
+/// (within [`http::HTTP_TIMEOUT`] each), each as its text and as JSON; the
+/// head must say 200 and text/event-stream.
+#[track_caller]
+fn stream_objects(stream: &mut std::net::TcpStream, n: usize) -> Vec<(String, serde_json::Value)> {
+    use std::io::Read as _;
+    stream.set_read_timeout(Some(http::HTTP_TIMEOUT)).unwrap();
+    let mut seen = String::new();
+    let mut buf = [0u8; 16 << 10];
+    let mut head_checked = false;
+    let mut objects = Vec::new();
+    while objects.len() < n {
+        let got = stream.read(&mut buf).expect("an event within the timeout");
+        assert!(got > 0, "the stream closed: {seen}");
+        seen.push_str(&String::from_utf8_lossy(&buf[..got]));
+        if !head_checked {
+            let Some((head, rest)) = seen.split_once("\r\n\r\n") else {
+                continue;
+            };
+            assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+            assert!(head.contains("text/event-stream"), "{head}");
+            seen = rest.to_owned();
+            head_checked = true;
+        }
+        // Whole data lines only.
+        while let Some(at) = seen.find("data: ") {
+            let Some(end) = seen[at..].find('\n') else {
+                break;
+            };
+            let line = seen[at + 6..at + end].to_owned();
+            seen.drain(..at + end + 1);
+            let object: serde_json::Value =
+                serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line}"));
+            objects.push((line, object));
+        }
+    }
+    objects
+}
+
+fn open_stream(web: SocketAddr, path: &str) -> std::net::TcpStream {
+    use std::io::Write as _;
+    let mut s = std::net::TcpStream::connect(web).unwrap();
+    write!(s, "GET {path} HTTP/1.1\r\nHost: {web}\r\n\r\n").unwrap();
+    s
+}
+
+/// Issue 24: `/api/stream?hz=10` sends, for the frames the game sends, the
+/// object `export --as jsonl` writes (the asked fields, in order, the values
+/// sent), at most 10 a second (each frame received at least a tenth of a
+/// second after the one before, by the frames' own receive times), and the
+/// relay forwards every frame meanwhile; an unknown field or a bad rate is a
+/// 400 naming it.
+#[test]
+fn the_stream_sends_export_s_object_of_the_newest_frame_at_most_hz_a_second() {
+    let (receiver, to) = receiver();
+    let mut bin = relay_with_page(to);
+    let (listen, web, _) = started(&mut bin);
+    for (path, says) in [
+        (
+            "/api/stream?fields=Speed,Nope,alsoNot",
+            "no column named \"Nope\", \"alsoNot\"",
+        ),
+        ("/api/stream?hz=0", "hz: \"0\""),
+        ("/api/stream?hz=1000", "hz: \"1000\""),
+        ("/api/stream?hz=fast", "hz: \"fast\""),
+    ] {
+        let r = get(web, path, &[]);
+        assert_eq!(r.status, 400, "{path}");
+        assert!(r.body.contains(says), "{path}: {}", r.body);
+    }
+    let traffic = Traffic::start(listen, receiver);
+    let fields = [
+        "IsRaceOn",
+        "TimestampMS",
+        "Speed",
+        "CurrentEngineRpm",
+        "Gear",
+        "LapNumber",
+        "speed_kmh",
+        "gear_label",
+        "recv_s",
+        "format",
+    ];
+    let mut stream = open_stream(
+        web,
+        &format!("/api/stream?hz=10&fields={}", fields.join(",")),
+    );
+    let objects = stream_objects(&mut stream, 6);
+    let mut last: Option<(f64, i64)> = None;
+    for (text, o) in &objects {
+        // The fields asked, and only those, in the order asked.
+        let keys: std::collections::BTreeSet<&str> =
+            o.as_object().unwrap().keys().map(String::as_str).collect();
+        assert_eq!(keys, fields.into_iter().collect(), "{o}");
+        let places: Vec<usize> = fields
+            .iter()
+            .map(|f| text.find(&format!("\"{f}\":")).unwrap())
+            .collect();
+        assert!(places.windows(2).all(|w| w[0] < w[1]), "in order: {text}");
+        assert_eq!(o["IsRaceOn"], 1, "{o}");
+        assert_eq!(o["Speed"].as_f64(), Some(f64::from(SPEED)), "{o}");
+        assert_eq!(
+            o["CurrentEngineRpm"].as_f64(),
+            Some(f64::from(CURRENT_ENGINE_RPM)),
+            "{o}"
+        );
+        assert_eq!(o["Gear"], GEAR, "{o}");
+        assert_eq!(o["LapNumber"], LAP_NUMBER, "{o}");
+        let kmh = o["speed_kmh"].as_f64().unwrap();
+        assert!((kmh - f64::from(SPEED) * 3.6).abs() < 1e-3, "{o}");
+        assert_eq!(o["gear_label"], GEAR.to_string(), "{o}");
+        // Listening as `auto`, a dry FH5 frame reads as fh6 (the guess for
+        // 324 bytes), as export and the relay read it.
+        assert_eq!(o["format"], "fh6", "{o}");
+        let (at, stamp) = (
+            o["recv_s"].as_f64().unwrap(),
+            o["TimestampMS"].as_i64().unwrap(),
+        );
+        if let Some((before, before_stamp)) = last {
+            assert!(stamp > before_stamp, "newer frames: {objects:?}");
+            // The game sends every 5 ms: a frame received within 20 ms of
+            // the wanted tenth of a second is the newest one there was.
+            assert!(at - before >= 0.08, "more than 10 a second: {objects:?}");
+        }
+        last = Some((at, stamp));
+    }
+    // At 10 a second, 6 frames span about half a second of the game's.
+    assert!(last.unwrap().0 <= 2.0, "fewer than 5 in 2 s: {objects:?}");
+    drop(stream);
+    traffic.all_forwarded();
+    bin.signal("INT");
+    assert_eq!(bin.wait().code(), 0);
+}
+
+/// Issue 24: eight frame streams that are never read while the game sends:
+/// the relay forwards every frame, the page answers, and a new stream gets
+/// its frames.
+#[test]
+fn eight_frame_streams_that_never_read_hold_neither_the_relay_nor_the_page() {
+    let (receiver, to) = receiver();
+    let mut bin = relay_with_page(to);
+    let (listen, web, _) = started(&mut bin);
+    let never_read: Vec<_> = (0..8).map(|_| open_stream(web, "/api/stream")).collect();
+    let traffic = Traffic::start(listen, receiver);
+    let mut fresh = open_stream(web, "/api/stream?fields=Speed");
+    let objects = stream_objects(&mut fresh, 20);
+    assert!(objects
+        .iter()
+        .all(|(_, o)| o["Speed"].as_f64() == Some(f64::from(SPEED))));
+    assert_eq!(get(web, "/api/snapshot", &[]).status, 200);
+    traffic.all_forwarded();
+    bin.signal("INT");
+    assert_eq!(bin.wait().code(), 0);
+    drop(never_read);
+}
+
+/// Issue 24: served beyond this computer, the overlay and the frame stream
+/// are read-only and need no token from this computer (an OBS browser source
+/// opens them as they are); everything else still does.
+#[test]
+fn served_to_the_network_this_computer_reads_the_overlay_and_stream_without_a_token() {
+    let (_receiver, to) = receiver();
+    let mut bin = Bin::spawn(
+        &[
+            "run",
+            "--listen",
+            "127.0.0.1:0",
+            "--web",
+            "0.0.0.0:0",
+            "--stats-interval",
+            "0",
+            "--to",
+            &to.to_string(),
+        ],
+        None,
+    );
+    let line = bin.wait_for_line("web page on http://");
+    let port: u16 = line
+        .split("address>:")
+        .nth(1)
+        .unwrap()
+        .split('/')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    bin.wait_for_line("running; press Ctrl-C to stop");
+    let web: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    let overlay = get(web, "/overlay", &[]);
+    assert_eq!(overlay.status, 200);
+    assert!(overlay.body.contains("/overlay.js"), "{}", overlay.body);
+    assert_eq!(get(web, "/overlay.js", &[]).status, 200);
+    assert_eq!(get(web, "/overlay.css", &[]).status, 200);
+    let mut stream = open_stream(web, "/api/stream?fields=Speed");
+    let mut head = [0u8; 12];
+    use std::io::Read as _;
+    stream.set_read_timeout(Some(http::HTTP_TIMEOUT)).unwrap();
+    stream.read_exact(&mut head).unwrap();
+    assert_eq!(&head, b"HTTP/1.1 200");
+    for path in ["/", "/api/snapshot", "/api/events", "/qr.svg"] {
+        assert_eq!(get(web, path, &[]).status, 401, "{path}");
+    }
+    // The Host check stands.
+    let foreign = get(web, "/overlay", &[&format!("Host: evil.example:{port}")]);
+    assert_eq!(foreign.status, 403);
+    drop(stream);
+    bin.signal("INT");
+    assert_eq!(bin.wait().code(), 0);
+}

@@ -7,7 +7,7 @@
 use std::collections::VecDeque;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use log::{info, warn};
 use serde_json::{json, Value};
@@ -21,6 +21,8 @@ use crate::relay::Snapshots;
 use crate::stats::{DropReason, SendErrorKind, Snapshot, SnapshotKind};
 use crate::tap;
 use crate::watch::model::{Car, DestinationRates, Finite, Model, Tyre};
+use crate::watch::Reader;
+use crate::wire::{Format, MAX_LEN};
 
 /// How long the feed waits for the relay's counters.
 const SNAPSHOT_TIMEOUT: Duration = Duration::from_millis(200);
@@ -38,6 +40,8 @@ pub struct Updates {
     pub car: watch::Sender<Option<Arc<str>>>,
     pub counters: watch::Sender<Option<Arc<str>>>,
     pub log: watch::Sender<Option<Arc<str>>>,
+    /// The newest frame of the game, for `/api/stream` (and the overlay).
+    pub frame: watch::Sender<Option<Frame>>,
 }
 
 impl Updates {
@@ -47,9 +51,31 @@ impl Updates {
             car: watch::Sender::new(None),
             counters: watch::Sender::new(None),
             log: watch::Sender::new(None),
+            frame: watch::Sender::new(None),
         }
     }
 }
+
+/// One frame of the game as the relay admitted it, copied whole: its bytes,
+/// the format it reads as, when it was received.
+#[derive(Debug, Clone, Copy)]
+pub struct Frame {
+    pub time: SystemTime,
+    pub format: Format,
+    len: usize,
+    bytes: [u8; MAX_LEN],
+}
+
+impl Frame {
+    /// Its bytes.
+    pub fn payload(&self) -> &[u8] {
+        &self.bytes[..self.len]
+    }
+}
+
+/// The fastest a stream may ask for: FH6's rate, the highest a Forza game
+/// sends at.
+pub const MAX_HZ: u32 = 360;
 
 /// Replaces the newest update in `tx` (with or without a stream to see it).
 fn publish(tx: &watch::Sender<Option<Arc<str>>>, value: &Value) {
@@ -67,11 +93,22 @@ pub fn newest(tx: &watch::Sender<Option<Arc<str>>>) -> Option<Value> {
 pub struct Listeners {
     /// Open pages' event streams.
     pub pages: usize,
+    /// Each open frame stream's rate, frames a second.
+    pub streams: Vec<u32>,
 }
 
 impl Listeners {
     fn any(&self) -> bool {
-        self.pages > 0
+        self.pages > 0 || !self.streams.is_empty()
+    }
+
+    /// How long the feed sleeps between two looks at its tap: the car's
+    /// period, or the fastest stream's (at most [`MAX_HZ`]).
+    fn period(&self) -> Duration {
+        match self.streams.iter().max() {
+            Some(&hz) => (Duration::from_secs(1) / hz.clamp(1, MAX_HZ)).min(CAR_EVERY),
+            None => CAR_EVERY,
+        }
     }
 }
 
@@ -80,6 +117,8 @@ impl Listeners {
 pub enum Wants {
     /// The car, the counters, the log lines.
     Page,
+    /// Frames, this many a second.
+    Frames(u32),
 }
 
 /// One listener, counted while it lives.
@@ -94,6 +133,7 @@ pub fn listen(shared: &Arc<Shared>, wants: Wants) -> Listening {
     let mut listeners = lock(&shared.listeners);
     match wants {
         Wants::Page => listeners.pages += 1,
+        Wants::Frames(hz) => listeners.streams.push(hz),
     }
     shared.listeners_changed.notify_all();
     Listening {
@@ -107,6 +147,11 @@ impl Drop for Listening {
         let mut listeners = lock(&self.shared.listeners);
         match self.wants {
             Wants::Page => listeners.pages = listeners.pages.saturating_sub(1),
+            Wants::Frames(hz) => {
+                if let Some(at) = listeners.streams.iter().position(|&h| h == hz) {
+                    listeners.streams.swap_remove(at);
+                }
+            }
         }
         self.shared.listeners_changed.notify_all();
     }
@@ -425,18 +470,52 @@ pub fn run(shared: &Shared, input: Input) {
     }
 }
 
-/// Feeds the listeners until none is left.
+/// Feeds the listeners until none is left: the pages while one is open, the
+/// newest frame while a stream is.
 fn sample(shared: &Shared, input: Input, counting: &mut Counting, snapshots: &mut Snapshots) {
     let (producer, mut tap) = tap::tap(tap::DEFAULT_CAPACITY);
     shared.control.attach(producer);
     let mut model = Model::new(input, "the relay");
+    let mut reader = Reader::new(input);
+    let mut newest = Frame {
+        time: SystemTime::UNIX_EPOCH,
+        format: Format::Fh6,
+        len: 0,
+        bytes: [0; MAX_LEN],
+    };
     let mut shown_packets = u64::MAX;
     let mut next_counters = Instant::now();
     let mut shown_log = u64::MAX;
-    while !shared.stopping() && lock(&shared.listeners).any() {
+    loop {
+        let (pages, period) = {
+            let listeners = lock(&shared.listeners);
+            if shared.stopping() || !listeners.any() {
+                break;
+            }
+            (listeners.pages > 0, listeners.period())
+        };
         let now = Instant::now();
+        let mut framed = false;
         while let Some(d) = tap.pop() {
-            model.on_datagram(now, d.from, d.payload);
+            if pages {
+                model.on_datagram(now, d.from, d.payload);
+            }
+            // Every datagram, so the format's detection follows the stream.
+            if let Some(format) = reader.format_of(d.payload) {
+                if let Some(bytes) = newest.bytes.get_mut(..d.payload.len()) {
+                    bytes.copy_from_slice(d.payload);
+                    (newest.time, newest.format, newest.len) = (d.time, format, d.payload.len());
+                    framed = true;
+                }
+            }
+        }
+        if framed {
+            // The newest of the batch: a stream sends the newest it has.
+            shared.updates.frame.send_replace(Some(newest));
+        }
+        if !pages {
+            std::thread::sleep(period);
+            continue;
         }
         model.tick(now);
         if model.packets() != shown_packets {
@@ -458,7 +537,7 @@ fn sample(shared: &Shared, input: Input, counting: &mut Counting, snapshots: &mu
                 publish(&shared.updates.log, &log_json());
             }
         }
-        std::thread::sleep(CAR_EVERY);
+        std::thread::sleep(period);
     }
     // Dropping the tap detaches it: with no page open the relay copies nothing.
     drop(tap);

@@ -1,12 +1,14 @@
 //! The event streams (Server-Sent Events): an open page's (`/api/events`:
-//! the car, the counters, the log lines).
+//! the car, the counters, the log lines), and the game's frames for scripts
+//! and the overlay (`/api/stream`: each frame the JSON object `export --as
+//! jsonl` writes, at most `?hz=` a second).
 //!
 //! A stream holds no queue: it is sent the newest update of each kind when
 //! its connection can take one, so a slow client skips updates and costs no
 //! memory; one that stops reading is closed by its connection's write deadline
-//! ([`super::connections::WRITE_DEADLINE`]). Streams take a slot among
-//! [`super::MAX_CLIENTS`]: one more closes the oldest (streams that are never
-//! read can't keep a new page out).
+//! ([`super::connections::WRITE_DEADLINE`]). Each kind of stream takes a slot
+//! among [`super::MAX_CLIENTS`]: one more closes the oldest of its kind
+//! (streams that are never read can't keep a new page out).
 
 use std::collections::VecDeque;
 use std::convert::Infallible;
@@ -19,6 +21,7 @@ use tokio::sync::Notify;
 
 use super::feed::{self, Wants};
 use super::{lock, Shared};
+use crate::output::{Encoder, Encoding, Frame, Selection};
 
 /// How often a stream with nothing to say writes a comment, to find out that
 /// its client is gone.
@@ -152,6 +155,79 @@ pub fn page_events(
         counters: subscribe(&shared.updates.counters),
         log: subscribe(&shared.updates.log),
         started: false,
+    };
+    let events = futures_util::stream::unfold(stream, |mut s| async move {
+        let event = s.next().await?;
+        Some((Ok(event), s))
+    });
+    Sse::new(events).keep_alive(KeepAlive::new().interval(KEEPALIVE).text("keepalive"))
+}
+
+/// What a frame stream holds while it is open.
+struct FrameStream {
+    slot: Slot,
+    _listening: feed::Listening,
+    frames: tokio::sync::watch::Receiver<Option<feed::Frame>>,
+    encoder: Encoder,
+    /// The object's text, kept from frame to frame.
+    text: Vec<u8>,
+    /// The least time between two frames sent.
+    period: Duration,
+    /// When the last frame went.
+    sent: Option<tokio::time::Instant>,
+}
+
+impl FrameStream {
+    /// The next frame's object: the newest frame once it is new and a period
+    /// has passed since the last one; `None` when a newer stream took this
+    /// one's place or the page stops.
+    async fn next(&mut self) -> Option<Event> {
+        loop {
+            if let Some(sent) = self.sent {
+                tokio::time::sleep_until(sent + self.period).await;
+            }
+            tokio::select! {
+                () = self.slot.closed() => return None,
+                r = self.frames.changed() => r.ok()?,
+            }
+            let Some(frame) = *self.frames.borrow_and_update() else {
+                continue;
+            };
+            let encoded = self.encoder.encode(
+                &Frame {
+                    payload: frame.payload(),
+                    format: frame.format,
+                    time: frame.time,
+                },
+                &mut self.text,
+            );
+            if encoded.is_err() {
+                continue;
+            }
+            self.sent = Some(tokio::time::Instant::now());
+            // The encoder writes JSON: UTF-8, one line.
+            return Some(Event::default().data(String::from_utf8_lossy(&self.text)));
+        }
+    }
+}
+
+/// A stream of the game's frames: each the object `export --as jsonl` writes
+/// with `selection`'s columns, at most `hz` a second, the newest when it goes.
+pub fn frames(
+    shared: &Arc<Shared>,
+    hz: u32,
+    selection: &Selection,
+) -> Sse<impl Stream<Item = Result<Event, Infallible>> + Send + 'static> {
+    let hz = hz.clamp(1, feed::MAX_HZ);
+    let stream = FrameStream {
+        slot: shared.streams.take(),
+        _listening: feed::listen(shared, Wants::Frames(hz)),
+        // Only frames that come from now on.
+        frames: shared.updates.frame.subscribe(),
+        encoder: Encoder::new(Encoding::Json, selection),
+        text: Vec::new(),
+        period: Duration::from_secs(1) / hz,
+        sent: None,
     };
     let events = futures_util::stream::unfold(stream, |mut s| async move {
         let event = s.next().await?;

@@ -37,12 +37,19 @@ use serde_json::{json, Value};
 use super::connections::{self, Peer};
 use super::feed::{self, PageRecording};
 use super::{edit, live, lock, Shared, MAX_BODY, MAX_HEADER_BYTES};
+use crate::output::Selection;
 use crate::setup::autostart;
+
+/// Frames a second of `/api/stream` when `?hz=` does not say.
+const DEFAULT_HZ: u32 = 30;
 
 const INDEX: &str = include_str!("assets/index.html");
 const SCRIPT: &str = include_str!("assets/app.js");
 const STYLE: &str = include_str!("assets/app.css");
 const ICON: &str = include_str!("assets/icon.svg");
+const OVERLAY: &str = include_str!("assets/overlay.html");
+const OVERLAY_SCRIPT: &str = include_str!("assets/overlay.js");
+const OVERLAY_STYLE: &str = include_str!("assets/overlay.css");
 
 /// Only the page's own scripts, styles and connections; no frames, no forms
 /// elsewhere.
@@ -63,6 +70,19 @@ pub fn router(shared: Arc<Shared>) -> Router {
         .route("/app.css", get(|| asset(STYLE, "text/css; charset=utf-8")))
         .route("/icon.svg", get(|| asset(ICON, "image/svg+xml")))
         .route("/qr.svg", get(qr_code))
+        .route(
+            "/overlay",
+            get(|| asset(OVERLAY, "text/html; charset=utf-8")),
+        )
+        .route(
+            "/overlay.js",
+            get(|| asset(OVERLAY_SCRIPT, "text/javascript; charset=utf-8")),
+        )
+        .route(
+            "/overlay.css",
+            get(|| asset(OVERLAY_STYLE, "text/css; charset=utf-8")),
+        )
+        .route("/api/stream", get(stream_route))
         .route("/api/snapshot", get(snapshot_route))
         .route("/api/events", get(events_route))
         .route("/api/destinations", post(destinations_route))
@@ -199,7 +219,7 @@ fn check(shared: &Shared, request: &Request) -> Result<bool, Refused> {
     }
     let url = request.uri().path_and_query().map_or("", |p| p.as_str());
     let from_url = query(url, "token").is_some_and(|t| same(t, &shared.token));
-    if needs_token(shared, request)
+    if needs_token(shared.need_token, request)
         && !from_url
         && !cookie(headers, COOKIE).is_some_and(|t| same(t, &shared.token))
     {
@@ -230,17 +250,25 @@ fn check(shared: &Shared, request: &Request) -> Result<bool, Refused> {
 }
 
 /// What may be read with no token from this computer (a loopback peer) when
-/// the page is served beyond it: nothing that changes anything.
-const READ_ONLY: &[&str] = &[];
+/// the page is served beyond it: the overlay and the frame stream, which
+/// change nothing (an OBS browser source on this computer opens them as they
+/// are).
+const READ_ONLY: &[&str] = &[
+    "/overlay",
+    "/overlay.js",
+    "/overlay.css",
+    "/icon.svg",
+    "/api/stream",
+];
 
 /// Whether `request` needs the token: every one when the page is served
-/// beyond this computer, but the read-only ones from this computer.
-fn needs_token(shared: &Shared, request: &Request) -> bool {
+/// beyond this computer (`beyond`), but the read-only ones from this computer.
+fn needs_token(beyond: bool, request: &Request) -> bool {
     let from_here = request
         .extensions()
         .get::<Peer>()
         .is_some_and(|p| p.0.ip().to_canonical().is_loopback());
-    shared.need_token && !(from_here && READ_ONLY.contains(&request.uri().path()))
+    beyond && !(from_here && READ_ONLY.contains(&request.uri().path()))
 }
 
 /// Runs the checks, then the route within [`connections::REQUEST_DEADLINE`];
@@ -332,6 +360,74 @@ async fn snapshot_route(State(shared): State<Arc<Shared>>) -> Response {
 
 async fn events_route(State(shared): State<Arc<Shared>>) -> Response {
     live::page_events(&shared).into_response()
+}
+
+/// `text` with its `%XX` escapes and `+` decoded (a query's value).
+fn decoded(text: &str) -> String {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let hex = |b: u8| (b as char).to_digit(16);
+        match bytes[i] {
+            b'+' => out.push(b' '),
+            b'%' if i + 2 < bytes.len() => match (hex(bytes[i + 1]), hex(bytes[i + 2])) {
+                (Some(h), Some(l)) => {
+                    out.push((h * 16 + l) as u8);
+                    i += 2;
+                }
+                _ => out.push(b'%'),
+            },
+            b => out.push(b),
+        }
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// What `/api/stream?hz=&fields=` asks for, or why it can't be.
+fn stream_query(url: &str) -> Result<(u32, Selection), String> {
+    let hz = match query(url, "hz").map(decoded) {
+        None => DEFAULT_HZ,
+        Some(text) => match text.trim().parse::<u32>() {
+            Ok(hz) if (1..=feed::MAX_HZ).contains(&hz) => hz,
+            _ => {
+                return Err(format!(
+                    "hz: {text:?} is not a number of frames a second from 1 to {} (the \
+                     game's rate at most: a frame is sent only once)",
+                    feed::MAX_HZ
+                ))
+            }
+        },
+    };
+    let selection = match query(url, "fields").map(decoded) {
+        None => Selection::all(),
+        Some(names) => Selection::names(names.split(',')).map_err(|e| {
+            let quoted: Vec<String> = e.unknown.iter().map(|n| format!("{n:?}")).collect();
+            let valid: Vec<String> = Selection::all()
+                .columns()
+                .iter()
+                .map(|c| c.name())
+                .collect();
+            format!(
+                "fields: no column named {} (the names of `forza-relay export --fields`; \
+                 a per-wheel field such as TireTemp gives its four wheels). Valid names: {}",
+                quoted.join(", "),
+                valid.join(", ")
+            )
+        })?,
+    };
+    Ok((hz, selection))
+}
+
+/// The game's frames as Server-Sent Events: `?hz=` (default
+/// [`DEFAULT_HZ`]), `?fields=` export's names.
+async fn stream_route(State(shared): State<Arc<Shared>>, request: Request) -> Response {
+    let url = request.uri().path_and_query().map_or("", |p| p.as_str());
+    match stream_query(url) {
+        Ok((hz, selection)) => live::frames(&shared, hz, &selection).into_response(),
+        Err(why) => text(StatusCode::BAD_REQUEST, format!("{why}\n")),
+    }
 }
 
 /// The request's JSON body, or the response refusing it.
@@ -634,5 +730,73 @@ fn recording(shared: &Shared, value: &Value) -> Response {
             StatusCode::BAD_REQUEST,
             &json!({"ok": false, "error": format!("unknown action {other:?}: start or stop")}),
         ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn request(path: &str, peer: &str) -> Request {
+        let mut r = Request::builder()
+            .uri(path)
+            .body(axum::body::Body::empty())
+            .unwrap();
+        r.extensions_mut().insert(Peer(peer.parse().unwrap()));
+        r
+    }
+
+    #[test]
+    fn served_to_the_network_only_this_computer_reads_the_overlay_and_stream_without_the_token() {
+        for path in ["/overlay", "/overlay.js", "/api/stream"] {
+            assert!(
+                !needs_token(true, &request(path, "127.0.0.1:40000")),
+                "{path}"
+            );
+            assert!(
+                !needs_token(true, &request(path, "[::ffff:127.0.0.1]:40000")),
+                "{path}"
+            );
+            assert!(!needs_token(true, &request(path, "[::1]:40000")), "{path}");
+            assert!(
+                needs_token(true, &request(path, "192.168.1.7:40000")),
+                "{path}"
+            );
+        }
+        for path in [
+            "/",
+            "/api/snapshot",
+            "/api/events",
+            "/api/destinations",
+            "/qr.svg",
+        ] {
+            assert!(
+                needs_token(true, &request(path, "127.0.0.1:40000")),
+                "{path}"
+            );
+        }
+        assert!(!needs_token(false, &request("/", "127.0.0.1:40000")));
+    }
+
+    #[test]
+    fn a_query_value_is_decoded() {
+        assert_eq!(
+            decoded("Speed%2Cgear_label+x%zz%4"),
+            "Speed,gear_label x%zz%4"
+        );
+        let (hz, selection) = stream_query("/api/stream?fields=Speed%2CTireTemp&hz=60").unwrap();
+        assert_eq!(hz, 60);
+        let names: Vec<String> = selection.columns().iter().map(|c| c.name()).collect();
+        assert_eq!(
+            names,
+            [
+                "Speed",
+                "TireTempFL",
+                "TireTempFR",
+                "TireTempRL",
+                "TireTempRR"
+            ]
+        );
+        assert_eq!(stream_query("/api/stream").unwrap().0, DEFAULT_HZ);
     }
 }
