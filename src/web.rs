@@ -184,8 +184,12 @@ fn new_token() -> String {
         .collect()
 }
 
-impl Observer for Web {
-    fn start(&mut self, relay: &mut Attach<'_>) -> Result<(), Failure> {
+impl Web {
+    /// Serves the page for the relay `control` steers: what [`Observer::start`]
+    /// does with the relay's control (tests drive a relay of their own). A
+    /// port that can't be bound is a warning, not a failure: the page is never
+    /// a reason not to relay.
+    pub fn serve(&mut self, control: Control) -> Result<(), Failure> {
         let listener = match TcpListener::bind(self.addr) {
             Ok(l) => l,
             Err(e) => {
@@ -220,7 +224,7 @@ impl Observer for Web {
             token,
             need_token,
             phone,
-            control: relay.control(),
+            control: control.clone(),
             file: self.file.clone(),
             overrides: self.overrides.clone(),
             config: Mutex::new(self.config.clone()),
@@ -230,7 +234,7 @@ impl Observer for Web {
             updates: feed::Updates::new(),
             pages: live::Slots::new(MAX_CLIENTS),
             streams: live::Slots::new(MAX_CLIENTS),
-            answers: Mutex::new(relay.control().snapshots()),
+            answers: Mutex::new(control.snapshots()),
             counting: Mutex::new(feed::Counting::default()),
             recording: Mutex::new(None),
             stop: AtomicBool::new(false),
@@ -299,6 +303,17 @@ impl Observer for Web {
             feed,
         });
         Ok(())
+    }
+
+    /// Where the page is served, once it is.
+    pub fn local_addr(&self) -> Option<SocketAddr> {
+        self.running.as_ref().map(|r| r.shared.addr)
+    }
+}
+
+impl Observer for Web {
+    fn start(&mut self, relay: &mut Attach<'_>) -> Result<(), Failure> {
+        self.serve(relay.control())
     }
 
     fn finish(self: Box<Self>, _last: &mut Snapshot) -> Result<(), Failure> {
