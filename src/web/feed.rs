@@ -487,12 +487,16 @@ fn sample(shared: &Shared, input: Input, counting: &mut Counting, snapshots: &mu
     let mut next_counters = Instant::now();
     let mut shown_log = u64::MAX;
     loop {
-        let (pages, period) = {
+        let (pages, streams, period) = {
             let listeners = lock(&shared.listeners);
             if shared.stopping() || !listeners.any() {
                 break;
             }
-            (listeners.pages > 0, listeners.period())
+            (
+                listeners.pages > 0,
+                !listeners.streams.is_empty(),
+                listeners.period(),
+            )
         };
         let now = Instant::now();
         let mut framed = false;
@@ -500,7 +504,9 @@ fn sample(shared: &Shared, input: Input, counting: &mut Counting, snapshots: &mu
             if pages {
                 model.on_datagram(now, d.from, d.payload);
             }
-            // Every datagram, so the format's detection follows the stream.
+            if !streams {
+                continue;
+            }
             if let Some(format) = reader.format_of(d.payload) {
                 if let Some(bytes) = newest.bytes.get_mut(..d.payload.len()) {
                     bytes.copy_from_slice(d.payload);
