@@ -638,7 +638,16 @@ mod linux {
         runtime: &Path,
         args: &[&str],
     ) -> common::bin::Finished {
-        let mut command = Command::new(exe);
+        // Through the test runner where there is one (qemu-user), as
+        // common::bin::command starts the binary.
+        let mut command = match std::env::var_os("FORZA_RELAY_TEST_RUNNER") {
+            Some(runner) => {
+                let mut c = Command::new(runner);
+                c.arg(exe);
+                c
+            }
+            None => Command::new(exe),
+        };
         command
             .arg("autostart")
             .args(args)
