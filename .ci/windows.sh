@@ -63,6 +63,7 @@ skip=(
     the_stream_sends_export_s_object_of_the_newest_frame_at_most_hz_a_second
     eight_frame_streams_that_never_read_hold_neither_the_relay_nor_the_page
     served_to_the_network_this_computer_reads_the_overlay_and_stream_without_a_token
+    a_page_opened_while_the_game_sends_is_never_told_nothing_arrived
     # the Linux chromium and chromedriver (and signals); the native run covers it
     the_page_in_chromium_shows_the_car_and_adds_and_removes_a_destination
     on_a_phone_nothing_scrolls_sideways_and_the_car_comes_first_while_racing

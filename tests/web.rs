@@ -1260,3 +1260,46 @@ fn served_to_the_network_this_computer_reads_the_overlay_and_stream_without_a_to
     bin.signal("INT");
     assert_eq!(bin.wait().code(), 0);
 }
+
+/// A page that opens while the game sends is never told "nothing received
+/// yet": the feed's first counters come once it has listened a moment, and
+/// `never` is the relay's count, not the feed's fresh model's (run as a user
+/// would, the title said "nothing received yet (102 s)" for a second).
+#[test]
+fn a_page_opened_while_the_game_sends_is_never_told_nothing_arrived() {
+    use std::io::Read as _;
+    let (receiver, to) = receiver();
+    let mut bin = relay_with_page(to);
+    let (listen, web, _) = started(&mut bin);
+    let traffic = Traffic::start(listen, receiver);
+    let deadline = Instant::now() + APPLY_WITHIN;
+    while get(web, "/api/snapshot", &[]).json()["counters"]["input"]["received"] == 0 {
+        assert!(Instant::now() < deadline, "nothing reached the relay");
+    }
+    let mut events = open_stream(web, "/api/events");
+    events.set_read_timeout(Some(http::HTTP_TIMEOUT)).unwrap();
+    let mut seen = String::new();
+    let mut buf = [0u8; 16 << 10];
+    let counters = loop {
+        let n = events.read(&mut buf).expect("an event within the timeout");
+        assert!(n > 0, "the stream closed: {seen}");
+        seen.push_str(&String::from_utf8_lossy(&buf[..n]));
+        if let Some(at) = seen.find("event: counters\ndata: ") {
+            let rest = &seen[at + 22..];
+            if let Some(end) = rest.find('\n') {
+                break serde_json::from_str::<serde_json::Value>(&rest[..end]).unwrap();
+            }
+        }
+    };
+    assert_eq!(counters["input"]["never"], false, "{}", counters["input"]);
+    // The feed had heard the game before it spoke.
+    assert!(
+        counters["input"]["sender"].is_string(),
+        "{}",
+        counters["input"]
+    );
+    drop(events);
+    traffic.all_forwarded();
+    bin.signal("INT");
+    assert_eq!(bin.wait().code(), 0);
+}

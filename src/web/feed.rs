@@ -24,6 +24,9 @@ use crate::watch::model::{Car, DestinationRates, Finite, Model, Tyre};
 use crate::watch::Reader;
 use crate::wire::{Format, MAX_LEN};
 
+/// How long the feed listens before it sends its first counters.
+const FIRST_COUNTERS: Duration = Duration::from_millis(250);
+
 /// How long the feed waits for the relay's counters.
 const SNAPSHOT_TIMEOUT: Duration = Duration::from_millis(200);
 
@@ -301,7 +304,9 @@ pub fn counters_json(
         value["input"]["packets_per_sec"] = json!(model.rate_hz());
         value["input"]["sender"] = json!(model.sender().map(|s| s.to_string()));
         value["input"]["silent_s"] = json!(model.silent_for().map(|d| d.as_secs()));
-        value["input"]["never"] = json!(model.packets() == 0);
+        // Nothing ever received, by the relay's count (the model listens only
+        // since a page opened).
+        value["input"]["never"] = json!(model.packets() == 0 && snapshot.input.received == 0);
         value["input"]["why_ignored"] = json!(model.why_ignored());
         // The game in a menu or paused: the page says so over the car it
         // last saw racing.
@@ -484,7 +489,10 @@ fn sample(shared: &Shared, input: Input, counting: &mut Counting, snapshots: &mu
         bytes: [0; MAX_LEN],
     };
     let mut shown_packets = u64::MAX;
-    let mut next_counters = Instant::now();
+    // The first counters once the model has had a moment of the game's
+    // frames: a model that has seen nothing yet would say "nothing for N s"
+    // for a second (the page has /api/snapshot's counters meanwhile).
+    let mut next_counters = Instant::now() + FIRST_COUNTERS;
     let mut shown_log = u64::MAX;
     loop {
         let (pages, streams, period) = {
