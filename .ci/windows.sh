@@ -58,6 +58,13 @@ skip=(
     the_snapshot_gives_the_car_with_no_page_open
     a_game_in_a_menu_is_said_not_racing_and_a_race_clears_it
     a_recording_from_the_page_counts_its_packets_as_it_grows
+    a_promised_body_that_never_comes_freezes_nothing_and_a_stop_does_not_wait_for_it
+    eight_event_streams_that_never_read_keep_no_page_out
+    max_age_from_the_page_is_written_shown_and_kept_for_the_others
+    the_stream_sends_export_s_object_of_the_newest_frame_at_most_hz_a_second
+    eight_frame_streams_that_never_read_hold_neither_the_relay_nor_the_page
+    served_to_the_network_this_computer_reads_the_overlay_and_stream_without_a_token
+    a_page_opened_while_the_game_sends_is_never_told_nothing_arrived
     # the Linux chromium and chromedriver (and signals); the native run covers it
     the_page_in_chromium_shows_the_car_and_adds_and_removes_a_destination
     # influxd and mosquitto are Linux programs here (the native and aarch64
@@ -68,6 +75,9 @@ skip=(
     mqtt_with_a_password_connects_with_the_right_one_only_and_sends_influx_lines
     mqtt_counts_what_it_cannot_publish_while_the_broker_is_gone_and_flows_again
     mqtts_with_a_ca_file_reaches_a_tls_broker_that_system_roots_do_not_trust
+    on_a_phone_nothing_scrolls_sideways_and_the_car_comes_first_while_racing
+    served_to_the_network_the_page_shows_a_qr_code_of_its_address_with_the_token
+    the_overlay_is_transparent_and_shows_the_speed_sent
     # tshark is a Linux program here
     tshark_reads_the_writer_s_capture_as_udp_with_good_checksums
     tshark_reads_a_recording_as_udp_with_the_right_ports

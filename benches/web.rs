@@ -1,9 +1,13 @@
-//! What the web page costs (issue 14), measured on the real binary over
-//! loopback: with the page closed and no traffic, the wake-ups of the web
+//! What the web page costs (issues 14 and 24), measured on the real binary
+//! over loopback: with the page closed and no traffic, the wake-ups of the web
 //! threads over 5 s (the aim: 0); at 360 packets/s (FH6's rate, `simulate`'s
 //! drive), the web threads' CPU per second and the relay thread's CPU per
-//! packet with no page open and with one page's event stream (`/api/events`)
-//! connected, alternated over [`ROUNDS`] rounds.
+//! packet with nothing open, with one page's event stream (`/api/events`)
+//! connected, and with an overlay (its 30 Hz frame stream) and a full frame
+//! stream (`/api/stream`, every field, 30 Hz) connected, alternated over
+//! [`ROUNDS`] rounds. Run it pinned to one CPU for steadier figures:
+//! `taskset -c 1 target/release/deps/web-* --bench` after `cargo bench --bench
+//! web --no-run`.
 //!
 //! ```sh
 //! cargo bench --bench web
@@ -28,8 +32,8 @@ use forza_relay::wire::{Format, MAX_LEN};
 
 const RATE: u32 = 360;
 const PHASE: Duration = Duration::from_secs(5);
-const ROUNDS: usize = 3;
-const WEB_THREADS: [&str; 3] = ["web", "web-feed", "web-events"];
+const ROUNDS: usize = 5;
+const WEB_THREADS: [&str; 3] = ["web", "web-feed", "web-work"];
 
 /// CPU ns and context switches (voluntary, involuntary) of one thread.
 #[derive(Debug, Clone, Copy, Default)]
@@ -174,13 +178,55 @@ fn drive(to: SocketAddr, stop: Arc<AtomicBool>, sent: Arc<AtomicU64>) -> thread:
     })
 }
 
-/// One page's event stream, read until `stop`; counts the events.
-fn page(web: SocketAddr, stop: Arc<AtomicBool>) -> thread::JoinHandle<u64> {
+/// The overlay's frame stream: the fields it shows, 30 a second.
+const OVERLAY_STREAM: &str = "/api/stream?hz=30&fields=speed_kmh,speed_mph,gear_label,\
+    rev_fraction,CurrentEngineRpm,throttle_pct,brake_pct,g_lat,g_long,LapNumber,CurrentLap,\
+    LastLap,BestLap";
+
+/// What is open in a phase.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Open {
+    Nothing,
+    /// One page's event stream.
+    Page,
+    /// An overlay's frame stream and a full frame stream.
+    OverlayAndStream,
+}
+
+impl Open {
+    const ALL: [Open; 3] = [Open::Nothing, Open::Page, Open::OverlayAndStream];
+
+    fn name(self) -> &'static str {
+        match self {
+            Open::Nothing => "nothing open",
+            Open::Page => "one page",
+            Open::OverlayAndStream => "overlay+stream",
+        }
+    }
+
+    /// The streams it reads: path, and what marks one event in it.
+    fn streams(self) -> &'static [(&'static str, &'static str)] {
+        match self {
+            Open::Nothing => &[],
+            Open::Page => &[("/api/events", "event:")],
+            Open::OverlayAndStream => &[(OVERLAY_STREAM, "data:"), ("/api/stream", "data:")],
+        }
+    }
+}
+
+/// One event stream at `path`, read until `stop`; counts the events (each
+/// marked by `mark`).
+fn page(
+    web: SocketAddr,
+    path: &'static str,
+    mark: &'static str,
+    stop: Arc<AtomicBool>,
+) -> thread::JoinHandle<u64> {
     thread::spawn(move || {
         let mut s = TcpStream::connect(web).expect("connect to the page");
         write!(
             s,
-            "GET /api/events HTTP/1.1\r\nHost: {web}\r\nAccept: text/event-stream\r\n\r\n"
+            "GET {path} HTTP/1.1\r\nHost: {web}\r\nAccept: text/event-stream\r\n\r\n"
         )
         .expect("ask for the events");
         s.set_read_timeout(Some(Duration::from_millis(100))).ok();
@@ -191,7 +237,10 @@ fn page(web: SocketAddr, stop: Arc<AtomicBool>) -> thread::JoinHandle<u64> {
                 if n == 0 {
                     break;
                 }
-                events += buf[..n].windows(6).filter(|w| w == b"event:").count() as u64;
+                events += buf[..n]
+                    .windows(mark.len())
+                    .filter(|w| *w == mark.as_bytes())
+                    .count() as u64;
             }
         }
         events
@@ -238,17 +287,21 @@ fn main() {
         loadavg()
     );
 
-    // 2. 360 packets/s, without and with one page connected.
+    // 2. 360 packets/s: nothing open, one page, an overlay and a stream.
     let stop = Arc::new(AtomicBool::new(false));
     let sent = Arc::new(AtomicU64::new(0));
     let sender = drive(relay.listen, stop.clone(), sent.clone());
     thread::sleep(Duration::from_secs(1));
-    let mut rows = Vec::new();
+    let mut rows: Vec<(Open, f64, f64, f64)> = Vec::new();
     for round in 0..ROUNDS {
-        for with_page in [false, true] {
+        for open in Open::ALL {
             let page_stop = Arc::new(AtomicBool::new(false));
-            let reader = with_page.then(|| page(relay.web, page_stop.clone()));
-            if with_page {
+            let readers: Vec<_> = open
+                .streams()
+                .iter()
+                .map(|(path, mark)| page(relay.web, path, mark, page_stop.clone()))
+                .collect();
+            if open != Open::Nothing {
                 // The feed attaches its tap and starts sampling.
                 thread::sleep(Duration::from_millis(500));
             }
@@ -260,50 +313,57 @@ fn main() {
                 t0.elapsed().as_secs_f64(),
             );
             page_stop.store(true, Ordering::Relaxed);
-            let events = reader.map(|r| r.join().unwrap_or(0));
+            let events: Vec<u64> = readers.into_iter().map(|r| r.join().unwrap_or(0)).collect();
             let relay_use = delta(&b, &a, &["relay"]);
             let web_use = delta(&b, &a, &WEB_THREADS);
             let packets = (s1 - s0).max(1);
             let row = (
-                with_page,
+                open,
                 relay_use.cpu_ns as f64 / packets as f64,
                 web_use.cpu_ns as f64 / secs / 1e6,
                 web_use.wakes as f64 / secs,
             );
+            let events: Vec<String> = events
+                .iter()
+                .map(|e| format!("{:.1}", *e as f64 / secs))
+                .collect();
             println!(
-                "round {}: {:<13} relay {:>7.0} ns/packet ({} packets), web threads {:>6.2} ms \
+                "round {}: {:<14} relay {:>7.0} ns/packet ({} packets), web threads {:>6.2} ms \
                  CPU/s, {:>6.1} wake-ups/s{} (load average {})",
                 round + 1,
-                if with_page { "one page" } else { "no page" },
+                open.name(),
                 row.1,
                 packets,
                 row.2,
                 row.3,
-                events.map_or(String::new(), |e| format!(
-                    ", {:.1} events/s to the page",
-                    e as f64 / secs
-                )),
+                if events.is_empty() {
+                    String::new()
+                } else {
+                    format!(", events/s to each client: {}", events.join(", "))
+                },
                 loadavg()
             );
             rows.push(row);
-            // The stream closes; the feed notices and detaches.
+            // The streams close; the feed notices and detaches.
             thread::sleep(Duration::from_millis(500));
         }
     }
     stop.store(true, Ordering::Relaxed);
     let _ = sender.join();
-    let median = |page: bool, f: fn(&(bool, f64, f64, f64)) -> f64| {
-        let mut v: Vec<f64> = rows.iter().filter(|r| r.0 == page).map(f).collect();
+    let median = |open: Open, f: fn(&(Open, f64, f64, f64)) -> f64| {
+        let mut v: Vec<f64> = rows.iter().filter(|r| r.0 == open).map(f).collect();
         v.sort_by(f64::total_cmp);
         v[v.len() / 2]
     };
-    println!(
-        "medians at {RATE}/s: relay {:.0} ns/packet without a page, {:.0} with one; web \
-         threads {:.2} ms CPU/s without, {:.2} with",
-        median(false, |r| r.1),
-        median(true, |r| r.1),
-        median(false, |r| r.2),
-        median(true, |r| r.2),
-    );
+    for open in Open::ALL {
+        println!(
+            "median at {RATE}/s, {:<14}: relay {:.0} ns/packet, web threads {:.2} ms CPU/s, \
+             {:.1} wake-ups/s",
+            open.name(),
+            median(open, |r| r.1),
+            median(open, |r| r.2),
+            median(open, |r| r.3),
+        );
+    }
     println!("load average after: {}", loadavg());
 }

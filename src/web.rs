@@ -2,14 +2,16 @@
 //! [`crate::app`]), served on `127.0.0.1:5480` by default (`[web] addr`,
 //! `--web ADDR|off`).
 //!
-//! Three kinds of threads, none of them the relay's:
-//! - `web` takes the HTTP requests ([`server`]): the page's embedded assets,
-//!   `/api/snapshot`, and the changes (destinations, recording), each checked
-//!   first (Host, token, Origin, sizes);
-//! - one `web-events` thread per open page (at most [`MAX_CLIENTS`]) writes
-//!   its Server-Sent Events from a small queue that drops the oldest update
-//!   when the page is slow: a phone on Wi-Fi never slows the relay nor grows
-//!   memory;
+//! Two threads of its own (plus, for the few requests that wait on a file or
+//! on the relay, at most [`WORKERS`] short-lived workers), none of them the
+//! relay's:
+//! - `web` runs the HTTP server ([`server`], [`connections`]) on a
+//!   current-thread tokio runtime: every connection is a task, not a thread,
+//!   and every dimension of one is bounded (see [`connections`]); every request
+//!   is checked first (Host, token, Origin, sizes). Its event streams
+//!   ([`live`]) send each open page the newest update of each kind: a phone on
+//!   Wi-Fi never slows the relay nor grows memory, and a stream whose client
+//!   stops reading is closed after [`connections::WRITE_DEADLINE`];
 //! - `web-feed` samples what the pages show: the car at most [`CAR_EVERY`]
 //!   (from a tap it attaches only while a page is open), the counters every
 //!   [`COUNTERS_EVERY`] (a snapshot through the relay's [`Control`]). With no
@@ -19,31 +21,35 @@
 //!
 //! Nothing here is on the relay loop's per-packet path: the loop copies
 //! datagrams into the tap (as for a recording) and answers snapshots between
-//! packets.
+//! packets. A stop never waits on a client: the runtime is dropped with its
+//! connections (at most [`STOP_WAIT`]).
 
+mod connections;
 mod edit;
 mod feed;
+mod live;
 pub mod open;
+mod phone;
 mod server;
 
 use std::net::{SocketAddr, TcpListener};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::{mpsc, Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
 use log::{info, warn};
+use tokio::sync::Notify;
 
-use crate::app::{Attach, Failure, Observer};
+use crate::app::{join_within, Attach, Failure, Observer};
 use crate::config::{Config, Overrides};
 use crate::relay::Control;
 use crate::stats::Snapshot;
 
-/// Open pages (event streams) served at once; one more gets 503.
+/// Open pages (event streams) served at once, and frame streams (`/api/stream`,
+/// overlays) too; one more of a kind closes the oldest of that kind.
 pub const MAX_CLIENTS: usize = 8;
-/// Updates waiting for one page; a new one drops the oldest.
-pub const CLIENT_QUEUE: usize = 8;
 /// The car is sent at most this often (30 updates a second).
 pub const CAR_EVERY: Duration = Duration::from_millis(33);
 /// The counters and the log lines are sent this often.
@@ -52,36 +58,16 @@ pub const COUNTERS_EVERY: Duration = Duration::from_secs(1);
 pub const MAX_BODY: usize = 16 << 10;
 /// Requests with more header bytes than this get 431.
 pub const MAX_HEADER_BYTES: usize = 8 << 10;
+/// Threads that run the requests that wait (a file edit, a snapshot with no
+/// page open); more such requests wait for one.
+pub const WORKERS: usize = 2;
+/// How long the end of the page waits for its threads: a client is never
+/// waited for.
+pub const STOP_WAIT: Duration = Duration::from_secs(1);
 
 /// Locks `m`, taking the data of a thread that panicked as it is.
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-/// One open page: the updates waiting for it.
-struct Client {
-    queue: Mutex<std::collections::VecDeque<Arc<str>>>,
-    ready: Condvar,
-}
-
-impl Client {
-    fn new() -> Client {
-        Client {
-            queue: Mutex::new(std::collections::VecDeque::with_capacity(CLIENT_QUEUE)),
-            ready: Condvar::new(),
-        }
-    }
-
-    /// Queues `event`, dropping the oldest when the page is behind.
-    fn push(&self, event: &Arc<str>) {
-        let mut queue = lock(&self.queue);
-        if queue.len() == CLIENT_QUEUE {
-            queue.pop_front();
-        }
-        queue.push_back(event.clone());
-        drop(queue);
-        self.ready.notify_one();
-    }
 }
 
 /// What the web threads share.
@@ -93,34 +79,39 @@ struct Shared {
     token: String,
     /// Served on an address other than loopback: every request needs the token.
     need_token: bool,
+    /// The page as a phone on the LAN opens it, when it is served there.
+    phone: Option<phone::Phone>,
     control: Control,
     /// The configuration file changes are written to; `None` with `--to`.
     file: Option<PathBuf>,
     overrides: Overrides,
-    /// What the relay runs (kept up to date for changes without a file).
+    /// What the relay runs (kept up to date for changes without a file, and
+    /// read again from the file when it changed: [`feed::follow_file`]).
     config: Mutex<Config>,
-    clients: Mutex<Vec<Arc<Client>>>,
-    /// Wakes the feed when the first page opens, or at the end.
-    clients_changed: Condvar,
-    /// The latest update of each kind, for a page that opens and for
-    /// `/api/snapshot`.
-    latest: Mutex<feed::Latest>,
+    /// When the file was last read into `config`.
+    file_seen: Mutex<Option<std::time::SystemTime>>,
+    /// Who is listening, for the feed: it samples only while someone is.
+    listeners: Mutex<feed::Listeners>,
+    /// Wakes the feed when the first listener comes, or at the end.
+    listeners_changed: Condvar,
+    /// The newest update of each kind: what an open page is sent, and what
+    /// `/api/snapshot` answers while one is open.
+    updates: feed::Updates,
+    /// The open pages' event streams: one more closes the oldest.
+    pages: live::Slots,
+    /// The open frame streams (`/api/stream`, the overlay): the same.
+    streams: live::Slots,
     /// The server's own snapshot buffers, for `/api/snapshot` with no page
-    /// open (the relay fills them in place).
+    /// open (the relay fills them in place), and what its rates and statuses
+    /// are computed from.
     answers: Mutex<crate::relay::Snapshots>,
+    counting: Mutex<feed::Counting>,
     /// The recording started from the page, if any.
     recording: Mutex<Option<feed::PageRecording>>,
     stop: AtomicBool,
 }
 
 impl Shared {
-    /// Sends `event` to every open page.
-    fn broadcast(&self, event: &Arc<str>) {
-        for client in lock(&self.clients).iter() {
-            client.push(event);
-        }
-    }
-
     fn stopping(&self) -> bool {
         self.stop.load(Ordering::Acquire)
     }
@@ -139,8 +130,12 @@ pub struct Web {
 
 struct Running {
     shared: Arc<Shared>,
-    server: Arc<tiny_http::Server>,
-    threads: Vec<JoinHandle<()>>,
+    /// Ends the server's accept loop.
+    stop_server: Arc<Notify>,
+    server: JoinHandle<()>,
+    /// Closed when the server's thread ends.
+    server_ended: mpsc::Receiver<()>,
+    feed: JoinHandle<()>,
 }
 
 impl Web {
@@ -189,8 +184,12 @@ fn new_token() -> String {
         .collect()
 }
 
-impl Observer for Web {
-    fn start(&mut self, relay: &mut Attach<'_>) -> Result<(), Failure> {
+impl Web {
+    /// Serves the page for the relay `control` steers: what [`Observer::start`]
+    /// does with the relay's control (tests drive a relay of their own). A
+    /// port that can't be bound is a warning, not a failure: the page is never
+    /// a reason not to relay.
+    pub fn serve(&mut self, control: Control) -> Result<(), Failure> {
         let listener = match TcpListener::bind(self.addr) {
             Ok(l) => l,
             Err(e) => {
@@ -209,26 +208,34 @@ impl Observer for Web {
             }
         };
         let addr = listener.local_addr().unwrap_or(self.addr);
-        let server = match tiny_http::Server::from_listener(listener, None) {
-            Ok(s) => Arc::new(s),
+        let runtime = match connections::runtime() {
+            Ok(r) => r,
             Err(e) => {
-                warn!("no web page: cannot serve it on {addr}: {e}");
+                warn!("no web page: cannot start its server: {e}");
                 return Ok(());
             }
         };
         let need_token = !addr.ip().is_loopback();
+        let token = new_token();
+        let phone = phone::lan_ip(addr.ip())
+            .and_then(|ip| phone::Phone::new(phone::url(ip, addr.port(), &token)));
         let shared = Arc::new(Shared {
             addr,
-            token: new_token(),
+            token,
             need_token,
-            control: relay.control(),
+            phone,
+            control: control.clone(),
             file: self.file.clone(),
             overrides: self.overrides.clone(),
             config: Mutex::new(self.config.clone()),
-            clients: Mutex::new(Vec::new()),
-            clients_changed: Condvar::new(),
-            latest: Mutex::new(feed::Latest::default()),
-            answers: Mutex::new(relay.control().snapshots()),
+            file_seen: Mutex::new(None),
+            listeners: Mutex::new(feed::Listeners::default()),
+            listeners_changed: Condvar::new(),
+            updates: feed::Updates::new(),
+            pages: live::Slots::new(MAX_CLIENTS),
+            streams: live::Slots::new(MAX_CLIENTS),
+            answers: Mutex::new(control.snapshots()),
+            counting: Mutex::new(feed::Counting::default()),
             recording: Mutex::new(None),
             stop: AtomicBool::new(false),
         });
@@ -241,11 +248,17 @@ impl Observer for Web {
         let input = self.config.input;
         let feed_shared = shared.clone();
         let feed = spawn("web-feed", Box::new(move || feed::run(&feed_shared, input)))?;
-        let serve_shared = shared.clone();
-        let serve_server = server.clone();
-        let serve = spawn(
+        let stop_server = Arc::new(Notify::new());
+        let (ended_tx, server_ended) = mpsc::channel::<()>();
+        let server = spawn(
             "web",
-            Box::new(move || server::serve(&serve_shared, &serve_server)),
+            Box::new({
+                let (shared, stop) = (shared.clone(), stop_server.clone());
+                move || {
+                    let _ended = ended_tx;
+                    connections::serve(runtime, listener, &shared, &stop);
+                }
+            }),
         )?;
         if need_token {
             let shown = match addr.ip().is_unspecified() {
@@ -257,6 +270,14 @@ impl Observer for Web {
                  where telemetry goes)",
                 shared.token
             );
+            if let Some(phone) = &shared.phone {
+                info!(
+                    "on a phone or tablet on the same network, open {} or scan this code \
+                     with its camera:",
+                    phone.url
+                );
+                crate::logging::message(&phone.text());
+            }
         } else {
             info!("web page on http://{addr}/");
         }
@@ -276,10 +297,23 @@ impl Observer for Web {
         }
         self.running = Some(Running {
             shared,
+            stop_server,
             server,
-            threads: vec![feed, serve],
+            server_ended,
+            feed,
         });
         Ok(())
+    }
+
+    /// Where the page is served, once it is.
+    pub fn local_addr(&self) -> Option<SocketAddr> {
+        self.running.as_ref().map(|r| r.shared.addr)
+    }
+}
+
+impl Observer for Web {
+    fn start(&mut self, relay: &mut Attach<'_>) -> Result<(), Failure> {
+        self.serve(relay.control())
     }
 
     fn finish(self: Box<Self>, _last: &mut Snapshot) -> Result<(), Failure> {
@@ -289,17 +323,16 @@ impl Observer for Web {
         running.shared.stop.store(true, Ordering::Release);
         {
             // Under the lock the feed checks the flag with: no wake-up is lost.
-            let clients = lock(&running.shared.clients);
-            running.shared.clients_changed.notify_all();
-            for client in clients.iter() {
-                let _queue = lock(&client.queue);
-                client.ready.notify_all();
-            }
+            let _listeners = lock(&running.shared.listeners);
+            running.shared.listeners_changed.notify_all();
         }
-        running.server.unblock();
-        for thread in running.threads {
-            let _ = thread.join();
+        // A permit is kept if the loop is not waiting yet: the stop is not lost.
+        running.stop_server.notify_one();
+        if join_within(running.server, &running.server_ended, 2 * STOP_WAIT).is_none() {
+            warn!("the web page's server did not stop in time: left to end with the program");
         }
+        // The feed waits at most a snapshot's timeout.
+        let _ = running.feed.join();
         if let Some(recording) = lock(&running.shared.recording).take() {
             recording.finish();
         }
@@ -317,16 +350,5 @@ mod tests {
         assert_eq!(a.len(), 32);
         assert!(a.bytes().all(|c| c.is_ascii_hexdigit()));
         assert_ne!(a, b);
-    }
-
-    #[test]
-    fn a_slow_page_keeps_only_the_newest_updates() {
-        let client = Client::new();
-        for i in 0..CLIENT_QUEUE + 3 {
-            client.push(&Arc::from(i.to_string()));
-        }
-        let queue = lock(&client.queue);
-        assert_eq!(queue.len(), CLIENT_QUEUE);
-        assert_eq!(&*queue[0], "3");
     }
 }

@@ -4,7 +4,8 @@
 //! byte-for-byte with an age limit, translated, translated with `only_race_on`,
 //! and rate-limited with an age limit (every send's latency measured, issue
 //! 15), while recording (`[record]`: the tap drained into a capture file by the
-//! recorder thread); and with the web page's tap and snapshots (issue 14).
+//! recorder thread); and with the web page's tap and snapshots (issue 14), and
+//! the real web page with a page, an overlay and a frame stream open (issue 24).
 
 use std::net::UdpSocket;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -411,4 +412,158 @@ format = "fm7"
         "the tap fed the model {modelled} packets"
     );
     assert!(sent > WARM_UP, "the snapshots counted {sent} sent");
+}
+
+/// Issue 24: the real web page served for this relay, with a page's event
+/// stream, an overlay (its page and its frame stream) and a full frame stream
+/// at 360 a second open and read, costs the relay's loop no allocation per
+/// packet: one tap and a snapshot a second, whatever the clients.
+#[test]
+fn a_page_an_overlay_and_a_stream_open_allocate_nothing_per_packet() {
+    use forza_relay::app::Observer as _;
+    use forza_relay::web::Web;
+    use std::io::{Read as _, Write as _};
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let receivers: Vec<_> = (0..2).map(|_| receiver(stop.clone())).collect();
+    let toml = format!(
+        r#"
+[listen]
+addr = "127.0.0.1:0"
+format = "fh6"
+[stats]
+interval = 0
+[[destination]]
+name = "same"
+addr = "127.0.0.1:{}"
+[[destination]]
+name = "fm7"
+addr = "127.0.0.1:{}"
+format = "fm7"
+"#,
+        receivers[0].0, receivers[1].0
+    );
+    let config = Config::from_toml(&toml, "no_alloc.toml", &Overrides::default()).unwrap();
+    let mut relay = Relay::bind(&config).unwrap();
+    let target = relay.local_addr();
+    let mut web = Web::new(
+        "127.0.0.1:0".parse().unwrap(),
+        None,
+        Overrides::default(),
+        config.clone(),
+    );
+    web.serve(relay.control()).unwrap();
+    let page = web.local_addr().expect("the page is served");
+
+    // Each client reads its stream until told to stop, counting what came:
+    // events of the page, data lines of the streams.
+    let client = |path: &'static str, counted: &'static str| {
+        let (stop, seen) = (stop.clone(), Arc::new(AtomicU64::new(0)));
+        let counter = seen.clone();
+        let handle = thread::spawn(move || {
+            let mut s = std::net::TcpStream::connect(page).unwrap();
+            write!(s, "GET {path} HTTP/1.1\r\nHost: {page}\r\n\r\n").unwrap();
+            s.set_read_timeout(Some(Duration::from_millis(100)))
+                .unwrap();
+            let mut buf = vec![0u8; 64 << 10];
+            while !stop.load(Ordering::SeqCst) {
+                if let Ok(n) = s.read(&mut buf) {
+                    let found = buf[..n]
+                        .windows(counted.len())
+                        .filter(|w| *w == counted.as_bytes())
+                        .count();
+                    counter.fetch_add(found as u64, Ordering::SeqCst);
+                }
+            }
+        });
+        (seen, handle)
+    };
+    let overlay = {
+        let mut s = std::net::TcpStream::connect(page).unwrap();
+        write!(
+            s,
+            "GET /overlay HTTP/1.1\r\nHost: {page}\r\nConnection: close\r\n\r\n"
+        )
+        .unwrap();
+        let mut text = String::new();
+        s.read_to_string(&mut text).unwrap();
+        text
+    };
+    assert!(overlay.starts_with("HTTP/1.1 200"), "{overlay}");
+    let clients = [
+        client("/api/events", "event: counters"),
+        client("/api/events", "event: car"),
+        client(
+            "/api/stream?hz=30&fields=speed_kmh,speed_mph,gear_label,rev_fraction,\
+             CurrentEngineRpm,throttle_pct,brake_pct,g_lat,g_long,LapNumber,CurrentLap,LastLap,BestLap",
+            "data: ",
+        ),
+        client("/api/stream?hz=360", "data: "),
+    ];
+    let seen = |i: usize| clients[i].0.load(Ordering::SeqCst);
+
+    let sender = thread::spawn({
+        let stop = stop.clone();
+        move || {
+            let socket = UdpSocket::bind("127.0.0.1:0").unwrap();
+            let mut buf = [0u8; 324];
+            let mut i = 0u32;
+            while !stop.load(Ordering::SeqCst) {
+                let mut p = Packet::new_checked(&mut buf[..], Format::Fh6).unwrap();
+                p.set_is_race_on(1);
+                p.set_timestamp_ms(i);
+                p.set_speed(i as f32).unwrap();
+                let _ = socket.send_to(&buf, target);
+                i += 1;
+                // About 1,000 a second: the streams keep up, the loop works.
+                if i % 10 == 9 {
+                    thread::sleep(Duration::from_millis(10));
+                }
+            }
+        }
+    });
+
+    // Warm-up: every client has what it counts, twice over (the page's first
+    // counters fill the feed's empty snapshot, which allocates once).
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while (relay.input_stats().received < WARM_UP || (0..4).any(|i| seen(i) < 2))
+        && Instant::now() < deadline
+    {
+        relay.poll_once(Some(Duration::from_millis(10)));
+    }
+    let before: Vec<u64> = (0..4).map(seen).collect();
+    let received_before = relay.input_stats().received;
+    let allocations_before = ALLOCATIONS.load(Ordering::SeqCst);
+    ARMED.with(|a| a.set(true));
+    while (relay.input_stats().received < received_before + MEASURED
+        || (0..4).any(|i| seen(i) < before[i] + 2))
+        && Instant::now() < deadline
+    {
+        relay.poll_once(Some(Duration::from_millis(10)));
+    }
+    ARMED.with(|a| a.set(false));
+    let allocations = ALLOCATIONS.load(Ordering::SeqCst) - allocations_before;
+    let measured = relay.input_stats().received - received_before;
+    let after: Vec<u64> = (0..4).map(seen).collect();
+
+    stop.store(true, Ordering::SeqCst);
+    sender.join().unwrap();
+    for (_, handle) in clients {
+        handle.join().unwrap();
+    }
+    for r in receivers {
+        r.1.join().unwrap();
+    }
+    let mut last = relay.snapshot();
+    Box::new(web).finish(&mut last).unwrap();
+
+    assert!(measured >= MEASURED, "only {measured} packets measured");
+    for i in 0..4 {
+        assert!(
+            after[i] >= before[i] + 2,
+            "client {i} got {} while measured (before: {before:?}, after: {after:?})",
+            after[i] - before[i]
+        );
+    }
+    assert_eq!(allocations, 0, "{allocations} allocations while relaying");
 }

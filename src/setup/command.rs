@@ -271,7 +271,7 @@ pub fn autostart(options: &AutostartOptions) -> u8 {
                 return 2;
             };
             match Launch::new(config) {
-                Ok(launch) => autostart::on(&launch),
+                Ok(launch) => autostart::on(&launch, autostart::Start::Now),
                 Err(e) => {
                     eprintln!("error: --config {e}");
                     return 2;

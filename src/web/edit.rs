@@ -12,7 +12,8 @@ use std::time::Duration;
 use toml_edit::{ArrayOfTables, DocumentMut, Item, Table};
 
 use super::{lock, Shared};
-use crate::config::Config;
+use crate::config::{self, Config, Problem, MAX_MAX_AGE, MIN_MAX_AGE};
+use crate::wire::{Format, FORMAT_IDS};
 
 /// How long a change without a file waits for the relay to take it.
 const APPLY_WAIT: Duration = Duration::from_secs(3);
@@ -26,6 +27,78 @@ pub struct Fields {
     pub format: Option<String>,
     pub only_race_on: bool,
     pub max_rate: u32,
+    /// `max_age` in milliseconds; `None`: frames of any age.
+    pub max_age_ms: Option<u64>,
+}
+
+/// The form's label of each key of a `[[destination]]`: an error about what
+/// the user typed names the field, never a line of a file (issue 24).
+const LABELS: [(&str, &str); 6] = [
+    ("name", "Name"),
+    ("addr", "Address"),
+    ("format", "Format"),
+    ("only_race_on", "Only race on"),
+    ("max_rate", "Max rate"),
+    ("max_age", "Max age"),
+];
+
+/// Checks what the form says, each field on its own, as the relay would:
+/// the error starts with the field's label ("Address: …").
+pub fn check_fields(f: &Fields) -> Result<(), String> {
+    if f.name.is_empty() {
+        return Err("Name: a destination needs a name, like \"simhub\"".to_owned());
+    }
+    if f.addr.is_empty() {
+        return Err(
+            "Address: a destination needs an address and port, like \"192.168.1.50:5300\" \
+             (a tool on another computer) or \"127.0.0.1:5300\" (on this one)"
+                .to_owned(),
+        );
+    }
+    if let Err(message) = config::resolve(&f.addr, &config::system_look_up) {
+        return Err(format!("Address: {:?}: {message}", f.addr));
+    }
+    if let Some(format) = f.format.as_deref().filter(|s| !s.is_empty()) {
+        if !format.eq_ignore_ascii_case("same") && format.parse::<Format>().is_err() {
+            return Err(format!(
+                "Format: {format:?} is not a format (valid: same, {FORMAT_IDS})"
+            ));
+        }
+    }
+    if let Some(ms) = f.max_age_ms {
+        let (min, max) = (MIN_MAX_AGE.as_millis(), MAX_MAX_AGE.as_millis());
+        if u128::from(ms) < min || u128::from(ms) > max {
+            return Err(format!(
+                "Max age: {ms} ms is out of range: write {min} to {max} milliseconds, or leave \
+                 it empty to send frames of any age"
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The configuration's problems as the page says them: those of the
+/// destination at `index` (0-based) of the file by the form's label, the rest
+/// by their place.
+fn described(problems: &[Problem], index: Option<usize>) -> String {
+    problems
+        .iter()
+        .map(|p| {
+            let field = index.and_then(|i| {
+                let table = format!("destination[{}].", i + 1);
+                let key = p.place.rsplit_once(&table)?.1;
+                LABELS
+                    .iter()
+                    .find(|(k, _)| *k == key)
+                    .map(|(_, label)| *label)
+            });
+            match field {
+                Some(label) => format!("{label}: {}", p.message),
+                None => format!("{}: {}", p.place, p.message),
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("; ")
 }
 
 /// One change.
@@ -50,26 +123,17 @@ impl Edit {
 /// Makes the change: `Ok` says what was done, `Err` why nothing was.
 pub fn apply(shared: &Shared, edit: &Edit) -> Result<String, String> {
     if let Edit::Add(f) | Edit::Change(_, f) = edit {
-        if f.name.is_empty() || f.addr.is_empty() {
-            return Err("a destination needs a Name and an Address".to_owned());
-        }
+        check_fields(f)?;
     }
     match &shared.file {
         Some(path) => {
             let text = std::fs::read_to_string(path)
                 .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-            let edited = edit_text(&text, edit)?;
+            let (edited, index) = edit_doc(&text, edit)?;
             // Checked as the reloader will check it: a change that makes the
             // file invalid is not written.
-            Config::from_toml(&edited, &path.display().to_string(), &shared.overrides).map_err(
-                |e| {
-                    e.problems
-                        .iter()
-                        .map(|p| format!("{}: {}", p.place, p.message))
-                        .collect::<Vec<_>>()
-                        .join("; ")
-                },
-            )?;
+            Config::from_toml(&edited, &path.display().to_string(), &shared.overrides)
+                .map_err(|e| described(&e.problems, index))?;
             write_atomically(path, &edited)
                 .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
             Ok(format!("{} in {}", edit.describe(), path.display()))
@@ -119,10 +183,22 @@ fn fill(table: &mut Table, f: &Fields) {
     } else {
         table.remove("max_rate");
     }
+    match f.max_age_ms {
+        Some(ms) => set(table, "max_age", format!("{ms}ms")),
+        None => {
+            table.remove("max_age");
+        }
+    }
 }
 
 /// `text` with the change made, everything else as it was.
+#[cfg(test)]
 pub fn edit_text(text: &str, edit: &Edit) -> Result<String, String> {
+    edit_doc(text, edit).map(|(text, _)| text)
+}
+
+/// As [`edit_text`], with the index of the destination added or changed.
+fn edit_doc(text: &str, edit: &Edit) -> Result<(String, Option<usize>), String> {
     let mut doc: DocumentMut = text
         .parse()
         .map_err(|e| format!("the configuration file is not valid TOML: {e}"))?;
@@ -132,28 +208,31 @@ pub fn edit_text(text: &str, edit: &Edit) -> Result<String, String> {
     let tables = doc["destination"]
         .as_array_of_tables_mut()
         .ok_or("destination is not a list of [[destination]] tables")?;
+    let mut index = None;
     match edit {
         Edit::Add(f) => {
             if find(tables, &f.name).is_some() {
                 return Err(format!(
-                    "there is a destination called {:?} already",
+                    "Name: there is a destination called {:?} already",
                     f.name
                 ));
             }
             let mut table = Table::new();
             fill(&mut table, f);
             tables.push(table);
+            index = Some(tables.len() - 1);
         }
         Edit::Change(was, f) => {
             let i = find(tables, was).ok_or_else(|| format!("no destination is called {was:?}"))?;
             if *was != f.name && find(tables, &f.name).is_some() {
                 return Err(format!(
-                    "there is a destination called {:?} already",
+                    "Name: there is a destination called {:?} already",
                     f.name
                 ));
             }
             let table = tables.get_mut(i).ok_or("the destination went away")?;
             fill(table, f);
+            index = Some(i);
         }
         Edit::Remove(name) => {
             let i =
@@ -161,7 +240,7 @@ pub fn edit_text(text: &str, edit: &Edit) -> Result<String, String> {
             tables.remove(i);
         }
     }
-    Ok(doc.to_string())
+    Ok((doc.to_string(), index))
 }
 
 /// Writes `text` into a temporary file beside `path`, then renames it over
@@ -188,7 +267,7 @@ fn write_atomically(path: &Path, text: &str) -> std::io::Result<()> {
 fn to_spec(f: &Fields) -> Result<String, String> {
     if f.name.contains(',') || f.addr.contains(',') {
         return Err(
-            "a name or address with a comma can't be used without a configuration file".to_owned(),
+            "Name or Address: a comma can't be used without a configuration file".to_owned(),
         );
     }
     let mut spec = format!("{},name={}", f.addr, f.name);
@@ -200,6 +279,9 @@ fn to_spec(f: &Fields) -> Result<String, String> {
     }
     if f.max_rate > 0 {
         spec.push_str(&format!(",max-rate={}", f.max_rate));
+    }
+    if let Some(ms) = f.max_age_ms {
+        spec.push_str(&format!(",max-age={ms}ms"));
     }
     Ok(spec)
 }
@@ -217,6 +299,9 @@ fn apply_unsaved(shared: &Shared, edit: &Edit) -> Result<String, String> {
             format: Some(d.output.to_string()),
             only_race_on: d.only_race_on,
             max_rate: d.max_rate,
+            max_age_ms: d
+                .max_age
+                .map(|a| u64::try_from(a.as_millis()).unwrap_or(u64::MAX)),
         })
         .collect();
     let at = |fields: &[Fields], name: &str| fields.iter().position(|f| f.name == name);
@@ -224,7 +309,7 @@ fn apply_unsaved(shared: &Shared, edit: &Edit) -> Result<String, String> {
         Edit::Add(f) => {
             if at(&fields, &f.name).is_some() {
                 return Err(format!(
-                    "there is a destination called {:?} already",
+                    "Name: there is a destination called {:?} already",
                     f.name
                 ));
             }
@@ -242,9 +327,18 @@ fn apply_unsaved(shared: &Shared, edit: &Edit) -> Result<String, String> {
     }
     let specs = fields.iter().map(to_spec).collect::<Result<Vec<_>, _>>()?;
     let mut next = Config::from_args(&specs, &shared.overrides).map_err(|e| {
+        // The `--to` text is the page's, not the user's: a problem with the
+        // edited destination is said without it.
+        let edited = match edit {
+            Edit::Add(f) | Edit::Change(_, f) => to_spec(f).ok(),
+            Edit::Remove(_) => None,
+        };
         e.problems
             .iter()
-            .map(|p| format!("{}: {}", p.place, p.message))
+            .map(|p| match &edited {
+                Some(spec) if p.place == format!("--to {spec:?}") => p.message.clone(),
+                _ => format!("{}: {}", p.place, p.message),
+            })
             .collect::<Vec<_>>()
             .join("; ")
     })?;
@@ -287,6 +381,7 @@ addr = \"127.0.0.1:8000\"
             format: Some("fh5".to_owned()),
             only_race_on: true,
             max_rate: 30,
+            max_age_ms: None,
         }
     }
 
@@ -324,6 +419,7 @@ addr = \"127.0.0.1:8000\"
         f.format = None;
         f.only_race_on = false;
         f.max_rate = 0;
+        f.max_age_ms = None;
         let changed = edit_text(&text, &Edit::Change("simhub".to_owned(), f)).unwrap();
         assert_eq!(
             changed,
@@ -338,5 +434,66 @@ addr = \"127.0.0.1:8000\"
         assert!(e.contains("\"simhub\""), "{e}");
         let e = edit_text(FILE, &Edit::Remove("nope".to_owned())).unwrap_err();
         assert!(e.contains("\"nope\""), "{e}");
+    }
+
+    #[test]
+    fn max_age_is_written_in_milliseconds_and_removed_when_off() {
+        let mut f = fields("rig", "127.0.0.1:5302");
+        f.max_age_ms = Some(50);
+        let added = edit_text(FILE, &Edit::Add(f.clone())).unwrap();
+        assert!(added.contains("max_age = \"50ms\"\n"), "{added}");
+        let config = Config::from_toml(&added, "t", &Default::default()).unwrap();
+        assert_eq!(
+            config.destinations[1].max_age,
+            Some(std::time::Duration::from_millis(50))
+        );
+        f.max_age_ms = None;
+        let off = edit_text(&added, &Edit::Change("rig".to_owned(), f)).unwrap();
+        assert!(!off.contains("max_age"), "{off}");
+        assert!(!to_spec(&fields("a", "127.0.0.1:1"))
+            .unwrap()
+            .contains("max-age"));
+        let mut f = fields("a", "127.0.0.1:1");
+        f.max_age_ms = Some(20);
+        assert!(to_spec(&f).unwrap().ends_with(",max-age=20ms"));
+    }
+
+    #[test]
+    fn what_the_user_typed_is_faulted_by_the_fields_label_never_a_line() {
+        let e = check_fields(&fields("dash", "192.168.1.50")).unwrap_err();
+        assert!(
+            e.starts_with("Address: \"192.168.1.50\": needs a port"),
+            "{e}"
+        );
+        let e = check_fields(&fields("", "127.0.0.1:1")).unwrap_err();
+        assert!(e.starts_with("Name: "), "{e}");
+        let mut f = fields("dash", "127.0.0.1:1");
+        f.format = Some("fh9".to_owned());
+        assert!(check_fields(&f).unwrap_err().starts_with("Format: \"fh9\""));
+        f.format = None;
+        f.max_age_ms = Some(0);
+        let e = check_fields(&f).unwrap_err();
+        assert!(e.starts_with("Max age: 0 ms"), "{e}");
+        f.max_age_ms = Some(60_001);
+        assert!(check_fields(&f)
+            .unwrap_err()
+            .starts_with("Max age: 60001 ms"));
+        f.max_age_ms = Some(50);
+        assert_eq!(check_fields(&f), Ok(()));
+        // A problem the whole file finds with the edited table: by its label.
+        let problems = [
+            Problem {
+                place: "forza-relay.toml:79: destination[3].addr".to_owned(),
+                message: "packets would loop".to_owned(),
+            },
+            Problem {
+                place: "forza-relay.toml:4: listen.addr".to_owned(),
+                message: "taken".to_owned(),
+            },
+        ];
+        assert_eq!(
+            described(&problems, Some(2)),
+            "Address: packets would loop; forza-relay.toml:4: listen.addr: taken"
+        );
     }
 }

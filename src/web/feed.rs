@@ -1,23 +1,31 @@
 //! What the pages show, sampled while at least one is open: the car from a
 //! tap (at most every [`CAR_EVERY`]), the counters and the log lines every
 //! [`COUNTERS_EVERY`]. Every update is one JSON object, the same as the
-//! matching part of `/api/snapshot`.
+//! matching part of `/api/snapshot`, kept as the newest of its kind in
+//! [`Updates`] for the event streams to send.
 
+use std::collections::VecDeque;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use log::{info, warn};
 use serde_json::{json, Value};
+use tokio::sync::watch;
 
 use super::{lock, Shared, CAR_EVERY, COUNTERS_EVERY};
 use crate::capture::record::{Existing, Recorder};
 use crate::config::Input;
 use crate::logging;
 use crate::relay::Snapshots;
-use crate::stats::{DropReason, Snapshot, SnapshotKind};
+use crate::stats::{DropReason, SendErrorKind, Snapshot, SnapshotKind};
 use crate::tap;
 use crate::watch::model::{Car, DestinationRates, Finite, Model, Tyre};
+use crate::watch::Reader;
+use crate::wire::{Format, MAX_LEN};
+
+/// How long the feed listens before it sends its first counters.
+const FIRST_COUNTERS: Duration = Duration::from_millis(250);
 
 /// How long the feed waits for the relay's counters.
 const SNAPSHOT_TIMEOUT: Duration = Duration::from_millis(200);
@@ -27,15 +35,129 @@ pub const CAR_WAIT: Duration = Duration::from_millis(500);
 /// The ring of that short listen: a second of a 360 Hz stream.
 const LISTEN_CAPACITY: usize = 128 << 10;
 
-/// The latest update of each kind.
+/// The newest update of each kind, as JSON text (`None` before the first):
+/// `{"car":…}`'s value, the counters, the log's last lines. Sent to every
+/// open page as they change; `/api/snapshot` answers with them while one is
+/// open.
+pub struct Updates {
+    pub car: watch::Sender<Option<Arc<str>>>,
+    pub counters: watch::Sender<Option<Arc<str>>>,
+    pub log: watch::Sender<Option<Arc<str>>>,
+    /// The newest frame of the game, for `/api/stream` (and the overlay).
+    pub frame: watch::Sender<Option<Frame>>,
+}
+
+impl Updates {
+    /// None yet.
+    pub fn new() -> Updates {
+        Updates {
+            car: watch::Sender::new(None),
+            counters: watch::Sender::new(None),
+            log: watch::Sender::new(None),
+            frame: watch::Sender::new(None),
+        }
+    }
+}
+
+/// One frame of the game as the relay admitted it, copied whole: its bytes,
+/// the format it reads as, when it was received.
+#[derive(Debug, Clone, Copy)]
+pub struct Frame {
+    pub time: SystemTime,
+    pub format: Format,
+    len: usize,
+    bytes: [u8; MAX_LEN],
+}
+
+impl Frame {
+    /// Its bytes.
+    pub fn payload(&self) -> &[u8] {
+        &self.bytes[..self.len]
+    }
+}
+
+/// The fastest a stream may ask for: FH6's rate, the highest a Forza game
+/// sends at.
+pub const MAX_HZ: u32 = 360;
+
+/// Replaces the newest update in `tx` (with or without a stream to see it).
+fn publish(tx: &watch::Sender<Option<Arc<str>>>, value: &Value) {
+    tx.send_replace(Some(Arc::from(value.to_string())));
+}
+
+/// The newest update in `tx`, as JSON.
+pub fn newest(tx: &watch::Sender<Option<Arc<str>>>) -> Option<Value> {
+    let text = tx.borrow().clone()?;
+    serde_json::from_str(&text).ok()
+}
+
+/// Who listens to the feed now.
 #[derive(Debug, Default)]
-pub struct Latest {
-    /// `{"car":…}` or `null` before the first racing packet.
-    pub car: Option<Value>,
-    /// `{"input":…,"destinations":…,"recording":…,"saved":…}`.
-    pub counters: Option<Value>,
-    /// The log's last lines.
-    pub log: Option<Value>,
+pub struct Listeners {
+    /// Open pages' event streams.
+    pub pages: usize,
+    /// Each open frame stream's rate, frames a second.
+    pub streams: Vec<u32>,
+}
+
+impl Listeners {
+    fn any(&self) -> bool {
+        self.pages > 0 || !self.streams.is_empty()
+    }
+
+    /// How long the feed sleeps between two looks at its tap: the car's
+    /// period, or the fastest stream's (at most [`MAX_HZ`]).
+    fn period(&self) -> Duration {
+        match self.streams.iter().max() {
+            Some(&hz) => (Duration::from_secs(1) / hz.clamp(1, MAX_HZ)).min(CAR_EVERY),
+            None => CAR_EVERY,
+        }
+    }
+}
+
+/// What a listener wants from the feed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Wants {
+    /// The car, the counters, the log lines.
+    Page,
+    /// Frames, this many a second.
+    Frames(u32),
+}
+
+/// One listener, counted while it lives.
+pub struct Listening {
+    shared: Arc<Shared>,
+    wants: Wants,
+}
+
+/// Counts a listener in (waking the feed); it is counted out when the
+/// returned guard is dropped.
+pub fn listen(shared: &Arc<Shared>, wants: Wants) -> Listening {
+    let mut listeners = lock(&shared.listeners);
+    match wants {
+        Wants::Page => listeners.pages += 1,
+        Wants::Frames(hz) => listeners.streams.push(hz),
+    }
+    shared.listeners_changed.notify_all();
+    Listening {
+        shared: shared.clone(),
+        wants,
+    }
+}
+
+impl Drop for Listening {
+    fn drop(&mut self) {
+        let mut listeners = lock(&self.shared.listeners);
+        match self.wants {
+            Wants::Page => listeners.pages = listeners.pages.saturating_sub(1),
+            Wants::Frames(hz) => {
+                if let Some(at) = listeners.streams.iter().position(|&h| h == hz) {
+                    listeners.streams.swap_remove(at);
+                }
+            }
+        }
+        self.shared.listeners_changed.notify_all();
+    }
 }
 
 /// A recording started from the page.
@@ -130,16 +252,18 @@ pub fn car_json(car: &Car) -> Value {
 pub fn counters_json(
     shared: &Shared,
     snapshot: &Snapshot,
-    rates: &mut DestinationRates,
+    counting: &mut Counting,
     model: Option<&Model>,
 ) -> Value {
     let mut value: Value = serde_json::from_str(&snapshot.to_json(SnapshotKind::Summary))
         .unwrap_or_else(|_| json!({}));
-    let rows = rates.rows(snapshot);
+    let rows = counting.rates.rows(snapshot);
+    let statuses = counting.statuses.of(snapshot);
     if let Some(list) = value.get_mut("destinations").and_then(Value::as_array_mut) {
-        for (d, row) in list.iter_mut().zip(&rows) {
+        for ((d, row), status) in list.iter_mut().zip(&rows).zip(statuses) {
             d["packets_per_sec"] = json!(row.packets_per_sec);
             d["problems"] = json!(row.problems);
+            d["status"] = json!(status);
         }
         for (d, s) in list.iter_mut().zip(&snapshot.destinations) {
             // Every reason the relay counts, by its key: a new one shows up
@@ -151,16 +275,27 @@ pub fn counters_json(
             d["drops"] = Value::Object(drops);
         }
     }
-    // Each destination as configured: its filter and rate limit, and the
-    // address as written.
+    // Each destination as configured: its filter, rate and age limits, and
+    // the address as written (the page's copy of the configuration, until
+    // the relay's snapshot carries them: issue 23).
     let config = lock(&shared.config);
     if let Some(list) = value.get_mut("destinations").and_then(Value::as_array_mut) {
         for d in list.iter_mut() {
             let name = d["name"].as_str().unwrap_or_default().to_owned();
-            if let Some(c) = config.destinations.iter().find(|c| c.name == name) {
-                d["addr_text"] = json!(c.addr_text);
-                d["only_race_on"] = json!(c.only_race_on);
-                d["max_rate"] = json!(c.max_rate);
+            match config.destinations.iter().find(|c| c.name == name) {
+                Some(c) => {
+                    d["addr"] = json!(c.addr_text);
+                    d["only_race_on"] = json!(c.only_race_on);
+                    d["max_rate"] = json!(c.max_rate);
+                    d["max_age_ms"] = json!(c
+                        .max_age
+                        .map(|a| u64::try_from(a.as_millis()).unwrap_or(u64::MAX)));
+                }
+                None => {
+                    d["only_race_on"] = json!(false);
+                    d["max_rate"] = json!(0);
+                    d["max_age_ms"] = Value::Null;
+                }
             }
         }
     }
@@ -169,7 +304,9 @@ pub fn counters_json(
         value["input"]["packets_per_sec"] = json!(model.rate_hz());
         value["input"]["sender"] = json!(model.sender().map(|s| s.to_string()));
         value["input"]["silent_s"] = json!(model.silent_for().map(|d| d.as_secs()));
-        value["input"]["never"] = json!(model.packets() == 0);
+        // Nothing ever received, by the relay's count (the model listens only
+        // since a page opened).
+        value["input"]["never"] = json!(model.packets() == 0 && snapshot.input.received == 0);
         value["input"]["why_ignored"] = json!(model.why_ignored());
         // The game in a menu or paused: the page says so over the car it
         // last saw racing.
@@ -181,6 +318,12 @@ pub fn counters_json(
     }
     value["saved"] = json!(shared.file.is_some());
     value["file"] = json!(shared.file.as_ref().map(|f| f.display().to_string()));
+    // The configuration file's state (issue 23 fills `error` from the owner
+    // of the configuration; until then, none is known here).
+    value["config"] = json!({
+        "path": shared.file.as_ref().map(|f| f.display().to_string()),
+        "error": Value::Null,
+    });
     value["recording"] = lock(&shared.recording)
         .as_ref()
         .map_or(Value::Null, PageRecording::describe);
@@ -195,11 +338,12 @@ pub fn log_json() -> Value {
 /// Reads the configuration file again when it changed (a hand edit, or the
 /// page's), for what the page shows of each destination (filters, rate
 /// limits, addresses as written).
-fn follow_file(shared: &Shared, seen: &mut Option<std::time::SystemTime>) {
+pub fn follow_file(shared: &Shared) {
     let Some(path) = &shared.file else {
         return;
     };
     let modified = std::fs::metadata(path).and_then(|m| m.modified()).ok();
+    let mut seen = lock(&shared.file_seen);
     if modified == *seen {
         return;
     }
@@ -230,75 +374,224 @@ pub fn listen_once(shared: &Shared) -> Model {
     }
 }
 
-/// One Server-Sent Event.
-fn event(kind: &str, data: &Value) -> Arc<str> {
-    Arc::from(format!("event: {kind}\ndata: {data}\n\n"))
+/// How far back a destination's status looks (issue 23's rule: refusals,
+/// other send errors, or nothing sent in the last 5 s).
+const STATUS_WINDOW: Duration = Duration::from_secs(5);
+
+/// A destination's name, and its sent count, refusals and other send errors.
+type Counts = (String, [u64; 3]);
+
+/// What each destination's counters were, over the last [`STATUS_WINDOW`], for
+/// its status.
+#[derive(Debug, Default)]
+pub struct Statuses {
+    /// Time since the relay started, and each destination's counts then.
+    history: VecDeque<(Duration, Vec<Counts>)>,
 }
 
-/// The feed thread: waits for a page to open, then samples until the last one
-/// closes, until the web page stops.
+impl Statuses {
+    /// Each destination's status now, in the snapshot's order: `refused`
+    /// (refusals in the window), `failing` (other send errors in it), `idle`
+    /// (nothing sent in it), or `ok`.
+    pub fn of(&mut self, snapshot: &Snapshot) -> Vec<&'static str> {
+        let now = snapshot.elapsed;
+        if self.history.back().is_some_and(|(t, _)| *t > now) {
+            self.history.clear();
+        }
+        let counts: Vec<Counts> = snapshot
+            .destinations
+            .iter()
+            .map(|d| {
+                let e = &d.stats.send_errors;
+                let refused = e.get(SendErrorKind::Refused);
+                (d.name.clone(), [d.stats.sent, refused, e.total() - refused])
+            })
+            .collect();
+        self.history.push_back((now, counts));
+        while self.history.len() >= 2 && self.history[1].0 + STATUS_WINDOW <= now {
+            self.history.pop_front();
+        }
+        let (since, before) = self.history.front().expect("pushed above");
+        // Early in the run, the window starts at zero; with no history yet
+        // beyond this snapshot, nothing is known to have changed.
+        let from_zero = *since == now && now <= STATUS_WINDOW;
+        snapshot
+            .destinations
+            .iter()
+            .map(|d| {
+                let e = &d.stats.send_errors;
+                let refused = e.get(SendErrorKind::Refused);
+                let now = [d.stats.sent, refused, e.total() - refused];
+                let base = match from_zero {
+                    true => [0; 3],
+                    false => before
+                        .iter()
+                        .find(|(name, _)| *name == d.name)
+                        .map_or([0; 3], |(_, c)| *c),
+                };
+                let grew = |i: usize| now[i] > base[i];
+                if grew(1) {
+                    "refused"
+                } else if grew(2) {
+                    "failing"
+                } else if grew(0) {
+                    "ok"
+                } else {
+                    "idle"
+                }
+            })
+            .collect()
+    }
+}
+
+/// What the destinations' rates and statuses are computed from, kept from
+/// one sample to the next.
+#[derive(Default)]
+pub struct Counting {
+    rates: DestinationRates,
+    statuses: Statuses,
+}
+
+/// The feed thread: waits for a listener, then samples until the last one
+/// goes, until the web page stops.
 pub fn run(shared: &Shared, input: Input) {
-    let mut rates = DestinationRates::default();
+    let mut counting = Counting::default();
     // The relay fills these buffers in place: its answers allocate nothing.
     let mut snapshots = shared.control.snapshots();
     loop {
         {
-            let mut clients = lock(&shared.clients);
-            while clients.is_empty() && !shared.stopping() {
-                clients = shared
-                    .clients_changed
-                    .wait(clients)
+            let mut listeners = lock(&shared.listeners);
+            while !listeners.any() && !shared.stopping() {
+                listeners = shared
+                    .listeners_changed
+                    .wait(listeners)
                     .unwrap_or_else(|e| e.into_inner());
             }
         }
         if shared.stopping() {
             return;
         }
-        sample(shared, input, &mut rates, &mut snapshots);
+        sample(shared, input, &mut counting, &mut snapshots);
     }
 }
 
-/// Feeds the open pages until none is left.
-fn sample(shared: &Shared, input: Input, rates: &mut DestinationRates, snapshots: &mut Snapshots) {
+/// Feeds the listeners until none is left: the pages while one is open, the
+/// newest frame while a stream is.
+fn sample(shared: &Shared, input: Input, counting: &mut Counting, snapshots: &mut Snapshots) {
     let (producer, mut tap) = tap::tap(tap::DEFAULT_CAPACITY);
     shared.control.attach(producer);
     let mut model = Model::new(input, "the relay");
+    let mut reader = Reader::new(input);
+    let mut newest = Frame {
+        time: SystemTime::UNIX_EPOCH,
+        format: Format::Fh6,
+        len: 0,
+        bytes: [0; MAX_LEN],
+    };
     let mut shown_packets = u64::MAX;
-    let mut next_counters = Instant::now();
+    // The first counters once the model has had a moment of the game's
+    // frames: a model that has seen nothing yet would say "nothing for N s"
+    // for a second (the page has /api/snapshot's counters meanwhile).
+    let mut next_counters = Instant::now() + FIRST_COUNTERS;
     let mut shown_log = u64::MAX;
-    let mut file_time = None;
-    while !shared.stopping() && !lock(&shared.clients).is_empty() {
+    loop {
+        let (pages, streams, period) = {
+            let listeners = lock(&shared.listeners);
+            if shared.stopping() || !listeners.any() {
+                break;
+            }
+            (
+                listeners.pages > 0,
+                !listeners.streams.is_empty(),
+                listeners.period(),
+            )
+        };
         let now = Instant::now();
+        let mut framed = false;
         while let Some(d) = tap.pop() {
-            model.on_datagram(now, d.from, d.payload);
+            if pages {
+                model.on_datagram(now, d.from, d.payload);
+            }
+            if !streams {
+                continue;
+            }
+            if let Some(format) = reader.format_of(d.payload) {
+                if let Some(bytes) = newest.bytes.get_mut(..d.payload.len()) {
+                    bytes.copy_from_slice(d.payload);
+                    (newest.time, newest.format, newest.len) = (d.time, format, d.payload.len());
+                    framed = true;
+                }
+            }
+        }
+        if framed {
+            // The newest of the batch: a stream sends the newest it has.
+            shared.updates.frame.send_replace(Some(newest));
+        }
+        if !pages {
+            std::thread::sleep(period);
+            continue;
         }
         model.tick(now);
         if model.packets() != shown_packets {
             shown_packets = model.packets();
             if let Some(car) = model.car() {
-                let car = car_json(car);
-                shared.broadcast(&event("car", &car));
-                lock(&shared.latest).car = Some(car);
+                publish(&shared.updates.car, &car_json(car));
             }
         }
         if now >= next_counters {
             next_counters = now + COUNTERS_EVERY;
-            follow_file(shared, &mut file_time);
+            follow_file(shared);
             if let Some(snapshot) = snapshots.take(SNAPSHOT_TIMEOUT) {
-                let counters = counters_json(shared, snapshot, rates, Some(&model));
-                shared.broadcast(&event("counters", &counters));
-                lock(&shared.latest).counters = Some(counters);
+                let counters = counters_json(shared, snapshot, counting, Some(&model));
+                publish(&shared.updates.counters, &counters);
             }
             let written = logging::written_lines();
             if written != shown_log {
                 shown_log = written;
-                let log = log_json();
-                shared.broadcast(&event("log", &log));
-                lock(&shared.latest).log = Some(log);
+                publish(&shared.updates.log, &log_json());
             }
         }
-        std::thread::sleep(CAR_EVERY);
+        std::thread::sleep(period);
     }
     // Dropping the tap detaches it: with no page open the relay copies nothing.
     drop(tap);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::stats::DestinationSnapshot;
+
+    fn snapshot(elapsed_s: u64, sent: u64, refused: u64, other: u64) -> Snapshot {
+        let mut s = Snapshot::empty();
+        s.elapsed = Duration::from_secs(elapsed_s);
+        let mut d = DestinationSnapshot {
+            name: "tool".to_owned(),
+            addr: "127.0.0.1:9".parse().unwrap(),
+            output: crate::fanout::Output::Same,
+            stats: Default::default(),
+            latency: Default::default(),
+        };
+        d.stats.sent = sent;
+        for _ in 0..refused {
+            d.stats.send_errors.add(SendErrorKind::Refused);
+        }
+        for _ in 0..other {
+            d.stats.send_errors.add(SendErrorKind::Unreachable);
+        }
+        s.destinations.push(d);
+        s
+    }
+
+    #[test]
+    fn a_status_says_what_the_last_5_s_did() {
+        let mut statuses = Statuses::default();
+        assert_eq!(statuses.of(&snapshot(1, 0, 0, 0)), ["idle"], "nothing yet");
+        assert_eq!(statuses.of(&snapshot(2, 60, 0, 0)), ["ok"]);
+        assert_eq!(statuses.of(&snapshot(3, 120, 5, 0)), ["refused"]);
+        // Refusals 5 s ago are forgotten; sending goes on.
+        assert_eq!(statuses.of(&snapshot(9, 480, 5, 0)), ["ok"]);
+        assert_eq!(statuses.of(&snapshot(10, 540, 5, 1)), ["failing"]);
+        assert_eq!(statuses.of(&snapshot(16, 540, 5, 1)), ["idle"]);
+    }
 }

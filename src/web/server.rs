@@ -1,11 +1,13 @@
 //! The page's HTTP side: every request is checked before anything else
-//! happens, then served from the embedded assets, the feed's latest updates,
-//! or turned into a change.
+//! happens, then served from the embedded assets, the feed's newest updates,
+//! or turned into a change. Handlers only read and send: what waits (a file,
+//! the relay's answer) runs on a worker thread, never on the connections'.
 //!
 //! The checks, in order (issue 14's security rules):
-//! 1. at most [`MAX_HEADER_BYTES`] of headers (431), a body of at most
-//!    [`MAX_BODY`] (413), GET or POST only (405); a request tiny_http could not
-//!    parse has already had its 400;
+//! 1. at most [`MAX_HEADER_BYTES`] of headers (431; a head over
+//!    [`connections::MAX_HEAD_BUFFER`] was refused with 431 as it came), a
+//!    body of at most [`MAX_BODY`] (413), GET or POST only (405); a request
+//!    hyper could not parse has already had its 400;
 //! 2. the `Host` is this computer's name for the page (`localhost`,
 //!    `127.0.0.1`, `[::1]`, the bound address, or any IP literal when bound
 //!    to every interface), with the page's port: a DNS-rebinding page's own
@@ -14,25 +16,40 @@
 //!    cookie) or the cookie (401 without it);
 //! 4. a change (POST) carries a same-origin `Origin` and the token in
 //!    `X-Forza-Token`, which only the page itself has read (403).
+//!
+//! Then every request has [`connections::REQUEST_DEADLINE`] to be answered,
+//! its body included (408).
 
-use std::io::{Read as _, Write as _};
 use std::net::IpAddr;
 use std::sync::Arc;
 
-use log::{info, warn};
+use axum::extract::{Request, State};
+use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::Router;
+use futures_util::StreamExt as _;
+use log::info;
 use serde::Deserialize;
 use serde_json::{json, Value};
-use tiny_http::{Header, Method, Request, Response};
 
+use super::connections::{self, Peer};
 use super::feed::{self, PageRecording};
-use super::{edit, lock, Client, Shared, MAX_BODY, MAX_CLIENTS, MAX_HEADER_BYTES};
-use crate::stats::Snapshot;
-use crate::watch::model::DestinationRates;
+use super::{edit, live, lock, Shared, MAX_BODY, MAX_HEADER_BYTES};
+use crate::output::Selection;
+use crate::setup::autostart;
+
+/// Frames a second of `/api/stream` when `?hz=` does not say.
+const DEFAULT_HZ: u32 = 30;
 
 const INDEX: &str = include_str!("assets/index.html");
 const SCRIPT: &str = include_str!("assets/app.js");
 const STYLE: &str = include_str!("assets/app.css");
 const ICON: &str = include_str!("assets/icon.svg");
+const OVERLAY: &str = include_str!("assets/overlay.html");
+const OVERLAY_SCRIPT: &str = include_str!("assets/overlay.js");
+const OVERLAY_STYLE: &str = include_str!("assets/overlay.css");
 
 /// Only the page's own scripts, styles and connections; no frames, no forms
 /// elsewhere.
@@ -41,57 +58,67 @@ const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-
                    frame-ancestors 'none'";
 /// The cookie that keeps the token on a non-loopback page.
 const COOKIE: &str = "forza_relay_token";
-/// How often an event stream with nothing to say writes a comment, to find out
-/// that its page is gone.
-const KEEPALIVE: std::time::Duration = std::time::Duration::from_secs(15);
 
-/// Takes requests until the web page stops.
-pub fn serve(shared: &Arc<Shared>, server: &tiny_http::Server) {
-    for request in server.incoming_requests() {
-        if shared.stopping() {
-            break;
-        }
-        handle(shared, request);
-    }
+/// Every route, behind the checks.
+pub fn router(shared: Arc<Shared>) -> Router {
+    Router::new()
+        .route("/", get(index))
+        .route(
+            "/app.js",
+            get(|| asset(SCRIPT, "text/javascript; charset=utf-8")),
+        )
+        .route("/app.css", get(|| asset(STYLE, "text/css; charset=utf-8")))
+        .route("/icon.svg", get(|| asset(ICON, "image/svg+xml")))
+        .route("/qr.svg", get(qr_code))
+        .route(
+            "/overlay",
+            get(|| asset(OVERLAY, "text/html; charset=utf-8")),
+        )
+        .route(
+            "/overlay.js",
+            get(|| asset(OVERLAY_SCRIPT, "text/javascript; charset=utf-8")),
+        )
+        .route(
+            "/overlay.css",
+            get(|| asset(OVERLAY_STYLE, "text/css; charset=utf-8")),
+        )
+        .route("/api/stream", get(stream_route))
+        .route("/api/snapshot", get(snapshot_route))
+        .route("/api/events", get(events_route))
+        .route("/api/destinations", post(destinations_route))
+        .route("/api/recording", post(recording_route))
+        .route(
+            "/api/autostart",
+            get(autostart_status).post(autostart_route),
+        )
+        .fallback(not_found)
+        .layer(middleware::from_fn_with_state(shared.clone(), guard))
+        .with_state(shared)
 }
 
 /// A refusal: its status and why, in words.
-struct Refused(u16, String);
+struct Refused(StatusCode, String);
 
-fn header<'a>(request: &'a Request, name: &'static str) -> Option<&'a str> {
-    request
-        .headers()
-        .iter()
-        .find(|h| h.field.equiv(name))
-        .map(|h| h.value.as_str())
-}
-
-fn with_headers<R: std::io::Read>(mut response: Response<R>, content_type: &str) -> Response<R> {
-    let mut add = |name: &str, value: &str| {
-        if let Ok(h) = Header::from_bytes(name.as_bytes(), value.as_bytes()) {
-            response.add_header(h);
-        }
-    };
-    add("Content-Type", content_type);
-    add("Content-Security-Policy", CSP);
-    add("X-Content-Type-Options", "nosniff");
-    add("Referrer-Policy", "no-referrer");
-    add("Cache-Control", "no-store");
-    response
-}
-
-fn text(status: u16, body: &str) -> Response<std::io::Cursor<Vec<u8>>> {
-    with_headers(
-        Response::from_string(body).with_status_code(status),
-        "text/plain; charset=utf-8",
+fn text(status: StatusCode, body: String) -> Response {
+    (
+        status,
+        [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
+        body,
     )
+        .into_response()
 }
 
-fn json_response(status: u16, body: &Value) -> Response<std::io::Cursor<Vec<u8>>> {
-    with_headers(
-        Response::from_string(body.to_string()).with_status_code(status),
-        "application/json",
+fn json_response(status: StatusCode, body: &Value) -> Response {
+    (
+        status,
+        [(header::CONTENT_TYPE, "application/json")],
+        body.to_string(),
     )
+        .into_response()
+}
+
+async fn asset(body: &'static str, content_type: &'static str) -> Response {
+    ([(header::CONTENT_TYPE, content_type)], body).into_response()
 }
 
 /// The query's value of `key` (tokens are hex: no decoding needed).
@@ -103,8 +130,12 @@ fn query<'a>(url: &'a str, key: &str) -> Option<&'a str> {
         .map(|(_, v)| v)
 }
 
-fn cookie<'a>(request: &'a Request, name: &'static str) -> Option<&'a str> {
-    header(request, "Cookie")?
+fn header_str(headers: &HeaderMap, name: header::HeaderName) -> Option<&str> {
+    headers.get(name).and_then(|v| v.to_str().ok())
+}
+
+fn cookie<'a>(headers: &'a HeaderMap, name: &'static str) -> Option<&'a str> {
+    header_str(headers, header::COOKIE)?
         .split(';')
         .filter_map(|kv| kv.trim().split_once('='))
         .find(|(k, _)| *k == name)
@@ -149,150 +180,394 @@ fn host_allowed(shared: &Shared, host: &str) -> bool {
 /// The checks of the module doc; `Ok` with whether the token came in the URL
 /// (then the response sets the cookie).
 fn check(shared: &Shared, request: &Request) -> Result<bool, Refused> {
-    let header_bytes: usize = request
-        .headers()
+    let headers = request.headers();
+    let header_bytes: usize = headers
         .iter()
-        .map(|h| h.field.as_str().as_str().len() + h.value.as_str().len() + 4)
+        .map(|(name, value)| name.as_str().len() + value.len() + 4)
         .sum();
     if header_bytes > MAX_HEADER_BYTES {
         return Err(Refused(
-            431,
+            StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
             format!("headers over {MAX_HEADER_BYTES} bytes"),
         ));
     }
-    if request.body_length().is_some_and(|n| n > MAX_BODY) {
-        return Err(Refused(413, format!("a body over {MAX_BODY} bytes")));
-    }
-    if !matches!(request.method(), Method::Get | Method::Post) {
+    let length = header_str(headers, header::CONTENT_LENGTH).and_then(|v| v.parse::<u64>().ok());
+    if length.is_some_and(|n| n > MAX_BODY as u64) {
         return Err(Refused(
-            405,
-            format!("method {} not allowed", request.method()),
+            StatusCode::PAYLOAD_TOO_LARGE,
+            format!("a body over {MAX_BODY} bytes"),
         ));
     }
-    let Some(host) = header(request, "Host") else {
-        return Err(Refused(400, "a request without a Host header".to_owned()));
+    let method = request.method();
+    if method != Method::GET && method != Method::POST {
+        return Err(Refused(
+            StatusCode::METHOD_NOT_ALLOWED,
+            format!("method {method} not allowed"),
+        ));
+    }
+    let Some(host) = header_str(headers, header::HOST) else {
+        return Err(Refused(
+            StatusCode::BAD_REQUEST,
+            "a request without a Host header".to_owned(),
+        ));
     };
     if !host_allowed(shared, host) {
         return Err(Refused(
-            403,
+            StatusCode::FORBIDDEN,
             format!("Host {host:?} is not this page's address"),
         ));
     }
-    let from_url = query(request.url(), "token").is_some_and(|t| same(t, &shared.token));
-    if shared.need_token
+    let url = request.uri().path_and_query().map_or("", |p| p.as_str());
+    let from_url = query(url, "token").is_some_and(|t| same(t, &shared.token));
+    if needs_token(shared.need_token, request)
         && !from_url
-        && !cookie(request, COOKIE).is_some_and(|t| same(t, &shared.token))
+        && !cookie(headers, COOKIE).is_some_and(|t| same(t, &shared.token))
     {
         return Err(Refused(
-            401,
+            StatusCode::UNAUTHORIZED,
             "this page needs its token: open the link with ?token=… that forza-relay logged"
                 .to_owned(),
         ));
     }
-    if *request.method() == Method::Post {
-        let origin = header(request, "Origin").unwrap_or_default();
+    if method == Method::POST {
+        let origin = header_str(headers, header::ORIGIN).unwrap_or_default();
         if origin != format!("http://{host}") {
-            return Err(Refused(403, format!("Origin {origin:?} is not this page")));
+            return Err(Refused(
+                StatusCode::FORBIDDEN,
+                format!("Origin {origin:?} is not this page"),
+            ));
         }
-        if !header(request, "X-Forza-Token").is_some_and(|t| same(t, &shared.token)) {
-            return Err(Refused(403, "a change needs the page's token".to_owned()));
+        if !header_str(headers, header::HeaderName::from_static("x-forza-token"))
+            .is_some_and(|t| same(t, &shared.token))
+        {
+            return Err(Refused(
+                StatusCode::FORBIDDEN,
+                "a change needs the page's token".to_owned(),
+            ));
         }
     }
     Ok(from_url)
 }
 
-fn handle(shared: &Arc<Shared>, mut request: Request) {
-    let set_cookie = match check(shared, &request) {
-        Ok(c) => c,
-        Err(Refused(status, why)) => {
-            let _ = request.respond(text(status, &format!("{why}\n")));
-            return;
-        }
-    };
-    let path = request
-        .url()
-        .split('?')
-        .next()
-        .unwrap_or_default()
-        .to_owned();
-    let response = match (request.method().clone(), path.as_str()) {
-        (Method::Get, "/") => {
-            let page = INDEX.replace("{{token}}", &shared.token);
-            let mut r = with_headers(Response::from_string(page), "text/html; charset=utf-8");
-            if set_cookie {
+/// What may be read with no token from this computer (a loopback peer) when
+/// the page is served beyond it: the overlay and the frame stream, which
+/// change nothing (an OBS browser source on this computer opens them as they
+/// are).
+const READ_ONLY: &[&str] = &[
+    "/overlay",
+    "/overlay.js",
+    "/overlay.css",
+    "/icon.svg",
+    "/api/stream",
+];
+
+/// Whether `request` needs the token: every one when the page is served
+/// beyond this computer (`beyond`), but the read-only ones from this computer.
+fn needs_token(beyond: bool, request: &Request) -> bool {
+    let from_here = request
+        .extensions()
+        .get::<Peer>()
+        .is_some_and(|p| p.0.ip().to_canonical().is_loopback());
+    beyond && !(from_here && READ_ONLY.contains(&request.uri().path()))
+}
+
+/// Runs the checks, then the route within [`connections::REQUEST_DEADLINE`];
+/// every answer gets the security headers.
+async fn guard(State(shared): State<Arc<Shared>>, request: Request, next: Next) -> Response {
+    let mut response = match check(&shared, &request) {
+        Err(Refused(status, why)) => text(status, format!("{why}\n")),
+        Ok(from_url) => {
+            let answered =
+                tokio::time::timeout(connections::REQUEST_DEADLINE, next.run(request)).await;
+            let mut response = answered.unwrap_or_else(|_| {
+                text(
+                    StatusCode::REQUEST_TIMEOUT,
+                    format!(
+                        "not answered within {} s (a body that did not come?)\n",
+                        connections::REQUEST_DEADLINE.as_secs()
+                    ),
+                )
+            });
+            if from_url {
                 let c = format!(
                     "{COOKIE}={}; HttpOnly; SameSite=Strict; Path=/",
                     shared.token
                 );
-                if let Ok(h) = Header::from_bytes(&b"Set-Cookie"[..], c.as_bytes()) {
-                    r.add_header(h);
+                if let Ok(v) = HeaderValue::from_str(&c) {
+                    response.headers_mut().insert(header::SET_COOKIE, v);
                 }
             }
-            r
+            response
         }
-        (Method::Get, "/app.js") => with_headers(
-            Response::from_string(SCRIPT),
-            "text/javascript; charset=utf-8",
-        ),
-        (Method::Get, "/app.css") => {
-            with_headers(Response::from_string(STYLE), "text/css; charset=utf-8")
-        }
-        (Method::Get, "/icon.svg") => with_headers(Response::from_string(ICON), "image/svg+xml"),
-        (Method::Get, "/api/snapshot") => json_response(200, &snapshot(shared)),
-        (Method::Get, "/api/events") => return events(shared, request),
-        (Method::Post, "/api/destinations") => match body(&mut request) {
-            Ok(v) => change(shared, v),
-            Err(r) => r,
-        },
-        (Method::Post, "/api/recording") => match body(&mut request) {
-            Ok(v) => recording(shared, &v),
-            Err(r) => r,
-        },
-        _ => text(404, &format!("no such page: {path}\n")),
     };
-    let _ = request.respond(response);
+    let headers = response.headers_mut();
+    headers.insert(
+        header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static(CSP),
+    );
+    headers.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    headers.insert(
+        header::REFERRER_POLICY,
+        HeaderValue::from_static("no-referrer"),
+    );
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    response
+}
+
+async fn not_found(request: Request) -> Response {
+    text(
+        StatusCode::NOT_FOUND,
+        format!("no such page: {}\n", request.uri().path()),
+    )
+}
+
+/// The QR code of the page's LAN address, when it is served there.
+async fn qr_code(State(shared): State<Arc<Shared>>, request: Request) -> Response {
+    match &shared.phone {
+        Some(phone) => {
+            ([(header::CONTENT_TYPE, "image/svg+xml")], phone.svg.clone()).into_response()
+        }
+        None => not_found(request).await,
+    }
+}
+
+async fn index(State(shared): State<Arc<Shared>>) -> Response {
+    let page = INDEX.replace("{{token}}", &shared.token);
+    ([(header::CONTENT_TYPE, "text/html; charset=utf-8")], page).into_response()
+}
+
+/// Runs `work` on a worker thread (it may wait on a file or on the relay).
+async fn on_worker<T: Send + 'static>(work: impl FnOnce() -> T + Send + 'static) -> Option<T> {
+    tokio::task::spawn_blocking(work).await.ok()
+}
+
+fn busy() -> Response {
+    text(
+        StatusCode::SERVICE_UNAVAILABLE,
+        "the page is stopping\n".to_owned(),
+    )
+}
+
+async fn snapshot_route(State(shared): State<Arc<Shared>>) -> Response {
+    match on_worker(move || snapshot(&shared)).await {
+        Some(v) => json_response(StatusCode::OK, &v),
+        None => busy(),
+    }
+}
+
+async fn events_route(State(shared): State<Arc<Shared>>) -> Response {
+    live::page_events(&shared).into_response()
+}
+
+/// `text` with its `%XX` escapes and `+` decoded (a query's value).
+fn decoded(text: &str) -> String {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let hex = |b: u8| (b as char).to_digit(16);
+        match bytes[i] {
+            b'+' => out.push(b' '),
+            b'%' if i + 2 < bytes.len() => match (hex(bytes[i + 1]), hex(bytes[i + 2])) {
+                (Some(h), Some(l)) => {
+                    out.push((h * 16 + l) as u8);
+                    i += 2;
+                }
+                _ => out.push(b'%'),
+            },
+            b => out.push(b),
+        }
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// What `/api/stream?hz=&fields=` asks for, or why it can't be.
+fn stream_query(url: &str) -> Result<(u32, Selection), String> {
+    let hz = match query(url, "hz").map(decoded) {
+        None => DEFAULT_HZ,
+        Some(text) => match text.trim().parse::<u32>() {
+            Ok(hz) if (1..=feed::MAX_HZ).contains(&hz) => hz,
+            _ => {
+                return Err(format!(
+                    "hz: {text:?} is not a number of frames a second from 1 to {} (the \
+                     game's rate at most: a frame is sent only once)",
+                    feed::MAX_HZ
+                ))
+            }
+        },
+    };
+    let selection = match query(url, "fields").map(decoded) {
+        None => Selection::all(),
+        Some(names) => Selection::names(names.split(',')).map_err(|e| {
+            let quoted: Vec<String> = e.unknown.iter().map(|n| format!("{n:?}")).collect();
+            let valid: Vec<String> = Selection::all()
+                .columns()
+                .iter()
+                .map(|c| c.name())
+                .collect();
+            format!(
+                "fields: no column named {} (the names of `forza-relay export --fields`; \
+                 a per-wheel field such as TireTemp gives its four wheels). Valid names: {}",
+                quoted.join(", "),
+                valid.join(", ")
+            )
+        })?,
+    };
+    Ok((hz, selection))
+}
+
+/// The game's frames as Server-Sent Events: `?hz=` (default
+/// [`DEFAULT_HZ`]), `?fields=` export's names.
+async fn stream_route(State(shared): State<Arc<Shared>>, request: Request) -> Response {
+    let url = request.uri().path_and_query().map_or("", |p| p.as_str());
+    match stream_query(url) {
+        Ok((hz, selection)) => live::frames(&shared, hz, &selection).into_response(),
+        Err(why) => text(StatusCode::BAD_REQUEST, format!("{why}\n")),
+    }
 }
 
 /// The request's JSON body, or the response refusing it.
-fn body(request: &mut Request) -> Result<Value, Response<std::io::Cursor<Vec<u8>>>> {
+async fn body(request: Request) -> Result<Value, Response> {
     let mut bytes = Vec::new();
-    let read = request
-        .as_reader()
-        .take(MAX_BODY as u64 + 1)
-        .read_to_end(&mut bytes);
-    if read.is_err() {
-        return Err(text(400, "the body could not be read\n"));
+    let mut stream = request.into_body().into_data_stream();
+    while let Some(chunk) = stream.next().await {
+        let Ok(chunk) = chunk else {
+            return Err(text(
+                StatusCode::BAD_REQUEST,
+                "the body could not be read\n".to_owned(),
+            ));
+        };
+        if bytes.len() + chunk.len() > MAX_BODY {
+            return Err(text(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                format!("a body over {MAX_BODY} bytes\n"),
+            ));
+        }
+        bytes.extend_from_slice(&chunk);
     }
-    if bytes.len() > MAX_BODY {
-        return Err(text(413, &format!("a body over {MAX_BODY} bytes\n")));
+    serde_json::from_slice(&bytes)
+        .map_err(|e| text(StatusCode::BAD_REQUEST, format!("not JSON: {e}\n")))
+}
+
+async fn destinations_route(State(shared): State<Arc<Shared>>, request: Request) -> Response {
+    let value = match body(request).await {
+        Ok(v) => v,
+        Err(r) => return r,
+    };
+    on_worker(move || change(&shared, value))
+        .await
+        .unwrap_or_else(busy)
+}
+
+async fn recording_route(State(shared): State<Arc<Shared>>, request: Request) -> Response {
+    let value = match body(request).await {
+        Ok(v) => v,
+        Err(r) => return r,
+    };
+    on_worker(move || recording(&shared, &value))
+        .await
+        .unwrap_or_else(busy)
+}
+
+/// "Start at login" as `autostart status` says it: `on`, the lines it said,
+/// and whether the page can turn it on (it needs a configuration file).
+fn autostart_json(said: Result<Vec<String>, std::io::Error>, file: bool) -> Value {
+    match said {
+        Ok(said) => json!({
+            "ok": true,
+            "on": autostart::is_on(&said),
+            "said": said,
+            "can": file,
+        }),
+        Err(e) => json!({"ok": false, "error": e.to_string(), "can": file}),
     }
-    serde_json::from_slice(&bytes).map_err(|e| text(400, &format!("not JSON: {e}\n")))
+}
+
+async fn autostart_status(State(shared): State<Arc<Shared>>) -> Response {
+    let file = shared.file.is_some();
+    match on_worker(autostart::status).await {
+        Some(said) => json_response(StatusCode::OK, &autostart_json(said, file)),
+        None => busy(),
+    }
+}
+
+/// Turns "Start at login" on or off, through the same code as `forza-relay
+/// autostart on|off`; on, the relay starts at the next login (this one runs
+/// already).
+async fn autostart_route(State(shared): State<Arc<Shared>>, request: Request) -> Response {
+    let value = match body(request).await {
+        Ok(v) => v,
+        Err(r) => return r,
+    };
+    let work = move || {
+        let said = match (value.get("action").and_then(Value::as_str), &shared.file) {
+            (Some("on"), Some(file)) => autostart::Launch::new(file)
+                .and_then(|launch| autostart::on(&launch, autostart::Start::AtNextLogin)),
+            (Some("on"), None) => {
+                return json_response(
+                    StatusCode::UNPROCESSABLE_ENTITY,
+                    &json!({"ok": false, "error": "Start at login runs a configuration file: \
+                        with none (run --to …), save one first (forza-relay setup --write \
+                        forza-relay.toml) and start forza-relay with it"}),
+                )
+            }
+            (Some("off"), _) => autostart::off(),
+            (other, _) => {
+                return json_response(
+                    StatusCode::BAD_REQUEST,
+                    &json!({"ok": false, "error": format!("unknown action {other:?}: on or off")}),
+                )
+            }
+        };
+        match said {
+            Ok(said) => {
+                // Each thing done, in its first line (the file's text is not
+                // for the log).
+                for line in said.iter().filter_map(|l| l.lines().next()) {
+                    info!("web page: start at login: {line}");
+                }
+                json_response(
+                    StatusCode::OK,
+                    &autostart_json(autostart::status(), shared.file.is_some()),
+                )
+            }
+            Err(e) => json_response(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                &json!({"ok": false, "error": e.to_string()}),
+            ),
+        }
+    };
+    on_worker(work).await.unwrap_or_else(busy)
 }
 
 /// Everything the page shows, now: for scripts, and for a page that opens.
-/// While a page is open the feed's latest updates; with none, the relay is
+/// While a page is open the feed's newest updates; with none, the relay is
 /// asked now and listened to for the car (at most [`feed::CAR_WAIT`]).
 pub fn snapshot(shared: &Shared) -> Value {
-    let page_open = !lock(&shared.clients).is_empty();
-    let latest = lock(&shared.latest);
+    let page_open = lock(&shared.listeners).pages > 0;
+    let u = &shared.updates;
     let (car, counters, log) = match page_open {
         true => (
-            latest.car.clone(),
-            latest.counters.clone(),
-            latest.log.clone(),
+            feed::newest(&u.car),
+            feed::newest(&u.counters),
+            feed::newest(&u.log),
         ),
         false => (None, None, None),
     };
-    drop(latest);
     let model = (!page_open).then(|| feed::listen_once(shared));
     let car = car.or_else(|| model.as_ref()?.car().map(feed::car_json));
     let counters = counters.or_else(|| {
+        feed::follow_file(shared);
         let mut answers = lock(&shared.answers);
-        let now: &Snapshot = answers.take(std::time::Duration::from_millis(200))?;
+        let now = answers.take(std::time::Duration::from_millis(200))?;
         Some(feed::counters_json(
             shared,
             now,
-            &mut DestinationRates::default(),
+            &mut lock(&shared.counting),
             model.as_ref(),
         ))
     });
@@ -308,78 +583,8 @@ pub fn snapshot(shared: &Shared) -> Value {
         "counters": counters,
         "log": log.unwrap_or_else(feed::log_json),
         "presets": presets,
+        "phone": shared.phone.as_ref().map(|p| json!({"url": p.url, "qr": "/qr.svg"})),
     })
-}
-
-/// An event stream for one page, on a thread of its own.
-fn events(shared: &Arc<Shared>, request: Request) {
-    let client = Arc::new(Client::new());
-    {
-        let mut clients = lock(&shared.clients);
-        if clients.len() >= MAX_CLIENTS {
-            drop(clients);
-            let _ = request.respond(text(
-                503,
-                &format!("{MAX_CLIENTS} pages are open already: close one\n"),
-            ));
-            return;
-        }
-        clients.push(client.clone());
-    }
-    shared.clients_changed.notify_all();
-    let shared = shared.clone();
-    let spawned = std::thread::Builder::new()
-        .name("web-events".to_owned())
-        .spawn({
-            let client = client.clone();
-            let shared = shared.clone();
-            move || {
-                stream(&shared, &client, request);
-                lock(&shared.clients).retain(|c| !Arc::ptr_eq(c, &client));
-            }
-        });
-    if let Err(e) = spawned {
-        warn!("cannot serve a page's updates: {e}");
-        lock(&shared.clients).retain(|c| !Arc::ptr_eq(c, &client));
-    }
-}
-
-/// Writes `client`'s updates until the page goes or the web page stops.
-fn stream(shared: &Shared, client: &Client, request: Request) {
-    let mut out = request.into_writer();
-    let head = format!(
-        "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-store\r\n\
-         Content-Security-Policy: {CSP}\r\nX-Content-Type-Options: nosniff\r\n\
-         Connection: close\r\n\r\nretry: 1000\n\n"
-    );
-    if out
-        .write_all(head.as_bytes())
-        .and_then(|()| out.flush())
-        .is_err()
-    {
-        return;
-    }
-    let mut pending = Vec::new();
-    while !shared.stopping() {
-        {
-            let queue = lock(&client.queue);
-            let (mut queue, _) = client
-                .ready
-                .wait_timeout_while(queue, KEEPALIVE, |q| q.is_empty() && !shared.stopping())
-                .unwrap_or_else(|e| e.into_inner());
-            pending.extend(queue.drain(..));
-        }
-        let result = if pending.is_empty() {
-            out.write_all(b": keepalive\n\n")
-        } else {
-            pending
-                .drain(..)
-                .try_for_each(|e| out.write_all(e.as_bytes()))
-        };
-        if result.and_then(|()| out.flush()).is_err() {
-            return;
-        }
-    }
 }
 
 /// A change of destinations, as the page sends it.
@@ -399,38 +604,80 @@ struct Change {
     format: Option<String>,
     #[serde(default)]
     only_race_on: bool,
+    /// Frames a second, 0 (or null) for all.
     #[serde(default)]
-    max_rate: u32,
+    max_rate: Value,
+    /// `max_age` in milliseconds; null (or absent, or "") for off.
+    #[serde(default)]
+    max_age_ms: Value,
 }
 
-fn change(shared: &Shared, value: Value) -> Response<std::io::Cursor<Vec<u8>>> {
+/// A whole number the form sent for `label`, `None` when left empty.
+fn whole(value: &Value, label: &str, what: &str) -> Result<Option<u64>, String> {
+    match value {
+        Value::Null => Ok(None),
+        Value::String(s) if s.trim().is_empty() => Ok(None),
+        Value::String(s) => s
+            .trim()
+            .parse()
+            .map(Some)
+            .map_err(|_| format!("{label}: {s:?} is not {what}")),
+        Value::Number(n) => n
+            .as_u64()
+            .map(Some)
+            .ok_or_else(|| format!("{label}: {n} is not {what}")),
+        other => Err(format!("{label}: {other} is not {what}")),
+    }
+}
+
+impl Change {
+    /// The form's fields, checked for their types (each error names its field).
+    fn fields(&self) -> Result<edit::Fields, String> {
+        let rate_is = "a whole number of frames a second (0 or empty: every frame)";
+        let max_rate = whole(&self.max_rate, "Max rate", rate_is)?.unwrap_or(0);
+        let max_rate = u32::try_from(max_rate)
+            .map_err(|_| format!("Max rate: {max_rate} is not {rate_is}"))?;
+        let max_age_ms = whole(
+            &self.max_age_ms,
+            "Max age",
+            "a whole number of milliseconds (empty: frames of any age)",
+        )?;
+        Ok(edit::Fields {
+            name: self.name.trim().to_owned(),
+            addr: self.addr.trim().to_owned(),
+            format: self.format.as_ref().map(|f| f.trim().to_owned()),
+            only_race_on: self.only_race_on,
+            max_rate,
+            max_age_ms,
+        })
+    }
+}
+
+fn change(shared: &Shared, value: Value) -> Response {
+    let refuse = |status: StatusCode, error: String| {
+        json_response(status, &json!({"ok": false, "error": error}))
+    };
     let change: Change = match serde_json::from_value(value) {
         Ok(c) => c,
-        Err(e) => return json_response(400, &json!({"ok": false, "error": e.to_string()})),
+        Err(e) => return refuse(StatusCode::BAD_REQUEST, e.to_string()),
     };
-    let wanted = match change.action.as_str() {
-        "add" => edit::Edit::Add(edit::Fields {
-            name: change.name.trim().to_owned(),
-            addr: change.addr.trim().to_owned(),
-            format: change.format.map(|f| f.trim().to_owned()),
-            only_race_on: change.only_race_on,
-            max_rate: change.max_rate,
-        }),
-        "change" => edit::Edit::Change(
-            change.was.unwrap_or_else(|| change.name.clone()),
-            edit::Fields {
-                name: change.name.trim().to_owned(),
-                addr: change.addr.trim().to_owned(),
-                format: change.format.map(|f| f.trim().to_owned()),
-                only_race_on: change.only_race_on,
-                max_rate: change.max_rate,
-            },
-        ),
-        "remove" => edit::Edit::Remove(change.name),
-        other => {
-            return json_response(
-                400,
-                &json!({"ok": false, "error": format!("unknown action {other:?}: add, change or remove")}),
+    let fields = match change.action.as_str() {
+        "add" | "change" => match change.fields() {
+            Ok(f) => Some(f),
+            Err(e) => return refuse(StatusCode::UNPROCESSABLE_ENTITY, e),
+        },
+        _ => None,
+    };
+    let wanted = match (change.action.as_str(), fields) {
+        ("add", Some(f)) => edit::Edit::Add(f),
+        ("change", Some(f)) => {
+            edit::Edit::Change(change.was.clone().unwrap_or_else(|| change.name.clone()), f)
+        }
+        ("remove", _) => edit::Edit::Remove(change.name),
+        (other, _) => {
+            return refuse(
+                StatusCode::BAD_REQUEST,
+                format!("unknown action {other:?}: add, change or remove"),
             )
         }
     };
@@ -438,15 +685,18 @@ fn change(shared: &Shared, value: Value) -> Response<std::io::Cursor<Vec<u8>>> {
         Ok(message) => {
             info!("web page: {message}");
             json_response(
-                200,
+                StatusCode::OK,
                 &json!({"ok": true, "saved": shared.file.is_some(), "message": message}),
             )
         }
-        Err(error) => json_response(422, &json!({"ok": false, "error": error})),
+        Err(error) => json_response(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            &json!({"ok": false, "error": error}),
+        ),
     }
 }
 
-fn recording(shared: &Shared, value: &Value) -> Response<std::io::Cursor<Vec<u8>>> {
+fn recording(shared: &Shared, value: &Value) -> Response {
     let mut current = lock(&shared.recording);
     match value.get("action").and_then(Value::as_str) {
         Some("start") if current.is_none() => {
@@ -454,22 +704,99 @@ fn recording(shared: &Shared, value: &Value) -> Response<std::io::Cursor<Vec<u8>
                 Ok(r) => {
                     let described = r.describe();
                     *current = Some(r);
-                    json_response(200, &json!({"ok": true, "recording": described}))
+                    json_response(StatusCode::OK, &json!({"ok": true, "recording": described}))
                 }
-                Err(e) => json_response(422, &json!({"ok": false, "error": e})),
+                Err(e) => json_response(
+                    StatusCode::UNPROCESSABLE_ENTITY,
+                    &json!({"ok": false, "error": e}),
+                ),
             }
         }
-        Some("start") => json_response(409, &json!({"ok": false, "error": "already recording"})),
+        Some("start") => json_response(
+            StatusCode::CONFLICT,
+            &json!({"ok": false, "error": "already recording"}),
+        ),
         Some("stop") => match current.take() {
             Some(r) => {
                 r.finish();
-                json_response(200, &json!({"ok": true}))
+                json_response(StatusCode::OK, &json!({"ok": true}))
             }
-            None => json_response(409, &json!({"ok": false, "error": "not recording"})),
+            None => json_response(
+                StatusCode::CONFLICT,
+                &json!({"ok": false, "error": "not recording"}),
+            ),
         },
         other => json_response(
-            400,
+            StatusCode::BAD_REQUEST,
             &json!({"ok": false, "error": format!("unknown action {other:?}: start or stop")}),
         ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn request(path: &str, peer: &str) -> Request {
+        let mut r = Request::builder()
+            .uri(path)
+            .body(axum::body::Body::empty())
+            .unwrap();
+        r.extensions_mut().insert(Peer(peer.parse().unwrap()));
+        r
+    }
+
+    #[test]
+    fn served_to_the_network_only_this_computer_reads_the_overlay_and_stream_without_the_token() {
+        for path in ["/overlay", "/overlay.js", "/api/stream"] {
+            assert!(
+                !needs_token(true, &request(path, "127.0.0.1:40000")),
+                "{path}"
+            );
+            assert!(
+                !needs_token(true, &request(path, "[::ffff:127.0.0.1]:40000")),
+                "{path}"
+            );
+            assert!(!needs_token(true, &request(path, "[::1]:40000")), "{path}");
+            assert!(
+                needs_token(true, &request(path, "192.168.1.7:40000")),
+                "{path}"
+            );
+        }
+        for path in [
+            "/",
+            "/api/snapshot",
+            "/api/events",
+            "/api/destinations",
+            "/qr.svg",
+        ] {
+            assert!(
+                needs_token(true, &request(path, "127.0.0.1:40000")),
+                "{path}"
+            );
+        }
+        assert!(!needs_token(false, &request("/", "127.0.0.1:40000")));
+    }
+
+    #[test]
+    fn a_query_value_is_decoded() {
+        assert_eq!(
+            decoded("Speed%2Cgear_label+x%zz%4"),
+            "Speed,gear_label x%zz%4"
+        );
+        let (hz, selection) = stream_query("/api/stream?fields=Speed%2CTireTemp&hz=60").unwrap();
+        assert_eq!(hz, 60);
+        let names: Vec<String> = selection.columns().iter().map(|c| c.name()).collect();
+        assert_eq!(
+            names,
+            [
+                "Speed",
+                "TireTempFL",
+                "TireTempFR",
+                "TireTempRL",
+                "TireTempRR"
+            ]
+        );
+        assert_eq!(stream_query("/api/stream").unwrap().0, DEFAULT_HZ);
     }
 }

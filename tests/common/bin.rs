@@ -273,8 +273,15 @@ impl Bin {
 
     /// Waits for the exit (at most [`BIN_TIMEOUT`], then kills it and fails).
     #[track_caller]
-    pub fn wait(mut self) -> Finished {
-        let deadline = Instant::now() + BIN_TIMEOUT;
+    pub fn wait(self) -> Finished {
+        self.wait_within(BIN_TIMEOUT)
+    }
+
+    /// Waits for the exit (at most `limit`, then kills it and fails): for a
+    /// stop that must not wait on anything (issue 24).
+    #[track_caller]
+    pub fn wait_within(mut self, limit: Duration) -> Finished {
+        let deadline = Instant::now() + limit;
         let status = loop {
             match self.child.try_wait().expect("try_wait") {
                 Some(status) => break status,
@@ -283,7 +290,7 @@ impl Bin {
                     let _ = self.child.wait();
                     self.collect_stderr();
                     panic!(
-                        "forza-relay did not exit within {BIN_TIMEOUT:?}; stderr:\n{}",
+                        "forza-relay did not exit within {limit:?}; stderr:\n{}",
                         self.stderr.join("\n")
                     );
                 }

@@ -30,6 +30,8 @@ use common::*;
 const SHOWN_WITHIN: Duration = Duration::from_secs(15);
 /// How long a destination added from the page may take to receive (issue 14).
 const ADDED_WITHIN: Duration = Duration::from_secs(3);
+/// A phone's screen in CSS pixels: width, height.
+const PHONE: (u32, u32) = (390, 844);
 /// The W3C WebDriver key of an element reference.
 const ELEMENT: &str = "element-6066-11e4-a52e-4f735466cecf";
 
@@ -55,8 +57,36 @@ impl Drop for Driver {
 }
 
 impl Driver {
+    /// A desktop browser window, 1280 × 1500.
     #[track_caller]
     fn start() -> Driver {
+        Driver::with(json!({
+            "binary": chromium(),
+            "args": ["--headless=new", "--no-sandbox", "--disable-gpu",
+                     "--disable-dev-shm-usage", "--window-size=1280,1500"],
+        }))
+    }
+
+    /// A phone: Chromium's mobile emulation of a 390 × 844 screen (an iPhone
+    /// 12 to 15's, in CSS pixels), touch, a phone's user agent.
+    #[track_caller]
+    fn phone() -> Driver {
+        Driver::with(json!({
+            "binary": chromium(),
+            "args": ["--headless=new", "--no-sandbox", "--disable-gpu",
+                     "--disable-dev-shm-usage"],
+            "mobileEmulation": {
+                "deviceMetrics": {"width": PHONE.0, "height": PHONE.1, "pixelRatio": 2.0,
+                                  "mobile": true, "touch": true},
+                "userAgent": "Mozilla/5.0 (Linux; Android 14; Pixel 8) AppleWebKit/537.36 \
+                              (KHTML, like Gecko) Chrome/126.0 Mobile Safari/537.36",
+            },
+        }))
+    }
+
+    /// A session with these `goog:chromeOptions`.
+    #[track_caller]
+    fn with(options: Value) -> Driver {
         let port = TcpListener::bind("127.0.0.1:0")
             .unwrap()
             .local_addr()
@@ -81,11 +111,7 @@ impl Driver {
         };
         let caps = json!({"capabilities": {"alwaysMatch": {
             "browserName": "chrome",
-            "goog:chromeOptions": {
-                "binary": chromium(),
-                "args": ["--headless=new", "--no-sandbox", "--disable-gpu",
-                         "--disable-dev-shm-usage", "--window-size=1280,1500"],
-            },
+            "goog:chromeOptions": options,
         }}});
         let reply = driver.call("POST", "/session", &caps);
         driver.session = reply["sessionId"].as_str().expect("a session").to_owned();
@@ -230,6 +256,36 @@ impl Driver {
 /// The Chromium program: Debian calls it `chromium`.
 fn chromium() -> &'static str {
     "/usr/bin/chromium"
+}
+
+impl Driver {
+    /// Runs `script` (a function body) in the page; its return value.
+    #[track_caller]
+    fn run(&self, script: &str) -> Value {
+        self.session(
+            "POST",
+            "/execute/sync",
+            &json!({"script": script, "args": []}),
+        )
+    }
+
+    /// Saves a screenshot as `name` into target/ on every run, and into docs/
+    /// (the docs' pictures) when FORZA_RELAY_BLESS is set, as
+    /// tests/generated.rs regenerates its files.
+    #[track_caller]
+    fn screenshot(&self, name: &str) {
+        let shot = self.session("GET", "/screenshot", &json!({}));
+        let png = base64(shot.as_str().expect("a screenshot"));
+        assert!(png.starts_with(b"\x89PNG"), "a PNG");
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+        let folder = if std::env::var_os("FORZA_RELAY_BLESS").is_some() {
+            root.join("docs")
+        } else {
+            root.join("target")
+        };
+        let _ = std::fs::create_dir_all(&folder);
+        std::fs::write(folder.join(name), &png).expect("save the screenshot");
+    }
 }
 
 /// Standard base64, as WebDriver sends a screenshot.
@@ -410,15 +466,27 @@ fn the_page_in_chromium_shows_the_car_and_adds_and_removes_a_destination() {
         t.parse::<f64>().is_ok_and(|v| (v - kmh).abs() <= 1.0)
     });
     // Paused in a menu: the page says so over the last racing values.
+    // The title's dot says what the game's feed does, in words.
+    driver.wait_for("//*[@id='feed-state']", |t| t == "receiving");
+    // Each tyre is labelled.
+    for (i, wheel) in ["FL", "FR", "RL", "RR"].iter().enumerate() {
+        driver.wait_for(&format!("(//table[@class='tyres']//th)[{}]", i + 1), |t| {
+            t == *wheel
+        });
+    }
     drive.menu(true);
     driver.wait_for("//*[@id='car-state']", |t| {
         t == "Not racing (menu or paused): the last racing values, dimmed."
+    });
+    driver.wait_for("//*[@id='feed-state']", |t| {
+        t == "not racing (menu or paused)"
     });
     driver.wait_for("//*[@id='speed-kmh']", |t| {
         t.parse::<f64>().is_ok_and(|v| (v - kmh).abs() <= 1.0)
     });
     drive.menu(false);
     driver.wait_for("//*[@id='car-state']", str::is_empty);
+    driver.wait_for("//*[@id='feed-state']", |t| t == "receiving");
     drive.release();
     driver.wait_for("//tr[@data-name='first']/td[@class='rate']", |t| {
         t.parse::<f64>().is_ok_and(|v| v > 0.0)
@@ -426,7 +494,18 @@ fn the_page_in_chromium_shows_the_car_and_adds_and_removes_a_destination() {
 
     let (second, second_addr) = receiver();
     driver.type_into(&driver.labelled("Name"), "second");
+    // An address without its port: the error names the field, never a line
+    // of the file, and nothing is written.
+    driver.type_into(&driver.labelled("Address"), "192.168.1.50");
+    driver.click_at("//button[normalize-space()='Add']");
+    let error = driver.wait_for("//*[@id='form-result']", |t| !t.is_empty());
+    assert!(
+        error.starts_with("Address: \"192.168.1.50\": needs a port") && !error.contains(".toml"),
+        "{error}"
+    );
+    assert_eq!(std::fs::read_to_string(file.path()).unwrap(), text);
     driver.type_into(&driver.labelled("Address"), &second_addr.to_string());
+    driver.type_into(&driver.labelled("Max age (ms, empty = off)"), "50");
     let format = driver.labelled("Format");
     let fh4 = driver
         .find(&format!(
@@ -451,8 +530,12 @@ fn the_page_in_chromium_shows_the_car_and_adds_and_removes_a_destination() {
         "{written}"
     );
     assert!(written.contains("format = \"fh4\""), "{written}");
+    assert!(written.contains("max_age = \"50ms\""), "{written}");
     driver.wait_for("//tr[@data-name='second']/td[@class='rate']", |t| {
         t.parse::<f64>().is_ok_and(|v| v > 0.0)
+    });
+    driver.wait_for("//tr[@data-name='second']/td[@data-label='Filters']", |t| {
+        t == "≤ 50 ms old"
     });
 
     // The map draws the drive as a line: the car has gone round the first
@@ -475,19 +558,7 @@ fn the_page_in_chromium_shows_the_car_and_adds_and_removes_a_destination() {
         );
         std::thread::sleep(Duration::from_millis(200));
     }
-    let shot = driver.session("GET", "/screenshot", &json!({}));
-    let png = base64(shot.as_str().expect("a screenshot"));
-    assert!(png.starts_with(b"\x89PNG"), "a PNG");
-    // Into target/ on every run; into docs/ (the README's picture) only when
-    // asked, as tests/it/generated.rs regenerates its files.
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
-    let folder = if std::env::var_os("FORZA_RELAY_BLESS").is_some() {
-        root.join("docs")
-    } else {
-        root.join("target")
-    };
-    let _ = std::fs::create_dir_all(&folder);
-    std::fs::write(folder.join("web-page.png"), &png).expect("save the screenshot");
+    driver.screenshot("web-page.png");
 
     // Edit: the row's button fills the form, Save changes the address (the
     // server's `change`, written with the comments kept, applied by the
@@ -511,7 +582,7 @@ fn the_page_in_chromium_shows_the_car_and_adds_and_removes_a_destination() {
         "{written}"
     );
     assert!(
-        written.contains("format = \"fh4\""),
+        written.contains("format = \"fh4\"") && written.contains("max_age = \"50ms\""),
         "the rest kept: {written}"
     );
     assert!(
@@ -520,6 +591,27 @@ fn the_page_in_chromium_shows_the_car_and_adds_and_removes_a_destination() {
     );
     driver.wait_for("//*[@id='add']", |t| t == "Add");
 
+    driver.click_at("//tr[@data-name='second']//button[normalize-space()='Remove']");
+    bin.wait_for_line("configuration applied: - second");
+    assert!(stops(&third), "still sent to a removed destination");
+    // Remove can be undone: the destination comes back as it was.
+    driver.wait_for("//*[@id='undo-text']", |t| t.starts_with("Removed second"));
+    driver.click_at("//button[normalize-space()='Undo']");
+    bin.wait_for_line("configuration applied: + second");
+    assert!(
+        receives(&third, ADDED_WITHIN),
+        "nothing reached the destination back by Undo"
+    );
+    let written = std::fs::read_to_string(file.path()).unwrap();
+    assert!(
+        written.contains(&format!("addr = \"{third_addr}\""))
+            && written.contains("format = \"fh4\"")
+            && written.contains("max_age = \"50ms\""),
+        "undone as it was: {written}"
+    );
+    driver.wait_for("//tr[@data-name='second']/td[@class='rate']", |t| {
+        t.parse::<f64>().is_ok_and(|v| v > 0.0)
+    });
     driver.click_at("//tr[@data-name='second']//button[normalize-space()='Remove']");
     bin.wait_for_line("configuration applied: - second");
     assert!(stops(&third), "still sent to a removed destination");
@@ -532,6 +624,361 @@ fn the_page_in_chromium_shows_the_car_and_adds_and_removes_a_destination() {
         text.trim_end()
     );
 
+    drive.stop();
+    drop(driver);
+    bin.signal("INT");
+    let done = bin.wait();
+    assert_eq!(done.code(), 0, "{}", done.stderr);
+}
+
+/// The relay running `file`'s text (its `[web]` on loopback), with the page's
+/// URL: the binary, where it listens, the URL.
+fn relay_with_page_file(file: &TempPath) -> (Bin, SocketAddr, String) {
+    let mut bin = Bin::spawn(&["run", "--config", file.path().to_str().unwrap()], None);
+    let listen = bin.wait_for_address("listen on ");
+    let line = bin.wait_for_line("web page on http://");
+    let url = line[line.find("http://").unwrap()..].trim().to_owned();
+    bin.wait_for_line("running; press Ctrl-C to stop");
+    (bin, listen, url)
+}
+
+/// Issue 24: on a phone (390 × 844, mobile emulation) nothing scrolls
+/// sideways: with three destinations each is a card whose Edit button is on
+/// the screen, the form fits, and while racing the car comes first.
+#[test]
+fn on_a_phone_nothing_scrolls_sideways_and_the_car_comes_first_while_racing() {
+    if !require_tool(
+        "chromium",
+        runs(chromium()) && runs("chromedriver"),
+        "install Debian's chromium and chromium-driver",
+    ) {
+        return;
+    }
+    let receivers: Vec<(UdpSocket, SocketAddr)> = (0..3).map(|_| receiver()).collect();
+    let names = ["simhub", "motion-rig-with-a-long-name", "dash"];
+    let mut text =
+        listen_toml("fh5").replace("[stats]", "[web]\naddr = \"127.0.0.1:0\"\n\n[stats]");
+    for ((_, addr), name) in receivers.iter().zip(names) {
+        text.push_str(&destination_toml(
+            name,
+            *addr,
+            "fm7",
+            "only_race_on = true\nmax_rate = 60\n",
+        ));
+    }
+    let file = TempPath::file("phone.toml", &text);
+    let (bin, listen, url) = relay_with_page_file(&file);
+    let drive = Drive::start(listen);
+    let driver = Driver::phone();
+    driver.session("POST", "/url", &json!({ "url": url }));
+    for name in names {
+        driver.wait_for(
+            &format!("//tr[@data-name='{name}']/td[contains(@class,'rate')]"),
+            |t| t.parse::<f64>().is_ok_and(|v| v > 0.0),
+        );
+    }
+    // The car shows, racing: it is on top.
+    driver.wait_for("//*[@id='speed-kmh']", |t| t.parse::<f64>().is_ok());
+    let deadline = Instant::now() + SHOWN_WITHIN;
+    let layout = loop {
+        let layout = driver.run(
+            "const right = (sel) => [...document.querySelectorAll(sel)]\
+               .map((e) => e.getBoundingClientRect().right); \
+             const top = (id) => document.getElementById(id).getBoundingClientRect().top; \
+             return {screen: screen.width, scroll: document.documentElement.scrollWidth, \
+                     edits: right('button.edit'), \
+                     form: right('#add-form input, #add-form select, #add-form button:not([hidden])'), \
+                     car: top('car-section'), input: top('input-section'), \
+                     destinations: top('destinations-section')};",
+        );
+        if layout["car"].as_f64() < layout["input"].as_f64() || Instant::now() >= deadline {
+            break layout;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let screen = layout["screen"].as_f64().unwrap();
+    assert_eq!(screen, f64::from(PHONE.0), "{layout}");
+    assert!(
+        layout["scroll"].as_f64().unwrap() <= screen,
+        "the page scrolls sideways: {layout}"
+    );
+    let edits = layout["edits"].as_array().unwrap();
+    assert_eq!(edits.len(), 3, "{layout}");
+    for right in edits.iter().chain(layout["form"].as_array().unwrap()) {
+        assert!(
+            right.as_f64().unwrap() <= screen,
+            "off the screen: {layout}"
+        );
+    }
+    assert!(
+        layout["car"].as_f64() < layout["input"].as_f64()
+            && layout["car"].as_f64() < layout["destinations"].as_f64(),
+        "the car comes first while racing: {layout}"
+    );
+    driver.screenshot("web-phone.png");
+    driver.run("document.getElementById('destinations-section').scrollIntoView(); return null;");
+    driver.screenshot("web-phone-destinations.png");
+    drive.stop();
+    drop(driver);
+    bin.signal("INT");
+    let done = bin.wait();
+    assert_eq!(done.code(), 0, "{}", done.stderr);
+    drop(receivers);
+}
+
+/// Issue 24: served beyond this computer (`0.0.0.0`) and opened through
+/// 127.0.0.1 with the token, the page shows "Open on your phone" with a QR
+/// code that decodes (zbar's `zbarimg`) to the page's URL on the network:
+/// its port and its token, the URL the page and the console show.
+#[test]
+fn served_to_the_network_the_page_shows_a_qr_code_of_its_address_with_the_token() {
+    if !require_tool(
+        "chromium",
+        runs(chromium()) && runs("chromedriver"),
+        "install Debian's chromium and chromium-driver",
+    ) || !require_tool("zbarimg", runs("zbarimg"), "install Debian's zbar-tools")
+    {
+        return;
+    }
+    let (_first, first_addr) = receiver();
+    let text = format!(
+        "{}\n{}",
+        listen_toml("fh5"),
+        destination_toml("first", first_addr, "same", "")
+    )
+    .replace("[stats]", "[web]\naddr = \"0.0.0.0:0\"\n\n[stats]");
+    let file = TempPath::file("qr.toml", &text);
+    let mut bin = Bin::spawn(&["run", "--config", file.path().to_str().unwrap()], None);
+    let line = bin.wait_for_line("web page on http://");
+    let token = line.split("?token=").nth(1).expect("a token")[..32].to_owned();
+    let port = line
+        .split("address>:")
+        .nth(1)
+        .expect("a port")
+        .split('/')
+        .next()
+        .unwrap()
+        .to_owned();
+    let phone_line = bin.wait_for_line("on a phone or tablet on the same network, open ");
+    let console_url = phone_line
+        .split("open ")
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next())
+        .unwrap()
+        .to_owned();
+    bin.wait_for_line("running; press Ctrl-C to stop");
+
+    let driver = Driver::start();
+    let url = format!("http://127.0.0.1:{port}/?token={token}");
+    driver.session("POST", "/url", &json!({ "url": url }));
+    let shown = driver.wait_for("//*[@id='phone-url']", |t| t.starts_with("http://"));
+    // The image has loaded.
+    let deadline = Instant::now() + SHOWN_WITHIN;
+    while driver
+        .run("return document.getElementById('phone-qr').naturalWidth;")
+        .as_u64()
+        .unwrap_or(0)
+        == 0
+    {
+        assert!(Instant::now() < deadline, "the QR code did not load");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let img = driver.find("//*[@id='phone-qr']").expect("the QR code");
+    let shot = driver.session("GET", &format!("/element/{img}/screenshot"), &json!({}));
+    let png = TempPath::file("qr.png", "");
+    std::fs::write(png.path(), base64(shot.as_str().expect("a screenshot"))).unwrap();
+    let decoded = Command::new("zbarimg")
+        .args(["--raw", "-q"])
+        .arg(png.path())
+        .output()
+        .expect("run zbarimg");
+    assert!(
+        decoded.status.success(),
+        "zbarimg read no code: {decoded:?}"
+    );
+    let decoded = String::from_utf8(decoded.stdout).unwrap().trim().to_owned();
+    assert!(
+        decoded.starts_with("http://")
+            && decoded.contains(&format!(":{port}/"))
+            && decoded.ends_with(&format!("/?token={token}")),
+        "{decoded}"
+    );
+    assert_eq!(decoded, shown, "the code is the address the page shows");
+    assert_eq!(decoded, console_url, "and the one the console shows");
+    drop(driver);
+    bin.signal("INT");
+    let done = bin.wait();
+    assert_eq!(done.code(), 0, "{}", done.stderr);
+    // The console's code: lines of half blocks.
+    assert!(done.stderr.contains("▀▀▀"), "{}", done.stderr);
+}
+
+/// Issue 24: "Start at login" on the page shows what `autostart status`
+/// says, and turns it on and off through the same code: under a temporary
+/// HOME and XDG_CONFIG_HOME, with no systemd user session, the desktop entry
+/// is written naming the running configuration, then removed.
+#[cfg(all(unix, not(target_os = "macos")))]
+#[test]
+fn start_at_login_on_the_page_writes_and_removes_the_login_entry() {
+    if !require_tool(
+        "chromium",
+        runs(chromium()) && runs("chromedriver"),
+        "install Debian's chromium and chromium-driver",
+    ) {
+        return;
+    }
+    let home = TempPath::dir("login-home");
+    let config_home = home.path().join("config");
+    let runtime = home.path().join("run");
+    std::fs::create_dir_all(&runtime).unwrap();
+    let (_first, first_addr) = receiver();
+    let text = format!(
+        "{}\n{}",
+        listen_toml("fh5"),
+        destination_toml("first", first_addr, "same", "")
+    )
+    .replace("[stats]", "[web]\naddr = \"127.0.0.1:0\"\n\n[stats]");
+    let file = TempPath::file("login.toml", &text);
+    let mut command = common::bin::command();
+    command
+        .args(["run", "--config", file.path().to_str().unwrap()])
+        .env("HOME", home.path())
+        .env("XDG_CONFIG_HOME", &config_home)
+        .env("XDG_RUNTIME_DIR", &runtime);
+    let mut bin = Bin::spawn_command(command);
+    let line = bin.wait_for_line("web page on http://");
+    let url = line[line.find("http://").unwrap()..].trim().to_owned();
+    bin.wait_for_line("running; press Ctrl-C to stop");
+    let entry = config_home.join("autostart/forza-relay.desktop");
+
+    let driver = Driver::start();
+    driver.session("POST", "/url", &json!({ "url": url }));
+    driver.wait_for("//*[@id='autostart-state']", |t| {
+        t == "off: forza-relay does not start at login"
+    });
+    driver.click_at("//*[@id='autostart']");
+    let said = driver.wait_for("//*[@id='autostart-state']", |t| t.starts_with("on: "));
+    assert!(
+        said.starts_with(&format!("on: {} starts at login", entry.display())),
+        "{said}"
+    );
+    let written = std::fs::read_to_string(&entry).expect("the login entry is written");
+    let config = std::fs::canonicalize(file.path()).unwrap();
+    assert!(
+        written.contains(&format!("\"--config\" \"{}\"", config.display())),
+        "{written}"
+    );
+    assert_eq!(
+        driver.run("return document.getElementById('autostart').checked;"),
+        true
+    );
+    bin.wait_for_line("web page: start at login: wrote ");
+    driver.click_at("//*[@id='autostart']");
+    driver.wait_for("//*[@id='autostart-state']", |t| t.starts_with("off: "));
+    assert!(!entry.exists(), "the login entry is removed");
+    drop(driver);
+    bin.signal("INT");
+    let done = bin.wait();
+    assert_eq!(done.code(), 0, "{}", done.stderr);
+}
+
+/// A game-like picture behind the overlay for its screenshot: sky, grass, a
+/// road to the horizon with its lines (CSS gradients, set from the test, not
+/// the page).
+const GAME_BACKGROUND: &str = "document.documentElement.style.background = \
+    'conic-gradient(from 157deg at 50% 52%, #fff 0 1deg, transparent 1deg), \
+     conic-gradient(from 202deg at 50% 52%, #fff 0 1deg, transparent 1deg), \
+     conic-gradient(from 179.5deg at 50% 52%, #f2d24b 0 1deg, transparent 1deg), \
+     conic-gradient(from 156deg at 50% 52%, #4a4d52 0 48deg, transparent 48deg), \
+     linear-gradient(transparent 52%, #6f9a50 52%, #3f6b32), \
+     linear-gradient(#5d95d6, #cfe6f7 52%)'; \
+    document.documentElement.style.minHeight = '100vh'; return null;";
+
+/// Issue 24: `/overlay` is transparent (html and body), shows the speed sent
+/// (km/h, and mph with `?units=mph`), and `?show=` picks its parts; saves the
+/// docs' screenshot over a game-like picture (target/overlay.png; docs/ with
+/// FORZA_RELAY_BLESS=1).
+#[test]
+fn the_overlay_is_transparent_and_shows_the_speed_sent() {
+    if !require_tool(
+        "chromium",
+        runs(chromium()) && runs("chromedriver"),
+        "install Debian's chromium and chromium-driver",
+    ) {
+        return;
+    }
+    let (_first, first_addr) = receiver();
+    let text = format!(
+        "{}\n{}",
+        listen_toml("fh5"),
+        destination_toml("first", first_addr, "same", "")
+    )
+    .replace("[stats]", "[web]\naddr = \"127.0.0.1:0\"\n\n[stats]");
+    let file = TempPath::file("overlay.toml", &text);
+    let (bin, listen, url) = relay_with_page_file(&file);
+    let base = url.trim_end_matches('/').to_owned();
+    let drive = Drive::start(listen);
+    let speed = f64::from(drive.hold());
+    let driver = Driver::with(json!({
+        "binary": chromium(),
+        "args": ["--headless=new", "--no-sandbox", "--disable-gpu",
+                 "--disable-dev-shm-usage", "--window-size=800,600"],
+    }));
+
+    driver.session("POST", "/url", &json!({ "url": format!("{base}/overlay") }));
+    let kmh = speed * 3.6;
+    driver.wait_for("//*[@id='speed']", |t| {
+        t.parse::<f64>().is_ok_and(|v| (v - kmh).abs() <= 1.0)
+    });
+    driver.wait_for("//*[@id='unit']", |t| t == "km/h");
+    driver.wait_for("//*[@id='gear']", |t| !t.is_empty() && t != "–");
+    let backgrounds = driver.run(
+        "const bg = (e) => getComputedStyle(e).backgroundColor; \
+         return [bg(document.documentElement), bg(document.body), \
+                 getComputedStyle(document.documentElement).backgroundImage];",
+    );
+    assert_eq!(
+        backgrounds,
+        json!(["rgba(0, 0, 0, 0)", "rgba(0, 0, 0, 0)", "none"]),
+        "transparent html and body"
+    );
+    driver.session(
+        "POST",
+        "/url",
+        &json!({ "url": format!("{base}/overlay?units=mph&show=speed,gear&scale=1.5") }),
+    );
+    let mph = speed * 3600.0 / 1609.344;
+    driver.wait_for("//*[@id='speed']", |t| {
+        t.parse::<f64>().is_ok_and(|v| (v - mph).abs() <= 1.0)
+    });
+    driver.wait_for("//*[@id='unit']", |t| t == "mph");
+    let parts = driver.run(
+        "return [...document.querySelectorAll('.part')].map((p) => [p.dataset.part, \
+         getComputedStyle(p).display !== 'none']);",
+    );
+    assert_eq!(
+        parts,
+        json!([
+            ["speed", true],
+            ["gear", true],
+            ["rpm", false],
+            ["pedals", false],
+            ["g", false],
+            ["lap", false]
+        ]),
+    );
+    let scale = driver
+        .run("return getComputedStyle(document.documentElement).getPropertyValue('--scale');");
+    assert_eq!(scale, "1.5");
+
+    // The docs' picture: the car at speed, over a game-like scene.
+    driver.session("POST", "/url", &json!({ "url": format!("{base}/overlay") }));
+    drive.release();
+    driver.wait_for("//*[@id='speed']", |t| {
+        t.parse::<f64>().is_ok_and(|v| v >= 90.0)
+    });
+    driver.run(GAME_BACKGROUND);
+    driver.screenshot("overlay.png");
     drive.stop();
     drop(driver);
     bin.signal("INT");

@@ -631,6 +631,157 @@ mod linux {
         );
     }
 
+    /// `autostart` run by the program at `exe` (a link to the binary).
+    fn autostart_by(
+        exe: &Path,
+        home: &Path,
+        runtime: &Path,
+        args: &[&str],
+    ) -> common::bin::Finished {
+        // Through the test runner where there is one (qemu-user), as
+        // common::bin::command starts the binary.
+        let mut command = match std::env::var_os("FORZA_RELAY_TEST_RUNNER") {
+            Some(runner) => {
+                let mut c = Command::new(runner);
+                c.arg(exe);
+                c
+            }
+            None => Command::new(exe),
+        };
+        command
+            .arg("autostart")
+            .args(args)
+            .env("HOME", home)
+            .env("XDG_CONFIG_HOME", home.join(".config"))
+            .env("XDG_RUNTIME_DIR", runtime)
+            .env("FORZA_RELAY_NO_SYSTEMCTL", "1");
+        Bin::spawn_command(command).wait()
+    }
+
+    /// The binary, linked (or copied) into `folder`.
+    fn program_in(folder: &Path) -> std::path::PathBuf {
+        std::fs::create_dir_all(folder).expect("the folder");
+        let exe = folder.join("forza-relay");
+        let binary = env!("CARGO_BIN_EXE_forza-relay");
+        if std::fs::hard_link(binary, &exe).is_err() {
+            std::fs::copy(binary, &exe).expect("copy the binary");
+        }
+        exe
+    }
+
+    /// GLib's reading of a desktop entry (python3's `gi`): the Exec key's
+    /// arguments as GDesktopAppInfo makes them (shell-style unquoting, then
+    /// `%%` as `%`), and the Path key.
+    fn glib_reads(entry: &Path) -> serde_json::Value {
+        let script = "import json, sys, gi\n\
+                      gi.require_version('GLib', '2.0')\n\
+                      from gi.repository import GLib\n\
+                      kf = GLib.KeyFile()\n\
+                      kf.load_from_file(sys.argv[1], GLib.KeyFileFlags.NONE)\n\
+                      ok, argv = GLib.shell_parse_argv(kf.get_string('Desktop Entry', 'Exec'))\n\
+                      print(json.dumps({'argv': [a.replace('%%', '%') for a in argv], \
+                      'path': kf.get_string('Desktop Entry', 'Path')}))\n";
+        let out = Command::new(PYTHON_GI)
+            .args(["-c", script])
+            .arg(entry)
+            .output()
+            .expect("run python3");
+        assert!(out.status.success(), "GLib could not read it: {out:?}");
+        serde_json::from_slice(&out.stdout).expect("JSON")
+    }
+
+    /// Debian's python3 with GLib's bindings (`python3-gi`).
+    const PYTHON_GI: &str = "/usr/bin/python3";
+
+    /// Issue 24: paths with `$`, `\` and `%` in them are written so that
+    /// systemd (`systemd-analyze verify`, which finds the program at the path
+    /// it reads) and GLib read back the same paths; a program path systemd
+    /// can't start (a backslash) and a line break are refused, nothing written.
+    #[test]
+    fn autostart_writes_odd_paths_as_systemd_and_glib_read_them_and_refuses_a_line_break() {
+        let gi = Command::new(PYTHON_GI)
+            .args(["-c", "import gi"])
+            .output()
+            .is_ok_and(|o| o.status.success());
+        if !common::require_tool("python3-gi", gi, "install Debian's python3-gi")
+            || !common::require_tool(
+                "systemd-analyze",
+                common::runs("systemd-analyze"),
+                "install Debian's systemd",
+            )
+        {
+            return;
+        }
+        let dir = tempdir::Dir::new();
+        let home = dir.path().join("home");
+        let (session, no_session) = (dir.path().join("run"), dir.path().join("run-none"));
+        std::fs::create_dir_all(session.join("systemd")).expect("a systemd user session");
+        std::fs::create_dir_all(&no_session).expect("no session");
+        let odd = dir.path().join(r"c$HOME a\b %h");
+        std::fs::create_dir_all(&odd).expect("the configuration's folder");
+        let config = odd.join("relay.toml");
+        std::fs::write(&config, "").expect("config");
+        let config = std::fs::canonicalize(&config).expect("exists");
+        let config_text = config.to_str().expect("UTF-8");
+
+        // The unit, by a program in a folder with `$` and `%`.
+        let exe = program_in(&dir.path().join("p$HOME %h"));
+        let on = autostart_by(&exe, &home, &session, &["on", "--config", config_text]);
+        assert_eq!(on.code(), 0, "{on:?}");
+        let unit = home.join(".config/systemd/user/forza-relay.service");
+        let verify = Command::new("systemd-analyze")
+            .args(["verify", "--man=no"])
+            .arg(&unit)
+            .output()
+            .expect("run systemd-analyze");
+        let said = String::from_utf8_lossy(&verify.stderr).into_owned()
+            + &String::from_utf8_lossy(&verify.stdout);
+        assert!(
+            verify.status.success() && !said.contains("forza-relay.service:"),
+            "systemd reads {}:\n{said}\n{}",
+            unit.display(),
+            std::fs::read_to_string(&unit).unwrap_or_default()
+        );
+        assert_eq!(autostart_by(&exe, &home, &session, &["off"]).code(), 0);
+
+        // The desktop entry, by a program in the folder with `\` too.
+        let exe = program_in(&odd);
+        let on = autostart_by(&exe, &home, &no_session, &["on", "--config", config_text]);
+        assert_eq!(on.code(), 0, "{on:?}");
+        let entry = home.join(".config/autostart/forza-relay.desktop");
+        let read = glib_reads(&entry);
+        assert_eq!(
+            read["argv"],
+            serde_json::json!([exe.to_str().unwrap(), "run", "--config", config_text]),
+            "{}",
+            std::fs::read_to_string(&entry).unwrap_or_default()
+        );
+        assert_eq!(read["path"], odd.canonicalize().unwrap().to_str().unwrap());
+        assert_eq!(autostart_by(&exe, &home, &no_session, &["off"]).code(), 0);
+
+        // systemd can't start a program at a path with a backslash: said.
+        let refused = autostart_by(&exe, &home, &session, &["on", "--config", config_text]);
+        assert_eq!(refused.code(), 1, "{refused:?}");
+        refused.assert_stderr_has(&["systemd can't start a program whose path holds a backslash"]);
+        assert!(!unit.exists());
+
+        // A line break in a folder's name: refused, nothing written.
+        let broken = dir.path().join("x\nExecStartPre=touch pwned");
+        std::fs::create_dir_all(&broken).expect("the folder");
+        std::fs::write(broken.join("relay.toml"), "").expect("config");
+        let config = broken.join("relay.toml");
+        for runtime in [&session, &no_session] {
+            let refused = autostart(
+                &home,
+                runtime,
+                &["on", "--config", config.to_str().unwrap()],
+            );
+            assert_eq!(refused.code(), 2, "{refused:?}");
+            refused.assert_stderr_has(&["control character"]);
+            assert!(!unit.exists() && !entry.exists());
+        }
+    }
+
     #[test]
     fn autostart_on_without_a_configuration_says_what_it_needs() {
         let dir = tempdir::Dir::new();

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::process::Command;
 
 use super::files::{describe_file, remove_file, write_file};
-use super::{desktop_text, unit_text, Launch, Written, NAME, NO_SYSTEMCTL_ENV};
+use super::{desktop_text, unit_text, Launch, Start, Written, NAME, NO_SYSTEMCTL_ENV};
 
 fn config_home() -> io::Result<PathBuf> {
     if let Some(dir) = std::env::var_os("XDG_CONFIG_HOME").filter(|d| !d.is_empty()) {
@@ -58,15 +58,20 @@ fn systemctl(args: &[&str]) -> String {
     }
 }
 
-/// Writes the unit (and enables it) or the desktop entry.
-pub fn on(launch: &Launch) -> io::Result<Vec<String>> {
+/// Writes the unit (and enables it, starting it now with [`Start::Now`]) or
+/// the desktop entry.
+pub fn on(launch: &Launch, start: Start) -> io::Result<Vec<String>> {
     let unit = format!("{NAME}.service");
     if systemd_session() {
-        let written: Written = write_file(&unit_path()?, &unit_text(launch))?;
+        let written: Written = write_file(&unit_path()?, &unit_text(launch)?)?;
+        let enable = match start {
+            Start::Now => systemctl(&["enable", "--now", &unit]),
+            Start::AtNextLogin => systemctl(&["enable", &unit]),
+        };
         Ok(vec![
             written.to_string(),
             systemctl(&["daemon-reload"]),
-            systemctl(&["enable", "--now", &unit]),
+            enable,
         ])
     } else {
         let written = write_file(&desktop_path()?, &desktop_text(launch))?;

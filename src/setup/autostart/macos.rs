@@ -4,7 +4,7 @@ use std::io;
 use std::path::PathBuf;
 
 use super::files::{describe_file, remove_file, write_file};
-use super::{plist_text, Launch};
+use super::{plist_text, Launch, Start};
 
 fn agent_path() -> io::Result<PathBuf> {
     std::env::var_os("HOME")
@@ -13,8 +13,8 @@ fn agent_path() -> io::Result<PathBuf> {
         .ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, "HOME is not set"))
 }
 
-/// Writes the agent.
-pub fn on(launch: &Launch) -> io::Result<Vec<String>> {
+/// Writes the agent, which launchd loads at the next login.
+pub fn on(launch: &Launch, _start: Start) -> io::Result<Vec<String>> {
     let path = agent_path()?;
     let written = write_file(&path, &plist_text(launch))?;
     Ok(vec![

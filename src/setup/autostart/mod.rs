@@ -8,6 +8,18 @@
 //! user's Run key. Every file starts with [`MARKER`], and `off` removes only a
 //! file that does. The texts are built here, on every platform, so that each is
 //! tested everywhere; the per-OS files do the writing.
+//!
+//! A path with a control character (a line break in a folder's name) is
+//! refused: no format here can hold one without it becoming lines of their own
+//! (issue 24: an `ExecStartPre=` line, in a hostile test). Every other
+//! character is written as each format reads it back: quoted, `\` and `"`
+//! escaped, `$` doubled and `%` doubled in a systemd unit; quoted and escaped
+//! twice (the Exec key, then the file's strings) in a desktop entry, whose
+//! `Path=` escapes `\`; XML-escaped in a property list; quoted as Windows'
+//! `CommandLineToArgvW` reads it in the Run key. (The `auto-launch` crate does
+//! all three platforms, but writes a unit's `ExecStart=` unquoted and
+//! unescaped and its files under `~/.config` whatever `XDG_CONFIG_HOME` says;
+//! the Run key is `winreg`'s.)
 
 use std::fmt;
 use std::io;
@@ -23,7 +35,28 @@ mod imp;
 #[cfg(not(windows))]
 mod files;
 
-pub use imp::{off, on, status};
+pub use imp::{off, status};
+
+/// When the relay first starts after `autostart on`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Start {
+    /// Now as well, where the platform can (a systemd user unit): the command.
+    Now,
+    /// At the next login only: the web page's control, whose relay runs
+    /// already (a second one would find its port taken).
+    AtNextLogin,
+}
+
+/// Starts `launch` at login (see [`Start`]); says what it wrote and did.
+pub fn on(launch: &Launch, start: Start) -> io::Result<Vec<String>> {
+    launch.check()?;
+    imp::on(launch, start)
+}
+
+/// Whether the relay starts at login, by what [`status`] says.
+pub fn is_on(said: &[String]) -> bool {
+    said.iter().any(|line| line.starts_with("on:"))
+}
 
 /// The first line of every file `autostart on` writes.
 pub const MARKER: &str =
@@ -74,10 +107,40 @@ impl Launch {
     pub fn new(config: &Path) -> io::Result<Self> {
         let config = std::fs::canonicalize(config)
             .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", config.display())))?;
-        Ok(Launch {
+        let launch = Launch {
             exe: std::env::current_exe()?,
             config: strip_verbatim(config),
-        })
+        };
+        launch.check()?;
+        Ok(launch)
+    }
+
+    /// Refuses a path that is not text, or holds a control character.
+    fn check(&self) -> io::Result<()> {
+        for (what, path) in [
+            ("the program", &self.exe),
+            ("the configuration", &self.config),
+        ] {
+            let Some(text) = path.to_str() else {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    format!(
+                        "{what}'s path {} is not valid Unicode: move it to a folder whose name is",
+                        path.display()
+                    ),
+                ));
+            };
+            if let Some(c) = text.chars().find(|c| c.is_control()) {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    format!(
+                        "{what}'s path {text:?} holds a control character ({c:?}), which a \
+                         login entry can't hold: move it to a folder whose name has none"
+                    ),
+                ));
+            }
+        }
+        Ok(())
     }
 
     /// The arguments after the program.
@@ -118,23 +181,42 @@ impl fmt::Display for Written {
     }
 }
 
-/// A systemd unit `ExecStart=` word: quoted, with `\`, `"` escaped and `%`
-/// doubled (systemd.service(5), systemd.unit(5) specifiers).
+/// A systemd unit `ExecStart=` argument: quoted, with `\\`, `"` escaped, `$`
+/// doubled (no variable is expanded) and `%` doubled (no specifier)
+/// (systemd.service(5) "Command lines", systemd.unit(5) "Specifiers").
 fn systemd_word(word: &str) -> String {
     let escaped = word
         .replace('\\', "\\\\")
         .replace('"', "\\\"")
+        .replace('$', "$$")
         .replace('%', "%%");
     format!("\"{escaped}\"")
 }
 
-/// The systemd user unit.
-pub fn unit_text(launch: &Launch) -> String {
-    let command: Vec<String> = std::iter::once(launch.exe.display().to_string())
-        .chain(launch.args())
-        .map(|w| systemd_word(&w))
+/// A systemd unit `ExecStart=`'s program: quoted with `%` doubled. systemd
+/// takes its `$` as it is (no variable there), and refuses a program whose
+/// path holds a `\\` or a quote ("Executable name contains special
+/// characters", systemd 252): those are refused here, saying so.
+fn systemd_program(path: &str) -> io::Result<String> {
+    if path.contains(['\\', '"', '\'']) {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!(
+                "systemd can't start a program whose path holds a backslash or a quote \
+                 ({path:?}): move forza-relay to a folder whose name has none"
+            ),
+        ));
+    }
+    Ok(format!("\"{}\"", path.replace('%', "%%")))
+}
+
+/// The systemd user unit; an error for a program systemd can't start.
+pub fn unit_text(launch: &Launch) -> io::Result<String> {
+    let program = systemd_program(&launch.exe.display().to_string())?;
+    let command: Vec<String> = std::iter::once(program)
+        .chain(launch.args().iter().map(|w| systemd_word(w)))
         .collect();
-    format!(
+    Ok(format!(
         "# {MARKER}\n\
          [Unit]\n\
          Description=forza-relay: Forza Data Out telemetry to every tool\n\
@@ -149,8 +231,9 @@ pub fn unit_text(launch: &Launch) -> String {
          [Install]\n\
          WantedBy=default.target\n",
         command.join(" "),
+        // A path as it is (no variable, no unquoting), but its specifiers.
         launch.folder().display().to_string().replace('%', "%%"),
-    )
+    ))
 }
 
 /// A desktop entry `Exec=` argument: quoted, with `"`, `` ` ``, `$` and `\`
@@ -172,6 +255,16 @@ fn desktop_word(word: &str) -> String {
     quoted.replace('\\', "\\\\")
 }
 
+/// A desktop entry string value: `\` escaped (Desktop Entry Specification,
+/// "Possible value types"), a leading space kept as `\s`.
+fn desktop_string(text: &str) -> String {
+    let escaped = text.replace('\\', "\\\\");
+    match escaped.strip_prefix(' ') {
+        Some(rest) => format!("\\s{rest}"),
+        None => escaped,
+    }
+}
+
 /// The XDG autostart desktop entry.
 pub fn desktop_text(launch: &Launch) -> String {
     let command: Vec<String> = std::iter::once(launch.exe.display().to_string())
@@ -189,7 +282,7 @@ pub fn desktop_text(launch: &Launch) -> String {
          Terminal=false\n\
          X-GNOME-Autostart-enabled=true\n",
         command.join(" "),
-        launch.folder().display()
+        desktop_string(&launch.folder().display().to_string())
     )
 }
 
@@ -228,20 +321,42 @@ pub fn plist_text(launch: &Launch) -> String {
     )
 }
 
+/// One argument as Windows' `CommandLineToArgvW` (and the C runtime) read it
+/// back: quoted when it has a space, a tab, a quote or nothing; inside the
+/// quotes a `"` is `\"`, and the backslashes before one (or before the
+/// closing quote) are doubled.
+fn windows_word(word: &str) -> String {
+    if !word.is_empty() && !word.contains([' ', '\t', '"']) {
+        return word.to_owned();
+    }
+    let mut quoted = String::from("\"");
+    let mut backslashes = 0;
+    for c in word.chars() {
+        match c {
+            '\\' => backslashes += 1,
+            '"' => {
+                quoted.push_str(&"\\".repeat(2 * backslashes + 1));
+                quoted.push('"');
+                backslashes = 0;
+            }
+            _ => {
+                quoted.push_str(&"\\".repeat(backslashes));
+                quoted.push(c);
+                backslashes = 0;
+            }
+        }
+    }
+    quoted.push_str(&"\\".repeat(2 * backslashes));
+    quoted.push('"');
+    quoted
+}
+
 /// The Run key's value: a command line, each part quoted as Windows'
-/// `CommandLineToArgvW` reads it (the paths hold no `"`).
+/// `CommandLineToArgvW` reads it ([`windows_word`]).
 pub fn run_value(launch: &Launch) -> String {
     std::iter::once(launch.exe.display().to_string())
         .chain(launch.args())
-        .map(|w| {
-            if w.contains(' ') || w.contains('\t') || w.is_empty() {
-                // A backslash before the closing quote would escape it.
-                let tail = w.len() - w.trim_end_matches('\\').len();
-                format!("\"{w}{}\"", "\\".repeat(tail))
-            } else {
-                w
-            }
-        })
+        .map(|w| windows_word(&w))
         .collect::<Vec<_>>()
         .join(" ")
 }
@@ -262,7 +377,8 @@ mod tests {
         let text = unit_text(&launch(
             "/opt/forza relay/forza-relay",
             "/home/sam/50%/relay.toml",
-        ));
+        ))
+        .unwrap();
         assert!(text.starts_with(&format!("# {MARKER}\n")), "{text}");
         assert!(
             text.contains(
@@ -308,6 +424,56 @@ mod tests {
             value,
             r#""C:\Program Files\forza-relay\forza-relay.exe" run --config C:\Users\sam\forza-relay.toml"#
         );
+    }
+
+    #[test]
+    fn the_unit_doubles_dollar_signs_so_no_variable_is_expanded() {
+        let text = unit_text(&launch("/opt/$x/forza-relay", r"/home/$HOME/a\b/r.toml")).unwrap();
+        assert!(
+            text.contains(
+                r#"ExecStart="/opt/$x/forza-relay" "run" "--config" "/home/$$HOME/a\\b/r.toml""#
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains("WorkingDirectory=/home/$HOME/a\\b\n"),
+            "{text}"
+        );
+        let e = unit_text(&launch(r"/opt/a\b/forza-relay", "/r.toml")).unwrap_err();
+        assert!(e.to_string().contains("backslash"), "{e}");
+    }
+
+    #[test]
+    fn the_desktop_entry_escapes_a_backslash_in_its_path() {
+        let text = desktop_text(&launch("/opt/fr/forza-relay", r"/home/a\b/relay.toml"));
+        assert!(text.contains("Path=/home/a\\\\b\n"), "{text}");
+        // In Exec: escaped for the quotes, then for the file's strings.
+        assert!(text.contains(r#""/home/a\\\\b/relay.toml""#), "{text}");
+    }
+
+    #[test]
+    fn a_path_with_a_control_character_is_refused() {
+        for bad in [
+            "/home/sam/a\nExecStartPre=/bin/sh/r.toml",
+            "/home/sam/tab\there/r.toml",
+        ] {
+            let e = launch("/opt/fr/forza-relay", bad).check().unwrap_err();
+            assert_eq!(e.kind(), io::ErrorKind::InvalidInput);
+            assert!(e.to_string().contains("control character"), "{e}");
+        }
+        assert!(launch("/opt/fr/forza-relay", "/home/$x/a\\b/r.toml")
+            .check()
+            .is_ok());
+    }
+
+    #[test]
+    fn windows_words_are_quoted_as_command_line_to_argv_reads_them() {
+        assert_eq!(windows_word("run"), "run");
+        assert_eq!(windows_word(""), "\"\"");
+        assert_eq!(windows_word(r"C:\a b\"), r#""C:\a b\\""#);
+        assert_eq!(windows_word(r#"a"b"#), r#""a\"b""#);
+        assert_eq!(windows_word(r#"a\"b c"#), r#""a\\\"b c""#);
+        assert_eq!(windows_word(r"C:\x\y.toml"), r"C:\x\y.toml");
     }
 
     #[test]

@@ -1,145 +1,32 @@
 //! Windows: a value named `forza-relay` under the current user's Run key,
 //! `HKCU\Software\Microsoft\Windows\CurrentVersion\Run`, which Windows starts
-//! at login. Only that one value is written or deleted.
+//! at login. Only that one value is written or deleted, through `winreg` (no
+//! unsafe code of ours).
 
 use std::io;
 
-use windows_sys::Win32::Foundation::{ERROR_FILE_NOT_FOUND, ERROR_SUCCESS};
-use windows_sys::Win32::System::Registry::{
-    RegCloseKey, RegCreateKeyExW, RegDeleteValueW, RegQueryValueExW, RegSetValueExW, HKEY,
-    HKEY_CURRENT_USER, KEY_QUERY_VALUE, KEY_SET_VALUE, REG_OPTION_NON_VOLATILE, REG_SZ,
-};
+use winreg::enums::{HKEY_CURRENT_USER, KEY_QUERY_VALUE, KEY_SET_VALUE};
+use winreg::RegKey;
 
-use super::{run_value, Launch, Written, NAME};
+use super::{run_value, Launch, Start, Written, NAME};
 
 /// The Run key, under HKEY_CURRENT_USER.
 pub const RUN_KEY: &str = r"Software\Microsoft\Windows\CurrentVersion\Run";
 
-fn wide(text: &str) -> Vec<u16> {
-    text.encode_utf16().chain(std::iter::once(0)).collect()
-}
-
-fn error(code: u32, what: &str) -> io::Error {
-    let e = io::Error::from_raw_os_error(code as i32);
-    io::Error::new(e.kind(), format!("{what}: {e}"))
-}
-
-/// An open registry key, closed on drop.
-struct Key(HKEY);
-
-impl Key {
-    /// Opens (creating if needed) `subkey` of HKEY_CURRENT_USER.
-    fn open(subkey: &str) -> io::Result<Key> {
-        let name = wide(subkey);
-        let mut key: HKEY = std::ptr::null_mut();
-        // SAFETY: `name` is a NUL-terminated UTF-16 string that outlives the
-        // call; `key` is a valid out pointer; no security attributes, no
-        // disposition wanted.
-        let rc = unsafe {
-            RegCreateKeyExW(
-                HKEY_CURRENT_USER,
-                name.as_ptr(),
-                0,
-                std::ptr::null(),
-                REG_OPTION_NON_VOLATILE,
-                KEY_SET_VALUE | KEY_QUERY_VALUE,
-                std::ptr::null(),
-                &mut key,
-                std::ptr::null_mut(),
-            )
-        };
-        if rc != ERROR_SUCCESS {
-            return Err(error(rc, &format!("cannot open HKCU\\{subkey}")));
-        }
-        Ok(Key(key))
-    }
-
-    fn set(&self, value: &str, data: &str) -> io::Result<()> {
-        let (name, data) = (wide(value), wide(data));
-        // SAFETY: the key is open; name and data are NUL-terminated UTF-16
-        // buffers that outlive the call; the size is data's, in bytes, with
-        // its terminator, as REG_SZ asks.
-        let rc = unsafe {
-            RegSetValueExW(
-                self.0,
-                name.as_ptr(),
-                0,
-                REG_SZ,
-                data.as_ptr().cast(),
-                (data.len() * 2) as u32,
-            )
-        };
-        if rc != ERROR_SUCCESS {
-            return Err(error(rc, &format!("cannot write the value {value}")));
-        }
-        Ok(())
-    }
-
-    /// `Ok(false)` when there was no such value.
-    fn delete(&self, value: &str) -> io::Result<bool> {
-        let name = wide(value);
-        // SAFETY: the key is open; name is NUL-terminated and outlives the call.
-        let rc = unsafe { RegDeleteValueW(self.0, name.as_ptr()) };
-        match rc {
-            ERROR_SUCCESS => Ok(true),
-            ERROR_FILE_NOT_FOUND => Ok(false),
-            _ => Err(error(rc, &format!("cannot delete the value {value}"))),
-        }
-    }
-
-    fn get(&self, value: &str) -> io::Result<Option<String>> {
-        let name = wide(value);
-        let mut kind = 0u32;
-        let mut size = 0u32;
-        // SAFETY: the key is open; name is NUL-terminated; a null data pointer
-        // asks only for the size, written to `size`.
-        let rc = unsafe {
-            RegQueryValueExW(
-                self.0,
-                name.as_ptr(),
-                std::ptr::null(),
-                &mut kind,
-                std::ptr::null_mut(),
-                &mut size,
-            )
-        };
-        match rc {
-            ERROR_SUCCESS => {}
-            ERROR_FILE_NOT_FOUND => return Ok(None),
-            _ => return Err(error(rc, &format!("cannot read the value {value}"))),
-        }
-        let mut data = vec![0u16; (size as usize).div_ceil(2)];
-        let mut size = (data.len() * 2) as u32;
-        // SAFETY: as above, with `data` a writable buffer of `size` bytes.
-        let rc = unsafe {
-            RegQueryValueExW(
-                self.0,
-                name.as_ptr(),
-                std::ptr::null(),
-                &mut kind,
-                data.as_mut_ptr().cast(),
-                &mut size,
-            )
-        };
-        if rc != ERROR_SUCCESS {
-            return Err(error(rc, &format!("cannot read the value {value}")));
-        }
-        let text = String::from_utf16_lossy(&data);
-        Ok(Some(text.trim_end_matches('\0').to_owned()))
-    }
-}
-
-impl Drop for Key {
-    fn drop(&mut self) {
-        // SAFETY: the key was opened by RegCreateKeyExW and is closed once.
-        unsafe { RegCloseKey(self.0) };
-    }
+/// Opens (creating if needed) `subkey` of HKEY_CURRENT_USER.
+fn open(subkey: &str) -> io::Result<RegKey> {
+    RegKey::predef(HKEY_CURRENT_USER)
+        .create_subkey_with_flags(subkey, KEY_SET_VALUE | KEY_QUERY_VALUE)
+        .map(|(key, _)| key)
+        .map_err(|e| io::Error::new(e.kind(), format!("cannot open HKCU\\{subkey}: {e}")))
 }
 
 /// Writes the Run value under `subkey` (the Run key, or another for tests).
 pub fn on_at(subkey: &str, launch: &Launch) -> io::Result<Vec<String>> {
     let value = run_value(launch);
-    Key::open(subkey)?.set(NAME, &value)?;
+    open(subkey)?
+        .set_value(NAME, &value)
+        .map_err(|e| io::Error::new(e.kind(), format!("cannot write the value {NAME}: {e}")))?;
     let written = Written {
         place: format!("HKEY_CURRENT_USER\\{subkey}\\{NAME}"),
         contents: value,
@@ -152,25 +39,40 @@ pub fn on_at(subkey: &str, launch: &Launch) -> io::Result<Vec<String>> {
 
 /// Deletes the Run value under `subkey`.
 pub fn off_at(subkey: &str) -> io::Result<Vec<String>> {
-    Ok(vec![if Key::open(subkey)?.delete(NAME)? {
-        format!("removed HKEY_CURRENT_USER\\{subkey}\\{NAME}")
-    } else {
-        "off: forza-relay was not set to start at login".to_owned()
+    Ok(vec![match open(subkey)?.delete_value(NAME) {
+        Ok(()) => format!("removed HKEY_CURRENT_USER\\{subkey}\\{NAME}"),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            "off: forza-relay was not set to start at login".to_owned()
+        }
+        Err(e) => {
+            return Err(io::Error::new(
+                e.kind(),
+                format!("cannot delete the value {NAME}: {e}"),
+            ))
+        }
     }])
 }
 
 /// Reads the Run value under `subkey`.
 pub fn status_at(subkey: &str) -> io::Result<Vec<String>> {
-    Ok(vec![match Key::open(subkey)?.get(NAME)? {
-        Some(command) => {
+    Ok(vec![match open(subkey)?.get_value::<String, _>(NAME) {
+        Ok(command) => {
             format!("on: HKEY_CURRENT_USER\\{subkey}\\{NAME} starts at login: {command}")
         }
-        None => "off: forza-relay does not start at login".to_owned(),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            "off: forza-relay does not start at login".to_owned()
+        }
+        Err(e) => {
+            return Err(io::Error::new(
+                e.kind(),
+                format!("cannot read the value {NAME}: {e}"),
+            ))
+        }
     }])
 }
 
-/// Writes the Run value.
-pub fn on(launch: &Launch) -> io::Result<Vec<String>> {
+/// Writes the Run value: the relay starts at the next login.
+pub fn on(launch: &Launch, _start: Start) -> io::Result<Vec<String>> {
     on_at(RUN_KEY, launch)
 }
 

@@ -17,8 +17,16 @@ function setText(id, text) {
   if (el.textContent !== String(text)) el.textContent = text;
 }
 
+let racing = false; // the newest car was racing, and the feed is live
+
+function setRacing(on) {
+  racing = on;
+  document.body.classList.toggle("racing", on);
+}
+
 function renderCar(car) {
   if (!car) return;
+  setRacing(Boolean(car.racing));
   setText("speed-kmh", fixed(car.speed_kmh, 0));
   setText("speed-mph", fixed(car.speed_mph, 0));
   setText("gear", car.gear ?? "–");
@@ -29,7 +37,7 @@ function renderCar(car) {
   $("brake").value = car.brake_pct ?? 0;
   $("clutch").value = car.clutch_pct ?? 0;
   setText("steer", fixed(car.steer, 2));
-  car.tyres.forEach((t, i) => setText(`tyre-${i}`, `${fixed(t.temp_c, 0)} °C, slip ${fixed(t.slip, 2)}`));
+  car.tyres.forEach((t, i) => setText(`tyre-${i}`, `${fixed(t.temp_c, 0)} °C, slip ${fixed(t.slip, 2)}`)); // FL, FR, RL, RR
   setText("lap", car.lap ?? "–");
   setText("current-lap", car.current_lap ?? "–");
   setText("last-lap", car.last_lap ?? "–");
@@ -73,14 +81,13 @@ function drawMap() {
   g.stroke();
 }
 
-function status(d, before) {
-  const errors = (s) => Object.values(s?.send_errors ?? {}).reduce((a, b) => a + b, 0);
-  if (before && errors(d) > errors(before)) {
-    return (d.send_errors.refused ?? 0) > (before.send_errors?.refused ?? 0) ? "refused" : "error";
-  }
-  if (d.packets_per_sec > 0) return "forwarding";
-  if (before && (d.drops?.not_racing ?? 0) > (before.drops?.not_racing ?? 0)) return "not-racing";
-  return "idle";
+// A destination's state, in words: the relay's status, and while nothing is
+// sent because the game is in a menu, that.
+const STATES = { ok: "sending", refused: "refused (nothing listening)", failing: "send errors", idle: "idle" };
+
+function stateOf(d, before) {
+  if (d.status === "idle" && before && (d.drops?.not_racing ?? 0) > (before.drops?.not_racing ?? 0)) return "not-racing";
+  return d.status ?? "idle";
 }
 
 function sparkline(canvas, values) {
@@ -97,11 +104,57 @@ function sparkline(canvas, values) {
   g.stroke();
 }
 
-function cell(row, text) {
+function cell(row, text, label, className) {
   const td = document.createElement("td");
   td.textContent = text;
+  if (label) td.dataset.label = label;
+  if (className) td.className = className;
   row.appendChild(td);
   return td;
+}
+
+function filtersOf(d) {
+  const filters = [];
+  if (d.only_race_on) filters.push("only race on");
+  if (d.max_rate) filters.push(`≤ ${d.max_rate} Hz`);
+  if (d.max_age_ms !== null && d.max_age_ms !== undefined) filters.push(`≤ ${d.max_age_ms} ms old`);
+  return filters.join(", ") || "–";
+}
+
+// One destination as a row of the table (a card on a phone), from one object:
+// name, addr (as written), output, only_race_on, max_rate, max_age_ms, status
+// and its counters.
+function destinationRow(d, before, history) {
+  const tr = document.createElement("tr");
+  tr.dataset.name = d.name;
+  const state = stateOf(d, before);
+  const dot = document.createElement("span");
+  dot.className = `dot ${state}`;
+  dot.title = state === "not-racing" ? "not racing (the game is in a menu)" : STATES[state] ?? state;
+  cell(tr, "", null, "dot-cell").appendChild(dot);
+  cell(tr, d.name, null, "name");
+  cell(tr, d.addr, "Address");
+  cell(tr, d.output, "Format");
+  cell(tr, filtersOf(d), "Filters");
+  cell(tr, fixed(d.packets_per_sec, 1), "Packets/s", "rate");
+  const spark = document.createElement("canvas");
+  spark.width = 120; spark.height = 24;
+  cell(tr, "", null, "spark").appendChild(spark);
+  sparkline(spark, history);
+  cell(tr, d.sent, "Sent");
+  const drops = Object.entries(d.drops ?? {}).filter(([, n]) => n > 0).map(([k, n]) => `${k.replaceAll("_", " ")} ${n}`);
+  cell(tr, drops.join(", ") || "0", "Drops");
+  cell(tr, d.problems || "–", "Newest error", d.problems ? "error-text" : "");
+  const actions = cell(tr, "", null, "actions");
+  for (const [kind, text] of [["edit", "Edit"], ["remove", "Remove"]]) {
+    const button = document.createElement("button");
+    button.type = "button";
+    button.className = kind;
+    button.dataset.name = d.name;
+    button.textContent = text;
+    actions.appendChild(button);
+  }
+  return tr;
 }
 
 function renderDestinations(list) {
@@ -114,47 +167,43 @@ function renderDestinations(list) {
     history.push(d.packets_per_sec ?? 0);
     while (history.length > 60) history.shift();
     rates.set(d.name, history);
-    const tr = document.createElement("tr");
-    tr.dataset.name = d.name;
-    const state = status(d, previous.get(d.name));
-    const dot = document.createElement("span");
-    dot.className = `dot ${state}`;
-    dot.title = state.replace("-", " ");
-    cell(tr, "").appendChild(dot);
-    cell(tr, d.name);
-    cell(tr, d.addr_text ?? d.addr);
-    cell(tr, d.output);
-    const filters = [];
-    if (d.only_race_on) filters.push("only race on");
-    if (d.max_rate) filters.push(`≤ ${d.max_rate} Hz`);
-    cell(tr, filters.join(", ") || "–");
-    cell(tr, fixed(d.packets_per_sec, 1)).className = "rate";
-    const spark = document.createElement("canvas");
-    spark.width = 120; spark.height = 24;
-    cell(tr, "").appendChild(spark);
-    sparkline(spark, history);
-    cell(tr, d.sent);
-    const drops = Object.entries(d.drops ?? {}).filter(([, n]) => n > 0).map(([k, n]) => `${k.replaceAll("_", " ")} ${n}`);
-    cell(tr, drops.join(", ") || "0");
-    cell(tr, d.problems || "–").className = d.problems ? "error-text" : "";
-    const actions = cell(tr, "");
-    for (const [kind, text] of [["edit", "Edit"], ["remove", "Remove"]]) {
-      const button = document.createElement("button");
-      button.type = "button";
-      button.className = kind;
-      button.dataset.name = d.name;
-      button.textContent = text;
-      actions.appendChild(button);
-    }
-    rows.push(tr);
+    rows.push(destinationRow(d, previous.get(d.name), history));
   }
   body.replaceChildren(...rows);
   previous = now;
 }
 
+let connected = false; // the event stream is open
+
+// The dot beside the title, and its words: what the game's feed does.
+function renderFeed(input, elapsed) {
+  let state = "live", words = "receiving";
+  const silent = input?.silent_s ?? (input?.never && elapsed >= 2 ? Math.floor(elapsed) : null);
+  if (!connected) {
+    state = "error"; words = "no connection to forza-relay (trying again)";
+  } else if (input?.never && silent !== null) {
+    state = "idle"; words = `nothing received yet (${silent} s)`;
+  } else if (silent !== null && silent >= 2) {
+    state = "idle"; words = `nothing for ${silent} s`;
+  } else if (input?.not_racing) {
+    state = "not-racing"; words = "not racing (menu or paused)";
+  } else if (!input || input.never) {
+    state = "idle"; words = "waiting for the game";
+  }
+  $("connection").className = `dot ${state}`;
+  setText("feed-state", words);
+}
+
+let lastCounters = null;
+
 function renderCounters(c) {
   if (!c) return;
+  lastCounters = c;
   const input = c.input ?? {};
+  renderFeed(input, c.elapsed_s);
+  const problem = c.config?.error;
+  $("config-banner").hidden = typeof problem !== "string";
+  setText("config-banner", typeof problem === "string" ? `The configuration file was not applied: ${problem}` : "");
   setText("in-listen", c.listen ?? "–");
   setText("in-rate", fixed(input.packets_per_sec, 0));
   setText("in-format", input.format ? `${input.format}${input.format_guessed ? " (guessed)" : ""}` : "–");
@@ -173,6 +222,7 @@ function renderCounters(c) {
   }
   // IsRaceOn = 0 in the latest packet: a menu, a pause, the end of a race.
   const notRacing = Boolean(input.not_racing);
+  if (notRacing || (silent !== null && silent >= 2)) setRacing(false);
   const seen = $("speed-kmh").textContent !== "–";
   setText("car-state", !notRacing ? ""
     : seen ? "Not racing (menu or paused): the last racing values, dimmed."
@@ -206,10 +256,45 @@ async function post(path, body) {
   try { return JSON.parse(text); } catch { return { ok: false, error: text }; }
 }
 
+// The form's fields by their labels: an error starting "Address: …" marks it.
+const FIELDS = { "Name": "dest-name", "Address": "dest-addr", "Format": "dest-format",
+  "Only race on": "dest-race", "Max rate": "dest-rate", "Max age": "dest-age" };
+
 function showResult(result) {
   const out = $("form-result");
   out.textContent = result.ok ? result.message : result.error;
   out.className = result.ok ? "" : "error-text";
+  for (const id of Object.values(FIELDS)) $(id).classList.remove("invalid");
+  const field = !result.ok && FIELDS[String(result.error ?? "").split(":")[0]];
+  if (field) {
+    $(field).classList.add("invalid");
+    $(field).focus();
+  }
+}
+
+// What the form sends for a destination.
+function formFields() {
+  const age = $("dest-age").value.trim();
+  return {
+    name: $("dest-name").value,
+    addr: $("dest-addr").value,
+    format: $("dest-format").value,
+    only_race_on: $("dest-race").checked,
+    max_rate: Number($("dest-rate").value) || 0,
+    max_age_ms: age === "" ? null : Number(age),
+  };
+}
+
+// A destination removed, kept so that Undo adds it back as it was.
+let removed = null;
+let undoTimer = null;
+
+function offerUndo(d) {
+  removed = d;
+  setText("undo-text", `Removed ${d.name} (${d.addr}).`);
+  $("undo-bar").hidden = false;
+  clearTimeout(undoTimer);
+  undoTimer = setTimeout(() => { $("undo-bar").hidden = true; removed = null; }, 30000);
 }
 
 // The form adds a destination, or (after an Edit button) changes the one
@@ -222,37 +307,35 @@ function editDestination(d) {
   if (d) {
     $("preset").value = "";
     $("dest-name").value = d.name;
-    $("dest-addr").value = d.addr_text ?? d.addr;
+    $("dest-addr").value = d.addr;
     $("dest-format").value = d.output;
     $("dest-race").checked = Boolean(d.only_race_on);
     $("dest-rate").value = d.max_rate ?? 0;
+    $("dest-age").value = d.max_age_ms ?? "";
     $("dest-addr").focus();
   } else {
     $("add-form").reset();
   }
 }
 
-async function start() {
-  const snapshot = await (await fetch("/api/snapshot")).json();
-  for (const p of snapshot.presets ?? []) {
-    const option = document.createElement("option");
-    option.value = JSON.stringify(p);
-    option.textContent = `${p.name} (${p.addr}, ${p.format})`;
-    $("preset").appendChild(option);
+// "Start at login": what `forza-relay autostart status` says, and a checkbox
+// that turns it on or off through the same code.
+function renderAutostart(a) {
+  const box = $("autostart");
+  if (!a.ok) {
+    setText("autostart-state", a.error);
+    $("autostart-state").className = "small error-text";
+    box.disabled = !a.can;
+    return;
   }
-  renderCar(snapshot.car);
-  renderCounters(snapshot.counters);
-  renderLog(snapshot.log);
+  box.checked = Boolean(a.on);
+  box.disabled = !a.can && !a.on;
+  $("autostart-state").className = "small";
+  setText("autostart-state", a.can || a.on ? a.said.join("\n")
+    : "Start at login runs a configuration file; this relay has none (it was started with --to).");
+}
 
-  const events = new EventSource("/api/events");
-  events.addEventListener("open", () => { $("connection").className = "dot live"; });
-  events.addEventListener("error", () => { $("connection").className = "dot error"; });
-  events.addEventListener("car", (e) => renderCar(JSON.parse(e.data)));
-  events.addEventListener("counters", (e) => renderCounters(JSON.parse(e.data)));
-  events.addEventListener("log", (e) => renderLog(JSON.parse(e.data)));
-  const frame = () => { drawMap(); requestAnimationFrame(frame); };
-  requestAnimationFrame(frame);
-
+async function start() {
   $("preset").addEventListener("change", (e) => {
     if (!e.target.value) return;
     const p = JSON.parse(e.target.value);
@@ -265,11 +348,7 @@ async function start() {
     const result = await post("/api/destinations", {
       action: editing === null ? "add" : "change",
       was: editing ?? undefined,
-      name: $("dest-name").value,
-      addr: $("dest-addr").value,
-      format: $("dest-format").value,
-      only_race_on: $("dest-race").checked,
-      max_rate: Number($("dest-rate").value) || 0,
+      ...formFields(),
     });
     showResult(result);
     if (result.ok && editing !== null) editDestination(null);
@@ -283,13 +362,68 @@ async function start() {
       if (d) editDestination(d);
       return;
     }
-    showResult(await post("/api/destinations", { action: "remove", name: button.dataset.name }));
+    const d = previous.get(button.dataset.name);
+    const result = await post("/api/destinations", { action: "remove", name: button.dataset.name });
+    showResult(result);
+    if (result.ok && d) offerUndo(d);
+  });
+  $("undo").addEventListener("click", async () => {
+    if (!removed) return;
+    const d = removed;
+    const result = await post("/api/destinations", {
+      action: "add", name: d.name, addr: d.addr, format: d.output,
+      only_race_on: Boolean(d.only_race_on), max_rate: d.max_rate ?? 0,
+      max_age_ms: d.max_age_ms ?? null,
+    });
+    showResult(result);
+    if (result.ok) { $("undo-bar").hidden = true; removed = null; }
+  });
+  $("autostart").addEventListener("change", async (e) => {
+    const box = e.target;
+    box.disabled = true;
+    const result = await post("/api/autostart", { action: box.checked ? "on" : "off" });
+    if (result.ok) {
+      renderAutostart(result);
+      return;
+    }
+    renderAutostart(await (await fetch("/api/autostart")).json());
+    setText("autostart-state", result.error);
+    $("autostart-state").className = "small error-text";
   });
   $("record").addEventListener("click", async () => {
     const recording = $("record").textContent.startsWith("Stop");
     const result = await post("/api/recording", { action: recording ? "stop" : "start" });
     if (!result.ok) showResult(result);
   });
+
+  // Every control listens before anything is shown: none can be used
+  // before its handler is there.
+  fetch("/api/autostart").then((r) => r.json()).then(renderAutostart).catch(() => {});
+  const snapshot = await (await fetch("/api/snapshot")).json();
+  for (const p of snapshot.presets ?? []) {
+    const option = document.createElement("option");
+    option.value = JSON.stringify(p);
+    option.textContent = `${p.name} (${p.addr}, ${p.format})`;
+    $("preset").appendChild(option);
+  }
+  if (snapshot.phone) {
+    $("phone-qr").src = snapshot.phone.qr;
+    $("phone-url").textContent = snapshot.phone.url;
+    $("phone-url").href = snapshot.phone.url;
+    $("phone-section").hidden = false;
+  }
+  renderCar(snapshot.car);
+  renderCounters(snapshot.counters);
+  renderLog(snapshot.log);
+
+  const events = new EventSource("/api/events");
+  events.addEventListener("open", () => { connected = true; renderFeed(lastCounters?.input, lastCounters?.elapsed_s ?? 0); });
+  events.addEventListener("error", () => { connected = false; renderFeed(null, 0); });
+  events.addEventListener("car", (e) => renderCar(JSON.parse(e.data)));
+  events.addEventListener("counters", (e) => renderCounters(JSON.parse(e.data)));
+  events.addEventListener("log", (e) => renderLog(JSON.parse(e.data)));
+  const frame = () => { drawMap(); requestAnimationFrame(frame); };
+  requestAnimationFrame(frame);
 }
 
 start();

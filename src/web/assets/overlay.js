@@ -1,0 +1,63 @@
+// forza-relay's overlay for OBS: the newest frame from /api/stream, 30 a
+// second. Options in the URL: ?units=mph, ?show=speed,gear,rpm,pedals,g,lap
+// (which parts, in that order of the page), ?scale=1.5 (size). No inline
+// script or style: the Content-Security-Policy allows only this file.
+"use strict";
+
+const $ = (id) => document.getElementById(id);
+const options = new URLSearchParams(location.search);
+const mph = (options.get("units") ?? "").toLowerCase() === "mph";
+const PARTS = ["speed", "gear", "rpm", "pedals", "g", "lap"];
+const shown = (options.get("show") ?? PARTS.join(",")).split(",").map((p) => p.trim().toLowerCase());
+const scale = Number(options.get("scale"));
+// The g-meter's edge, in g.
+const G_EDGE = 2;
+
+for (const part of document.querySelectorAll(".part")) {
+  part.hidden = !shown.includes(part.dataset.part);
+}
+if (scale > 0 && scale <= 10) document.documentElement.style.setProperty("--scale", String(scale));
+$("unit").textContent = mph ? "mph" : "km/h";
+
+function setText(id, text) {
+  const el = $(id);
+  if (el.textContent !== text) el.textContent = text;
+}
+
+const number = (v) => (typeof v === "number" && Number.isFinite(v) ? v : null);
+
+// Seconds as m:ss.mmm; "–" for none (0: no lap yet).
+function lapTime(s) {
+  s = number(s);
+  if (s === null || s <= 0) return "–";
+  const m = Math.floor(s / 60);
+  const rest = (s - m * 60).toFixed(3).padStart(6, "0");
+  return `${m}:${rest}`;
+}
+
+function render(f) {
+  const speed = number(mph ? f.speed_mph : f.speed_kmh);
+  setText("speed", speed === null ? "–" : speed.toFixed(0));
+  setText("gear", f.gear_label ?? "–");
+  const rev = number(f.rev_fraction) ?? 0;
+  $("rpm-fill").style.width = `${Math.min(Math.max(rev, 0), 1) * 100}%`;
+  $("rpm-fill").classList.toggle("high", rev >= 0.9);
+  const rpm = number(f.CurrentEngineRpm);
+  setText("rpm", rpm === null ? "– rpm" : `${rpm.toFixed(0)} rpm`);
+  $("throttle").style.height = `${number(f.throttle_pct) ?? 0}%`;
+  $("brake").style.height = `${number(f.brake_pct) ?? 0}%`;
+  const lat = number(f.g_lat) ?? 0, long = number(f.g_long) ?? 0;
+  const edge = (v) => Math.max(-1, Math.min(1, v / G_EDGE)) * 2.1; // em from the centre
+  // The dot goes where the driver is pushed: back under acceleration.
+  $("g-dot").style.transform = `translate(${edge(lat)}em, ${edge(long)}em)`;
+  setText("g-text", `lat ${lat.toFixed(2)} g, long ${long.toFixed(2)} g`);
+  setText("lap-number", f.LapNumber === null || f.LapNumber === undefined ? "–" : String(f.LapNumber + 1));
+  setText("lap-current", lapTime(f.CurrentLap));
+  setText("lap-last", lapTime(f.LastLap));
+  setText("lap-best", lapTime(f.BestLap));
+}
+
+const FIELDS = "speed_kmh,speed_mph,gear_label,rev_fraction,CurrentEngineRpm,throttle_pct,brake_pct," +
+  "g_lat,g_long,LapNumber,CurrentLap,LastLap,BestLap";
+const stream = new EventSource(`/api/stream?hz=30&fields=${FIELDS}`);
+stream.addEventListener("message", (e) => render(JSON.parse(e.data)));
