@@ -487,15 +487,122 @@ impl Serialize for InputStats {
     }
 }
 
-/// One destination's counters, with what it is.
+/// How long a destination's newest send, refusal or other send error counts
+/// for its [`Status`] (issue 23).
+pub const STATUS_WINDOW: Duration = Duration::from_secs(5);
+/// How long a destination that was refused must send without a refusal to be
+/// receiving again: on a closed port every other send is refused (the ICMP
+/// answer of one fails the next), so one send that went says nothing.
+pub const RECOVERY: Duration = Duration::from_secs(1);
+
+/// How a destination is doing now, from its newest sends and send errors
+/// (not from the run's totals).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Status {
+    /// Frames go, and nothing refused or failed in the last [`STATUS_WINDOW`].
+    Ok,
+    /// Refused in the last [`STATUS_WINDOW`] (nothing listens on its port)
+    /// and not receiving again since.
+    Refused,
+    /// Another send error in the last [`STATUS_WINDOW`].
+    Failing,
+    /// Nothing sent for [`STATUS_WINDOW`]: nothing came, or every frame was
+    /// filtered.
+    Idle,
+}
+
+/// When a destination last sent, was refused and failed otherwise: what its
+/// [`Status`] is worked out from, and when it is receiving again. Kept by the
+/// core with its counters; a send that went costs one store and one test.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Health {
+    last_sent: Option<Instant>,
+    last_refused: Option<Instant>,
+    last_failed: Option<Instant>,
+    /// Refused since it last received (or since the start).
+    refused: u64,
+    /// Refused and not receiving again since.
+    refusing: bool,
+}
+
+impl Health {
+    /// A send went at `at`; `Some(n)` when this makes a destination refused
+    /// `n` times receiving again (it sent without a refusal for
+    /// [`RECOVERY`]), which is said once.
+    #[inline]
+    pub fn sent(&mut self, at: Instant) -> Option<u64> {
+        self.last_sent = Some(at);
+        if self.refusing {
+            return self.recovered(at);
+        }
+        None
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn recovered(&mut self, at: Instant) -> Option<u64> {
+        let quiet = self
+            .last_refused
+            .is_none_or(|refused| at.saturating_duration_since(refused) >= RECOVERY);
+        if !quiet {
+            return None;
+        }
+        self.refusing = false;
+        Some(std::mem::take(&mut self.refused))
+    }
+
+    /// A send failed at `at`.
+    #[cold]
+    pub fn failed(&mut self, kind: SendErrorKind, at: Instant) {
+        match kind {
+            SendErrorKind::Refused => {
+                self.last_refused = Some(at);
+                self.refused += 1;
+                self.refusing = true;
+            }
+            _ => self.last_failed = Some(at),
+        }
+    }
+
+    /// Its status at `now`.
+    pub fn status(&self, now: Instant) -> Status {
+        let recent = |t: Option<Instant>| {
+            t.is_some_and(|t| now.saturating_duration_since(t) < STATUS_WINDOW)
+        };
+        if self.refusing && recent(self.last_refused) {
+            Status::Refused
+        } else if recent(self.last_failed) {
+            Status::Failing
+        } else if recent(self.last_sent) {
+            Status::Ok
+        } else {
+            Status::Idle
+        }
+    }
+}
+
+/// One destination's counters, with what it is: the settings the running
+/// relay has for it (what the page draws its rows from: issue 23) and how it
+/// is doing now.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DestinationSnapshot {
     /// Its name.
     pub name: String,
     /// Its address.
     pub addr: SocketAddr,
+    /// Its address as the user wrote it (a hostname stays a hostname).
+    pub addr_text: String,
     /// What it receives.
     pub output: Output,
+    /// Only frames of a race.
+    pub only_race_on: bool,
+    /// At most this many frames a second; 0 = every frame.
+    pub max_rate: u32,
+    /// No frame older than this; `None` = frames of any age.
+    pub max_age: Option<Duration>,
+    /// How it is doing now.
+    pub status: Status,
     /// Its counters.
     pub stats: DestinationStats,
     /// Its latency over the snapshot's window: the summary interval for a
@@ -507,8 +614,16 @@ impl Serialize for DestinationSnapshot {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut map = s.serialize_map(None)?;
         map.serialize_entry("name", &self.name)?;
-        map.serialize_entry("addr", &self.addr)?;
+        map.serialize_entry("addr", &self.addr_text)?;
+        map.serialize_entry("resolved", &self.addr)?;
         map.serialize_entry("output", &self.output)?;
+        map.serialize_entry("only_race_on", &self.only_race_on)?;
+        map.serialize_entry("max_rate", &self.max_rate)?;
+        let age = self
+            .max_age
+            .map(|a| u64::try_from(a.as_millis()).unwrap_or(u64::MAX));
+        map.serialize_entry("max_age_ms", &age)?;
+        map.serialize_entry("status", &self.status)?;
         map.serialize_entry("received", &self.stats.received)?;
         map.serialize_entry("sent", &self.stats.sent)?;
         for reason in DropReason::ALL {
@@ -519,6 +634,19 @@ impl Serialize for DestinationSnapshot {
         map.serialize_entry("latency_us", &self.latency)?;
         map.end()
     }
+}
+
+/// The configuration file's state, as its owner last told the relay
+/// ([`crate::owner`]): which file, and why its last saved version was not
+/// applied.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct ConfigState {
+    /// The file's path; `None` when the configuration came from the command
+    /// line.
+    pub path: Option<String>,
+    /// Why the last saved version of the file was not applied (its problems,
+    /// each with file and line); `None` once a save applies.
+    pub error: Option<String>,
 }
 
 /// Every counter of a running relay at one moment: what every summary, report
@@ -540,6 +668,8 @@ pub struct Snapshot {
     /// Datagrams a recording took but could not write (its disk is full, or
     /// the file can no longer be written); forwarding is never affected.
     pub not_recorded: u64,
+    /// The configuration file's state.
+    pub config: ConfigState,
 }
 
 fn seconds<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
@@ -574,6 +704,7 @@ impl Snapshot {
             destinations: Vec::new(),
             tap_dropped: 0,
             not_recorded: 0,
+            config: ConfigState::default(),
         }
     }
 
@@ -798,6 +929,41 @@ impl fmt::Display for Drops<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_status_follows_the_newest_sends_and_errors_and_recovery_is_said_once() {
+        let t0 = Instant::now();
+        let at = |ms: u64| t0 + Duration::from_millis(ms);
+        let mut h = Health::default();
+        assert_eq!(h.status(at(0)), Status::Idle, "nothing sent yet");
+        assert_eq!(h.sent(at(10)), None);
+        assert_eq!(h.status(at(20)), Status::Ok);
+        // A closed port: every other send is refused.
+        for i in 0..10 {
+            h.failed(SendErrorKind::Refused, at(100 + i * 20));
+            assert_eq!(h.sent(at(110 + i * 20)), None, "refused 10 ms ago");
+        }
+        assert_eq!(h.status(at(400)), Status::Refused);
+        // The tool listens: sends go, and a second after the last refusal
+        // the destination is receiving again, once.
+        assert_eq!(h.sent(at(900)), None, "not yet a second without a refusal");
+        assert_eq!(h.sent(at(1_281)), Some(10));
+        assert_eq!(h.sent(at(1_300)), None, "said once");
+        assert_eq!(h.status(at(1_300)), Status::Ok);
+        // Another error is failing for 5 s, then the status follows the sends.
+        h.failed(SendErrorKind::Unreachable, at(2_000));
+        assert_eq!(h.status(at(2_001)), Status::Failing);
+        assert_eq!(h.status(at(6_999)), Status::Failing);
+        assert_eq!(
+            h.status(at(7_000)),
+            Status::Idle,
+            "nothing sent since 1.3 s"
+        );
+        // Refused and nothing sent since: refused for 5 s, then idle.
+        h.failed(SendErrorKind::Refused, at(8_000));
+        assert_eq!(h.status(at(12_999)), Status::Refused);
+        assert_eq!(h.status(at(13_000)), Status::Idle);
+    }
 
     #[test]
     fn drops_are_listed_only_when_nonzero() {

@@ -43,7 +43,8 @@ use log::{info, warn};
 use tokio::sync::Notify;
 
 use crate::app::{join_within, Attach, Failure, Observer};
-use crate::config::{Config, Overrides};
+use crate::config::Input;
+use crate::owner::Editor;
 use crate::relay::Control;
 use crate::stats::Snapshot;
 
@@ -82,14 +83,16 @@ struct Shared {
     /// The page as a phone on the LAN opens it, when it is served there.
     phone: Option<phone::Phone>,
     control: Control,
-    /// The configuration file changes are written to; `None` with `--to`.
+    /// Where the page's changes go: the configuration's owner, which makes
+    /// them and answers with what the relay did. The page keeps no copy of
+    /// the configuration: what it shows of each destination is the relay's
+    /// snapshot.
+    editor: Editor,
+    /// How the relay reads the game's packets, for the car.
+    input: Input,
+    /// The configuration file's path (`None` with `--to`): where the page's
+    /// recordings go, and what "Start at login" starts.
     file: Option<PathBuf>,
-    overrides: Overrides,
-    /// What the relay runs (kept up to date for changes without a file, and
-    /// read again from the file when it changed: [`feed::follow_file`]).
-    config: Mutex<Config>,
-    /// When the file was last read into `config`.
-    file_seen: Mutex<Option<std::time::SystemTime>>,
     /// Who is listening, for the feed: it samples only while someone is.
     listeners: Mutex<feed::Listeners>,
     /// Wakes the feed when the first listener comes, or at the end.
@@ -120,9 +123,9 @@ impl Shared {
 /// The web page, as an observer of the relay.
 pub struct Web {
     addr: SocketAddr,
+    editor: Editor,
+    input: Input,
     file: Option<PathBuf>,
-    overrides: Overrides,
-    config: Config,
     /// Open the page in the default browser once it is served.
     browser: bool,
     running: Option<Running>,
@@ -139,20 +142,15 @@ struct Running {
 }
 
 impl Web {
-    /// Serves the page on `addr` for the relay running `config`; changes are
-    /// written to `file` (read back by the reloader), or with none applied to
-    /// the running relay only.
-    pub fn new(
-        addr: SocketAddr,
-        file: Option<PathBuf>,
-        overrides: Overrides,
-        config: Config,
-    ) -> Web {
+    /// Serves the page on `addr` for a relay that reads `input`; changes go
+    /// to `editor` (the configuration's owner); `file` is the configuration
+    /// file's path, if there is one.
+    pub fn new(addr: SocketAddr, editor: Editor, input: Input, file: Option<PathBuf>) -> Web {
         Web {
             addr,
+            editor,
+            input,
             file,
-            overrides,
-            config,
             browser: false,
             running: None,
         }
@@ -225,10 +223,9 @@ impl Web {
             need_token,
             phone,
             control: control.clone(),
+            editor: self.editor.clone(),
+            input: self.input,
             file: self.file.clone(),
-            overrides: self.overrides.clone(),
-            config: Mutex::new(self.config.clone()),
-            file_seen: Mutex::new(None),
             listeners: Mutex::new(feed::Listeners::default()),
             listeners_changed: Condvar::new(),
             updates: feed::Updates::new(),
@@ -245,7 +242,7 @@ impl Web {
                 .spawn(f)
                 .map_err(|e| Failure::start(format!("cannot start the web page's thread: {e}")))
         };
-        let input = self.config.input;
+        let input = self.input;
         let feed_shared = shared.clone();
         let feed = spawn("web-feed", Box::new(move || feed::run(&feed_shared, input)))?;
         let stop_server = Arc::new(Notify::new());

@@ -446,11 +446,20 @@ format = "fm7"
     let config = Config::from_toml(&toml, "no_alloc.toml", &Overrides::default()).unwrap();
     let mut relay = Relay::bind(&config).unwrap();
     let target = relay.local_addr();
-    let mut web = Web::new(
-        "127.0.0.1:0".parse().unwrap(),
+    // The page's changes go to the configuration's owner (none are made here).
+    let owner = forza_relay::owner::Owner::start(
         None,
         Overrides::default(),
         config.clone(),
+        relay.control(),
+        Arc::new(forza_relay::config::system_look_up),
+    )
+    .unwrap();
+    let mut web = Web::new(
+        "127.0.0.1:0".parse().unwrap(),
+        owner.editor(),
+        config.input,
+        None,
     );
     web.serve(relay.control()).unwrap();
     let page = web.local_addr().expect("the page is served");

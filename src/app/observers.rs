@@ -6,7 +6,7 @@
 use std::io::{self, Write as _};
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::{mpsc, Arc};
+use std::sync::mpsc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -14,8 +14,8 @@ use log::{info, warn};
 
 use super::{join_within, Attach, Failure, Observer};
 use crate::capture::record::{Existing, Recorder};
-use crate::config::{system_look_up, Config, Overrides, StatsFormat};
-use crate::reload::Reloader;
+use crate::config::StatsFormat;
+use crate::owner::Owner;
 use crate::stats::{Elapsed, Snapshot, SnapshotKind, Summary};
 
 /// How long the end of a command waits for standard output to take the last
@@ -173,47 +173,31 @@ impl Observer for Recording {
     }
 }
 
-/// Reads the configuration file again whenever it is saved, or on SIGHUP.
-pub struct Reloading {
-    path: PathBuf,
-    overrides: Overrides,
-    current: Option<Config>,
-    reloader: Option<Reloader>,
+/// The configuration's owner ([`crate::owner`]) for as long as the relay
+/// runs: SIGHUP reads the file again; the end stops its thread.
+pub struct Owning {
+    owner: Option<Owner>,
 }
 
-impl Reloading {
-    /// Watches `path`, which holds `current`; `overrides` keep applying.
-    pub fn new(path: PathBuf, overrides: Overrides, current: Config) -> Reloading {
-        Reloading {
-            path,
-            overrides,
-            current: Some(current),
-            reloader: None,
-        }
+impl Owning {
+    /// Keeps `owner` (already started: the page's editor comes from it) until
+    /// the relay stops.
+    pub fn new(owner: Owner) -> Owning {
+        Owning { owner: Some(owner) }
     }
 }
 
-impl Observer for Reloading {
+impl Observer for Owning {
     fn start(&mut self, relay: &mut Attach<'_>) -> Result<(), Failure> {
-        let Some(current) = self.current.take() else {
-            return Err(Failure::start("the reloader was started twice"));
-        };
-        let reloader = Reloader::start(
-            &self.path,
-            self.overrides.clone(),
-            current,
-            relay.control(),
-            Arc::new(system_look_up),
-        )
-        .map_err(|e| Failure::start(format!("cannot start the reload thread: {e}")))?;
-        let trigger = reloader.trigger();
-        relay.on_reload(move || trigger.read_again());
-        self.reloader = Some(reloader);
+        if let Some(owner) = &self.owner {
+            let trigger = owner.trigger();
+            relay.on_reload(move || trigger.read_again());
+        }
         Ok(())
     }
 
     fn finish(self: Box<Self>, _last: &mut Snapshot) -> Result<(), Failure> {
-        drop(self.reloader);
+        drop(self.owner);
         Ok(())
     }
 }

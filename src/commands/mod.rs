@@ -13,14 +13,16 @@
 
 use std::io::{self, IsTerminal as _, Write as _};
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use log::info;
 
-use crate::app::observers::{Printer, Recording, Reloading};
+use crate::app::observers::{Owning, Printer, Recording};
 use crate::app::{App, Failure, Signals};
 use crate::capture::record;
-use crate::config::{Config, ConfigError, Overrides, DEFAULT_FILE_NAME};
+use crate::config::{system_look_up, Config, ConfigError, Overrides, DEFAULT_FILE_NAME};
 use crate::numbers::Thousands;
+use crate::owner::Owner;
 use crate::relay::Relay;
 use crate::watch::live::LiveView;
 use crate::web::Web;
@@ -185,17 +187,20 @@ pub fn run(
     info!("{}", shown.describe());
     let screen = watch && io::stdout().is_terminal();
     let recording = config.record.clone();
+    let owner = Owner::start(
+        file.as_deref(),
+        setup.overrides.clone(),
+        config.clone(),
+        relay.control(),
+        Arc::new(system_look_up),
+    )
+    .map_err(|e| Failure::start(format!("cannot start the configuration's thread: {e}")))?;
+    let editor = owner.editor();
     let mut app = App::new(relay, signals);
-    if let Some(path) = &file {
-        app.observe(Reloading::new(
-            path.clone(),
-            setup.overrides.clone(),
-            config.clone(),
-        ));
-    }
+    app.observe(Owning::new(owner));
     if let Some(addr) = config.web {
         app.observe(
-            Web::new(addr, file.clone(), setup.overrides.clone(), shown.clone())
+            Web::new(addr, editor, config.input, file.clone())
                 .open_in_browser(double_clicked && file.is_some()),
         );
     }

@@ -195,6 +195,25 @@ impl Config {
         Self::parse(text, origin, None, overrides, None, &system_look_up).map(|r| r.config)
     }
 
+    /// Validates `text`, read from the file at `path`, while `previous` runs
+    /// (as [`Config::reload_file`] does with the file's text).
+    pub fn from_toml_at(
+        text: &str,
+        path: &Path,
+        overrides: &Overrides,
+        previous: Option<&Config>,
+        look_up: &LookUp,
+    ) -> Result<Reloaded, ConfigError> {
+        if text.trim().is_empty() {
+            return Err(ConfigError::one(
+                path.display().to_string(),
+                "the file is empty: add a [[destination]] table (see config.example.toml)",
+            ));
+        }
+        let origin = path.display().to_string();
+        Self::parse(text, &origin, path.parent(), overrides, previous, look_up)
+    }
+
     /// Reads the file at `path` again while `previous` runs, looking hostnames
     /// up with `look_up`. As [`Config::from_file`], except that a destination
     /// whose hostname no longer resolves, written exactly as before, keeps its
@@ -305,6 +324,7 @@ impl Config {
                             .max_age
                             .as_ref()
                             .map(|v| (key(Some(v.span()), "max_age"), v.get_ref().clone())),
+                        known: None,
                     }
                 })
                 .collect(),
@@ -345,7 +365,7 @@ fn not_a_file(file_type: std::fs::FileType) -> Option<&'static str> {
 
 /// The text of the configuration file at `path`, at most [`MAX_FILE_BYTES`],
 /// which must be UTF-8 (a UTF-8 byte-order mark is fine: toml skips it).
-fn read_text(path: &Path, origin: &str) -> Result<String, ConfigError> {
+pub fn read_text(path: &Path, origin: &str) -> Result<String, ConfigError> {
     let cannot =
         |e: io::Error| ConfigError::one(origin, format!("cannot read the config file: {e}"));
     // Looked at before it is opened: opening a FIFO waits for a writer forever.

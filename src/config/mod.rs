@@ -31,11 +31,15 @@ pub use crate::wire::Input;
 use crate::wire::{Format, FORMAT_IDS};
 
 mod describe;
+mod edit;
 mod file;
 mod quick;
 mod validate;
 
-pub use file::{AddrText, DestinationFile, FileConfig, ListenFile, RecordFile, StatsFile, WebFile};
+pub use edit::{field, DestinationSpec};
+pub use file::{
+    read_text, AddrText, DestinationFile, FileConfig, ListenFile, RecordFile, StatsFile, WebFile,
+};
 pub use validate::{parse_listen, parse_max_age, parse_web, resolve};
 
 /// The port forza-relay listens on when none is given. Outside FH6's own

@@ -75,6 +75,7 @@ fn parse_to(spec: &str) -> Result<RawDestination, Problem> {
         only_race_on: false,
         max_rate: 0,
         max_age: None,
+        known: None,
     };
     for part in parts {
         let (key, value) = match part.split_once('=') {

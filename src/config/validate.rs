@@ -31,6 +31,9 @@ pub(super) struct RawDestination {
     pub(super) max_rate: u32,
     /// Where `max_age` was written, and its text.
     pub(super) max_age: Option<(String, String)>,
+    /// The address `addr` resolved to when the running configuration was
+    /// loaded: an edit of another destination looks nothing up again.
+    pub(super) known: Option<SocketAddr>,
 }
 
 /// The settings before validation.
@@ -146,113 +149,20 @@ impl Raw {
             }
         }
 
-        let mut destinations: Vec<Destination> = Vec::new();
-        // Every name and address seen so far, valid or not, to catch duplicates.
-        let mut seen: Vec<(String, Option<SocketAddr>)> = Vec::new();
         if let (true, Some(place)) = (self.destinations.is_empty(), &self.destinations_place) {
             problem(
                 place,
                 "no destinations: add a [[destination]] table (or --to HOST:PORT)".to_owned(),
             );
         }
-        for d in &self.destinations {
-            let raw_name = d.name.as_deref().unwrap_or(&d.addr);
-            if raw_name.trim().is_empty() {
-                problem(&d.name_place, "name is empty".to_owned());
-            }
-            // Stored escaped, so that every place that shows them is safe.
-            let name = escape_controls(raw_name);
-            let addr_text = escape_controls(&d.addr);
-            let output = match d.format.as_deref().map(str::trim) {
-                None => Some(Output::Same),
-                Some(s) if s.eq_ignore_ascii_case("same") => Some(Output::Same),
-                Some(s) => match s.parse::<Format>() {
-                    Ok(f) => Some(Output::Format(f)),
-                    Err(_) => {
-                        problem(
-                            &d.format_place,
-                            format!("{s:?} is not a format (valid: same, {FORMAT_IDS})"),
-                        );
-                        None
-                    }
-                },
-            };
-            let addr = match resolve(&d.addr, look_up) {
-                Ok(a) => Some(a),
-                Err(message) => {
-                    // The same text resolved before, so only the look-up failed.
-                    let before = previous
-                        .and_then(|p| p.destinations.iter().find(|x| x.addr_text == addr_text));
-                    match before {
-                        Some(before) => {
-                            warnings.push(Problem {
-                                place: d.addr_place.clone(),
-                                message: format!(
-                                    "{:?}: {message}; keeping its previous address {}",
-                                    d.addr, before.addr
-                                ),
-                            });
-                            Some(before.addr)
-                        }
-                        None => {
-                            problem(&d.addr_place, format!("{:?}: {message}", d.addr));
-                            None
-                        }
-                    }
-                }
-            };
-            if seen.iter().any(|(n, _)| *n == name) {
-                problem(
-                    &d.name_place,
-                    format!("{name:?} is already the name of another destination"),
-                );
-            }
-            if let Some(addr) = addr {
-                if let Some((other, _)) = seen.iter().find(|(_, a)| *a == Some(addr)) {
-                    problem(
-                        &d.addr_place,
-                        format!(
-                            "{:?} ({addr}) is the same address as destination {other:?}",
-                            d.addr
-                        ),
-                    );
-                }
-                if let Some(listen) = listen {
-                    if fanout::is_loop(listen, addr, is_own_address) {
-                        problem(
-                            &d.addr_place,
-                            format!(
-                                "{:?} ({addr}) is forza-relay's own listen address {listen}: \
-                                 packets would loop forever",
-                                d.addr
-                            ),
-                        );
-                    }
-                }
-            }
-            seen.push((name.clone(), addr));
-            let max_age = match &d.max_age {
-                None => Some(None),
-                Some((place, text)) => match parse_max_age(text) {
-                    Ok(age) => Some(Some(age)),
-                    Err(message) => {
-                        problem(place, message);
-                        None
-                    }
-                },
-            };
-            if let (Some(addr), Some(output), Some(max_age)) = (addr, output, max_age) {
-                destinations.push(Destination {
-                    name,
-                    addr_text,
-                    addr,
-                    output,
-                    only_race_on: d.only_race_on,
-                    max_rate: d.max_rate,
-                    max_age,
-                });
-            }
-        }
+        let destinations = validate_destinations(
+            &self.destinations,
+            listen,
+            previous,
+            look_up,
+            &mut problem,
+            &mut warnings,
+        );
 
         let record = match &self.record {
             None => None,
@@ -301,6 +211,124 @@ impl Raw {
             _ => Err(ConfigError { problems }),
         }
     }
+}
+
+/// Validates `raws` in order; a problem goes to `problem`, a look-up that
+/// failed for an address that resolved before (in `previous`) to `warnings`.
+pub(super) fn validate_destinations(
+    raws: &[RawDestination],
+    listen: Option<SocketAddr>,
+    previous: Option<&Config>,
+    look_up: &LookUp,
+    problem: &mut dyn FnMut(&str, String),
+    warnings: &mut Vec<Problem>,
+) -> Vec<Destination> {
+    let mut destinations: Vec<Destination> = Vec::new();
+    // Every name and address seen so far, valid or not, to catch duplicates.
+    let mut seen: Vec<(String, Option<SocketAddr>)> = Vec::new();
+    for d in raws {
+        let raw_name = d.name.as_deref().unwrap_or(&d.addr);
+        if raw_name.trim().is_empty() {
+            problem(&d.name_place, "name is empty".to_owned());
+        }
+        // Stored escaped, so that every place that shows them is safe.
+        let name = escape_controls(raw_name);
+        let addr_text = escape_controls(&d.addr);
+        let output = match d.format.as_deref().map(str::trim) {
+            None => Some(Output::Same),
+            Some(s) if s.eq_ignore_ascii_case("same") => Some(Output::Same),
+            Some(s) => match s.parse::<Format>() {
+                Ok(f) => Some(Output::Format(f)),
+                Err(_) => {
+                    problem(
+                        &d.format_place,
+                        format!("{s:?} is not a format (valid: same, {FORMAT_IDS})"),
+                    );
+                    None
+                }
+            },
+        };
+        let resolved = match d.known {
+            Some(known) => Ok(known),
+            None => resolve(&d.addr, look_up),
+        };
+        let addr = match resolved {
+            Ok(a) => Some(a),
+            Err(message) => {
+                // The same text resolved before, so only the look-up failed.
+                let before =
+                    previous.and_then(|p| p.destinations.iter().find(|x| x.addr_text == addr_text));
+                match before {
+                    Some(before) => {
+                        warnings.push(Problem {
+                            place: d.addr_place.clone(),
+                            message: format!(
+                                "{:?}: {message}; keeping its previous address {}",
+                                d.addr, before.addr
+                            ),
+                        });
+                        Some(before.addr)
+                    }
+                    None => {
+                        problem(&d.addr_place, format!("{:?}: {message}", d.addr));
+                        None
+                    }
+                }
+            }
+        };
+        if seen.iter().any(|(n, _)| *n == name) {
+            problem(
+                &d.name_place,
+                format!("{name:?} is already the name of another destination"),
+            );
+        }
+        if let Some(addr) = addr {
+            if let Some((other, _)) = seen.iter().find(|(_, a)| *a == Some(addr)) {
+                problem(
+                    &d.addr_place,
+                    format!(
+                        "{:?} ({addr}) is the same address as destination {other:?}",
+                        d.addr
+                    ),
+                );
+            }
+            if let Some(listen) = listen {
+                if fanout::is_loop(listen, addr, is_own_address) {
+                    problem(
+                        &d.addr_place,
+                        format!(
+                            "{:?} ({addr}) is forza-relay's own listen address {listen}: \
+                             packets would loop forever",
+                            d.addr
+                        ),
+                    );
+                }
+            }
+        }
+        seen.push((name.clone(), addr));
+        let max_age = match &d.max_age {
+            None => Some(None),
+            Some((place, text)) => match parse_max_age(text) {
+                Ok(age) => Some(Some(age)),
+                Err(message) => {
+                    problem(place, message);
+                    None
+                }
+            },
+        };
+        if let (Some(addr), Some(output), Some(max_age)) = (addr, output, max_age) {
+            destinations.push(Destination {
+                name,
+                addr_text,
+                addr,
+                output,
+                only_race_on: d.only_race_on,
+                max_rate: d.max_rate,
+                max_age,
+            });
+        }
+    }
+    destinations
 }
 
 /// A listen address: `IP:PORT`, `[IPv6]:PORT`, or a bare `PORT` (all interfaces).

@@ -13,7 +13,7 @@ use super::sink::send;
 use super::{Destination, DestinationId, HeldFrame, Output, Report, Routes, Sink};
 use crate::filter::{AgeLimit, RaceFilter, RateLimiter};
 use crate::stats::{
-    DestinationSnapshot, DestinationStats, DropReason, InputStats, Latencies, LatencyWindow,
+    DestinationSnapshot, DestinationStats, DropReason, Health, InputStats, Latencies, LatencyWindow,
 };
 use crate::translate::translate;
 use crate::wire::{Acceptor, Format, Input, Packet, Reading, MAX_LEN};
@@ -64,6 +64,8 @@ pub(super) struct DestinationState {
     stats: DestinationStats,
     /// Its latency histograms, reported by the shell (see [`Report`]).
     latency: Box<Latencies>,
+    /// When it last sent, was refused and failed: its status.
+    pub(super) health: Health,
 }
 
 impl DestinationState {
@@ -78,6 +80,7 @@ impl DestinationState {
             queued: 0,
             stats: DestinationStats::default(),
             latency: Box::default(),
+            health: Health::default(),
             config,
         }
     }
@@ -130,13 +133,14 @@ impl DestinationState {
             queued,
             age,
             latency,
+            health,
             ..
         } = self;
         send(
             id,
             pending.bytes(),
             received,
-            Report::new(stats, queued, *age, latency),
+            Report::new(stats, queued, *age, latency, health),
             sink,
         );
     }
@@ -148,6 +152,7 @@ impl DestinationState {
             &mut self.queued,
             self.age,
             &mut self.latency,
+            &mut self.health,
         );
         send(id, bytes, received, report, sink);
     }
@@ -181,22 +186,34 @@ impl DestinationState {
         }
     }
 
-    fn snapshot(&self, window: LatencyWindow) -> DestinationSnapshot {
+    fn snapshot(&self, window: LatencyWindow, now: Instant) -> DestinationSnapshot {
+        let c = &self.config;
         DestinationSnapshot {
-            name: self.config.name.clone(),
-            addr: self.config.addr,
-            output: self.config.output,
+            name: c.name.clone(),
+            addr: c.addr,
+            addr_text: c.addr_text.clone(),
+            output: c.output,
+            only_race_on: c.only_race_on,
+            max_rate: c.max_rate,
+            max_age: c.max_age,
+            status: self.health.status(now),
             stats: self.stats(),
             latency: self.latency.figures(window),
         }
     }
 
-    /// As [`DestinationState::snapshot`], into `into`: its name's capacity is
-    /// reused, so nothing is allocated once it is long enough.
-    fn snapshot_into(&self, window: LatencyWindow, into: &mut DestinationSnapshot) {
-        into.name.clone_from(&self.config.name);
-        into.addr = self.config.addr;
-        into.output = self.config.output;
+    /// As [`DestinationState::snapshot`], into `into`: its texts' capacity is
+    /// reused, so nothing is allocated once they are long enough.
+    fn snapshot_into(&self, window: LatencyWindow, now: Instant, into: &mut DestinationSnapshot) {
+        let c = &self.config;
+        into.name.clone_from(&c.name);
+        into.addr = c.addr;
+        into.addr_text.clone_from(&c.addr_text);
+        into.output = c.output;
+        into.only_race_on = c.only_race_on;
+        into.max_rate = c.max_rate;
+        into.max_age = c.max_age;
+        into.status = self.health.status(now);
         into.stats = self.stats();
         into.latency = self.latency.figures(window);
     }
@@ -413,6 +430,7 @@ impl Fanout {
             &mut d.queued,
             d.age,
             &mut d.latency,
+            &mut d.health,
         ))
     }
 
@@ -459,16 +477,20 @@ impl Fanout {
         self.last_disallowed
     }
 
-    /// Every counter now, latency over the summary interval so far.
+    /// Every counter now, latency over the summary interval so far (statuses
+    /// at the clock's now).
     pub fn counters(&self) -> Counters {
-        self.counters_over(LatencyWindow::Interval)
+        self.counters_over(LatencyWindow::Interval, Instant::now())
     }
 
-    /// Every counter now, latency over `window`.
-    pub fn counters_over(&self, window: LatencyWindow) -> Counters {
+    /// Every counter, latency over `window`, statuses at `now`.
+    pub fn counters_over(&self, window: LatencyWindow, now: Instant) -> Counters {
         Counters {
             input: self.stats,
-            destinations: self.states().map(|(_, d)| d.snapshot(window)).collect(),
+            destinations: self
+                .states()
+                .map(|(_, d)| d.snapshot(window, now))
+                .collect(),
         }
     }
 
@@ -478,13 +500,14 @@ impl Fanout {
     pub fn counters_into(
         &self,
         window: LatencyWindow,
+        now: Instant,
         destinations: &mut Vec<DestinationSnapshot>,
     ) -> InputStats {
         let mut n = 0;
         for (_, d) in self.states() {
             match destinations.get_mut(n) {
-                Some(into) => d.snapshot_into(window, into),
-                None => destinations.push(d.snapshot(window)),
+                Some(into) => d.snapshot_into(window, now, into),
+                None => destinations.push(d.snapshot(window, now)),
             }
             n += 1;
         }
@@ -656,7 +679,10 @@ mod tests {
         );
         core.new_interval();
         assert_eq!(core.counters().destinations[0].latency.count, 0);
-        let run = core.counters_over(LatencyWindow::Run).destinations[0].latency;
+        let run = core
+            .counters_over(LatencyWindow::Run, Instant::now())
+            .destinations[0]
+            .latency;
         assert_eq!(run.count, 3, "the whole run keeps them");
     }
 
@@ -858,7 +884,7 @@ mod tests {
         let mut report = core.report(stuck).expect("a destination");
         report.held(Fate::Sent);
         report.held(Fate::Sent);
-        report.send_error(SendErrorKind::Refused);
+        report.send_error(SendErrorKind::Refused, Instant::now());
         report.held(Fate::Dropped(DropReason::SendError));
         report.held(Fate::Queued);
         let s = stats(&core.counters(), "stuck");

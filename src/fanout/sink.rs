@@ -8,7 +8,7 @@ use std::time::Instant;
 
 use super::DestinationId;
 use crate::filter::AgeLimit;
-use crate::stats::{DestinationStats, DropReason, Latencies, SendErrorKind};
+use crate::stats::{DestinationStats, DropReason, Health, Latencies, SendErrorKind};
 
 /// Largest frame a pending slot (or a shell's backlog) holds: every Forza
 /// format, and any datagram that fits one Ethernet frame. A larger `same`
@@ -36,6 +36,7 @@ pub struct Report<'a> {
     queued: &'a mut u64,
     age: AgeLimit,
     latency: &'a mut Latencies,
+    health: &'a mut Health,
 }
 
 impl Report<'_> {
@@ -50,9 +51,10 @@ impl Report<'_> {
         *self.queued = self.queued.saturating_sub(1);
     }
 
-    /// A send failed (the frame's own outcome is reported apart).
-    pub fn send_error(&mut self, kind: SendErrorKind) {
+    /// A send failed at `at` (the frame's own outcome is reported apart).
+    pub fn send_error(&mut self, kind: SendErrorKind, at: Instant) {
         self.stats.send_errors.add(kind);
+        self.health.failed(kind, at);
     }
 
     /// True when the destination has a `max_age`: the shell may hold back
@@ -74,10 +76,13 @@ impl Report<'_> {
     }
 
     /// A frame that reached the machine at `received` was handed to the OS by
-    /// a send that returned at `sent`: its latency.
+    /// a send that returned at `sent`: its latency. `Some(n)` when the
+    /// destination, refused `n` times, is receiving again (said once; see
+    /// [`Health::sent`]).
     #[inline]
-    pub fn record_latency(&mut self, received: Instant, sent: Instant) {
+    pub fn record_latency(&mut self, received: Instant, sent: Instant) -> Option<u64> {
         self.latency.record(received, sent);
+        self.health.sent(sent)
     }
 }
 
@@ -153,12 +158,14 @@ impl<'a> Report<'a> {
         queued: &'a mut u64,
         age: AgeLimit,
         latency: &'a mut Latencies,
+        health: &'a mut Health,
     ) -> Self {
         Report {
             stats,
             queued,
             age,
             latency,
+            health,
         }
     }
 }

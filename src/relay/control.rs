@@ -16,7 +16,7 @@ use mio::Waker;
 use super::{Applied, LoopConfig, Shell, StartError};
 use crate::config::Config;
 use crate::recv::wait::WakeSender;
-use crate::stats::{LatencyWindow, Snapshot};
+use crate::stats::{ConfigState, LatencyWindow, Snapshot};
 use crate::tap::TapProducer;
 
 /// What other threads ask of the loop.
@@ -35,6 +35,8 @@ pub(super) enum Command {
     Fill(Box<Snapshot>, mpsc::SyncSender<Box<Snapshot>>),
     /// Copy every datagram admitted into this tap from now on.
     Attach(Box<TapProducer>),
+    /// The configuration file's state, for the snapshots.
+    ConfigState(Box<ConfigState>),
 }
 
 /// Talks to a running relay from any thread: a message, then a wake-up.
@@ -101,6 +103,12 @@ impl Control {
         let (tx, rx) = mpsc::channel();
         self.send(Command::Snapshot(tx));
         rx.recv_timeout(timeout).ok()
+    }
+
+    /// Tells the relay which configuration file it runs and why its last
+    /// saved version was not applied (`None`: it was), for its snapshots.
+    pub fn config_state(&self, path: Option<String>, error: Option<String>) {
+        self.send(Command::ConfigState(Box::new(ConfigState { path, error })));
     }
 
     /// A reader of snapshots that brings its own buffers (see [`Snapshots`]).
@@ -200,6 +208,7 @@ impl Shell {
                     let _ = reply.try_send(snapshot);
                 }
                 Command::Attach(tap) => self.taps.push(*tap),
+                Command::ConfigState(state) => self.config_state = *state,
             }
         }
     }

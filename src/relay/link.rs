@@ -73,7 +73,9 @@ fn send_now(
     match try_send(socket, warner, bytes, report, clock) {
         Sent::Yes => {
             // A vDSO read, no system call.
-            report.record_latency(received, Instant::now());
+            if let Some(refused) = report.record_latency(received, Instant::now()) {
+                warner.receiving_again(refused);
+            }
             Some(Fate::Sent)
         }
         Sent::Failed => Some(Fate::Dropped(DropReason::SendError)),

@@ -88,7 +88,7 @@ use crate::fanout::{DestinationId, Fanout, Verdict};
 use crate::recv::wait::{RecvTimeout, WakeFilter};
 use crate::recv::{self, Batch};
 use crate::socket;
-use crate::stats::{InputStats, LatencyWindow, Snapshot};
+use crate::stats::{ConfigState, InputStats, LatencyWindow, Snapshot};
 use crate::tap::TapProducer;
 use crate::wire::Reading;
 
@@ -226,6 +226,9 @@ struct Shell {
     warned: InputStats,
     /// How `auto` reads Horizon packets, as last logged.
     horizon: Option<Reading>,
+    /// The configuration file's state, as its owner last said (for the
+    /// snapshots).
+    config_state: ConfigState,
     malformed: Throttle,
     disallowed: Throttle,
     recv_error: Throttle,
@@ -261,6 +264,7 @@ impl Relay {
                 batch: Batch::new(),
                 verdicts: [Verdict::Disallowed; Batch::SIZE],
                 horizon: core.horizon(),
+                config_state: ConfigState::default(),
                 core,
                 links,
                 commands,

@@ -119,29 +119,33 @@ impl Shell {
 
     /// As [`Shell::snapshot`], into `into`, reusing its lists' capacity.
     pub(super) fn snapshot_into(&self, window: LatencyWindow, into: &mut Snapshot) {
+        let now = Instant::now();
         into.listen = self.listen;
-        into.elapsed = self.started.elapsed();
-        into.input = self.core.counters_into(window, &mut into.destinations);
+        into.elapsed = now.saturating_duration_since(self.started);
+        into.input = self.core.counters_into(window, now, &mut into.destinations);
         into.tap_dropped =
             self.tap_dropped + self.taps.iter().map(TapProducer::dropped).sum::<u64>();
         into.not_recorded =
             self.not_recorded + self.taps.iter().map(TapProducer::not_recorded).sum::<u64>();
+        into.config.clone_from(&self.config_state);
     }
 
     /// Every counter, latency over `window`.
     pub(super) fn snapshot(&self, window: LatencyWindow) -> Snapshot {
+        let now = Instant::now();
         let Counters {
             input,
             destinations,
-        } = self.core.counters_over(window);
+        } = self.core.counters_over(window, now);
         Snapshot {
             listen: self.listen,
-            elapsed: self.started.elapsed(),
+            elapsed: now.saturating_duration_since(self.started),
             input,
             destinations,
             tap_dropped: self.tap_dropped + self.taps.iter().map(TapProducer::dropped).sum::<u64>(),
             not_recorded: self.not_recorded
                 + self.taps.iter().map(TapProducer::not_recorded).sum::<u64>(),
+            config: self.config_state.clone(),
         }
     }
 

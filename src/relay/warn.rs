@@ -114,7 +114,7 @@ impl Warner {
         clock: Clock,
     ) -> SendErrorKind {
         let kind = SendErrorKind::of(e);
-        report.send_error(kind);
+        report.send_error(kind, clock.now);
         if let Some(more) = self.throttle.occurred(1, clock.now, clock.warn_every) {
             warn!(
                 "{} ({}): {}; still sending to it{}",
@@ -125,6 +125,19 @@ impl Warner {
             );
         }
         kind
+    }
+
+    /// The destination, refused `refused` times, sends without a refusal
+    /// again: said once, and the refusals before are said with it (a later
+    /// last word counts only what came after).
+    #[cold]
+    #[inline(never)]
+    pub(super) fn receiving_again(&mut self, refused: u64) {
+        self.throttle = Throttle::default();
+        info!(
+            "{} ({}) is receiving again (after {refused} refused)",
+            self.name, self.addr
+        );
     }
 
     /// The send errors no message described, said once as the relay stops.

@@ -972,7 +972,12 @@ pub(crate) mod fixtures {
         DestinationSnapshot {
             name: name.to_owned(),
             addr: "127.0.0.1:9002".parse().expect("an address"),
+            addr_text: "127.0.0.1:9002".to_owned(),
             output,
+            only_race_on: false,
+            max_rate: 0,
+            max_age: None,
+            status: crate::stats::Status::Ok,
             stats: DestinationStats {
                 sent,
                 ..Default::default()
@@ -990,6 +995,7 @@ pub(crate) mod fixtures {
             destinations,
             tap_dropped: 0,
             not_recorded: 0,
+            config: Default::default(),
         }
     }
 }

@@ -4,7 +4,6 @@
 //! matching part of `/api/snapshot`, kept as the newest of its kind in
 //! [`Updates`] for the event streams to send.
 
-use std::collections::VecDeque;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
@@ -18,7 +17,7 @@ use crate::capture::record::{Existing, Recorder};
 use crate::config::Input;
 use crate::logging;
 use crate::relay::Snapshots;
-use crate::stats::{DropReason, SendErrorKind, Snapshot, SnapshotKind};
+use crate::stats::{DropReason, Snapshot, SnapshotKind};
 use crate::tap;
 use crate::watch::model::{Car, DestinationRates, Finite, Model, Tyre};
 use crate::watch::Reader;
@@ -258,12 +257,10 @@ pub fn counters_json(
     let mut value: Value = serde_json::from_str(&snapshot.to_json(SnapshotKind::Summary))
         .unwrap_or_else(|_| json!({}));
     let rows = counting.rates.rows(snapshot);
-    let statuses = counting.statuses.of(snapshot);
     if let Some(list) = value.get_mut("destinations").and_then(Value::as_array_mut) {
-        for ((d, row), status) in list.iter_mut().zip(&rows).zip(statuses) {
+        for (d, row) in list.iter_mut().zip(&rows) {
             d["packets_per_sec"] = json!(row.packets_per_sec);
             d["problems"] = json!(row.problems);
-            d["status"] = json!(status);
         }
         for (d, s) in list.iter_mut().zip(&snapshot.destinations) {
             // Every reason the relay counts, by its key: a new one shows up
@@ -275,31 +272,6 @@ pub fn counters_json(
             d["drops"] = Value::Object(drops);
         }
     }
-    // Each destination as configured: its filter, rate and age limits, and
-    // the address as written (the page's copy of the configuration, until
-    // the relay's snapshot carries them: issue 23).
-    let config = lock(&shared.config);
-    if let Some(list) = value.get_mut("destinations").and_then(Value::as_array_mut) {
-        for d in list.iter_mut() {
-            let name = d["name"].as_str().unwrap_or_default().to_owned();
-            match config.destinations.iter().find(|c| c.name == name) {
-                Some(c) => {
-                    d["addr"] = json!(c.addr_text);
-                    d["only_race_on"] = json!(c.only_race_on);
-                    d["max_rate"] = json!(c.max_rate);
-                    d["max_age_ms"] = json!(c
-                        .max_age
-                        .map(|a| u64::try_from(a.as_millis()).unwrap_or(u64::MAX)));
-                }
-                None => {
-                    d["only_race_on"] = json!(false);
-                    d["max_rate"] = json!(0);
-                    d["max_age_ms"] = Value::Null;
-                }
-            }
-        }
-    }
-    drop(config);
     if let Some(model) = model {
         value["input"]["packets_per_sec"] = json!(model.rate_hz());
         value["input"]["sender"] = json!(model.sender().map(|s| s.to_string()));
@@ -316,14 +288,10 @@ pub fn counters_json(
             value["input"]["format_guessed"] = json!(!certain);
         }
     }
-    value["saved"] = json!(shared.file.is_some());
-    value["file"] = json!(shared.file.as_ref().map(|f| f.display().to_string()));
-    // The configuration file's state (issue 23 fills `error` from the owner
-    // of the configuration; until then, none is known here).
-    value["config"] = json!({
-        "path": shared.file.as_ref().map(|f| f.display().to_string()),
-        "error": Value::Null,
-    });
+    // Whether changes are saved, and the file's last error: the relay's
+    // snapshot says it (its `config`), as the configuration's owner told it.
+    value["saved"] = json!(snapshot.config.path.is_some());
+    value["file"] = json!(snapshot.config.path);
     value["recording"] = lock(&shared.recording)
         .as_ref()
         .map_or(Value::Null, PageRecording::describe);
@@ -335,29 +303,11 @@ pub fn log_json() -> Value {
     json!({ "lines": logging::recent().1 })
 }
 
-/// Reads the configuration file again when it changed (a hand edit, or the
-/// page's), for what the page shows of each destination (filters, rate
-/// limits, addresses as written).
-pub fn follow_file(shared: &Shared) {
-    let Some(path) = &shared.file else {
-        return;
-    };
-    let modified = std::fs::metadata(path).and_then(|m| m.modified()).ok();
-    let mut seen = lock(&shared.file_seen);
-    if modified == *seen {
-        return;
-    }
-    *seen = modified;
-    if let Ok(config) = crate::config::Config::from_file(path, &shared.overrides) {
-        *lock(&shared.config) = config;
-    }
-}
-
 /// The input and the car now, for `/api/snapshot` with no page open (the
 /// feed listens only while one is): a tap attached until the first frame
 /// comes, at most [`CAR_WAIT`], then detached.
 pub fn listen_once(shared: &Shared) -> Model {
-    let input = lock(&shared.config).input;
+    let input = shared.input;
     let (producer, mut tap) = tap::tap(LISTEN_CAPACITY);
     shared.control.attach(producer);
     let mut model = Model::new(input, "the relay");
@@ -374,82 +324,11 @@ pub fn listen_once(shared: &Shared) -> Model {
     }
 }
 
-/// How far back a destination's status looks (issue 23's rule: refusals,
-/// other send errors, or nothing sent in the last 5 s).
-const STATUS_WINDOW: Duration = Duration::from_secs(5);
-
-/// A destination's name, and its sent count, refusals and other send errors.
-type Counts = (String, [u64; 3]);
-
-/// What each destination's counters were, over the last [`STATUS_WINDOW`], for
-/// its status.
-#[derive(Debug, Default)]
-pub struct Statuses {
-    /// Time since the relay started, and each destination's counts then.
-    history: VecDeque<(Duration, Vec<Counts>)>,
-}
-
-impl Statuses {
-    /// Each destination's status now, in the snapshot's order: `refused`
-    /// (refusals in the window), `failing` (other send errors in it), `idle`
-    /// (nothing sent in it), or `ok`.
-    pub fn of(&mut self, snapshot: &Snapshot) -> Vec<&'static str> {
-        let now = snapshot.elapsed;
-        if self.history.back().is_some_and(|(t, _)| *t > now) {
-            self.history.clear();
-        }
-        let counts: Vec<Counts> = snapshot
-            .destinations
-            .iter()
-            .map(|d| {
-                let e = &d.stats.send_errors;
-                let refused = e.get(SendErrorKind::Refused);
-                (d.name.clone(), [d.stats.sent, refused, e.total() - refused])
-            })
-            .collect();
-        self.history.push_back((now, counts));
-        while self.history.len() >= 2 && self.history[1].0 + STATUS_WINDOW <= now {
-            self.history.pop_front();
-        }
-        let (since, before) = self.history.front().expect("pushed above");
-        // Early in the run, the window starts at zero; with no history yet
-        // beyond this snapshot, nothing is known to have changed.
-        let from_zero = *since == now && now <= STATUS_WINDOW;
-        snapshot
-            .destinations
-            .iter()
-            .map(|d| {
-                let e = &d.stats.send_errors;
-                let refused = e.get(SendErrorKind::Refused);
-                let now = [d.stats.sent, refused, e.total() - refused];
-                let base = match from_zero {
-                    true => [0; 3],
-                    false => before
-                        .iter()
-                        .find(|(name, _)| *name == d.name)
-                        .map_or([0; 3], |(_, c)| *c),
-                };
-                let grew = |i: usize| now[i] > base[i];
-                if grew(1) {
-                    "refused"
-                } else if grew(2) {
-                    "failing"
-                } else if grew(0) {
-                    "ok"
-                } else {
-                    "idle"
-                }
-            })
-            .collect()
-    }
-}
-
-/// What the destinations' rates and statuses are computed from, kept from
-/// one sample to the next.
+/// What the destinations' rates are computed from, kept from one sample to
+/// the next (their statuses are the relay's).
 #[derive(Default)]
 pub struct Counting {
     rates: DestinationRates,
-    statuses: Statuses,
 }
 
 /// The feed thread: waits for a listener, then samples until the last one
@@ -540,7 +419,6 @@ fn sample(shared: &Shared, input: Input, counting: &mut Counting, snapshots: &mu
         }
         if now >= next_counters {
             next_counters = now + COUNTERS_EVERY;
-            follow_file(shared);
             if let Some(snapshot) = snapshots.take(SNAPSHOT_TIMEOUT) {
                 let counters = counters_json(shared, snapshot, counting, Some(&model));
                 publish(&shared.updates.counters, &counters);
@@ -555,43 +433,4 @@ fn sample(shared: &Shared, input: Input, counting: &mut Counting, snapshots: &mu
     }
     // Dropping the tap detaches it: with no page open the relay copies nothing.
     drop(tap);
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::stats::DestinationSnapshot;
-
-    fn snapshot(elapsed_s: u64, sent: u64, refused: u64, other: u64) -> Snapshot {
-        let mut s = Snapshot::empty();
-        s.elapsed = Duration::from_secs(elapsed_s);
-        let mut d = DestinationSnapshot {
-            name: "tool".to_owned(),
-            addr: "127.0.0.1:9".parse().unwrap(),
-            output: crate::fanout::Output::Same,
-            stats: Default::default(),
-            latency: Default::default(),
-        };
-        d.stats.sent = sent;
-        for _ in 0..refused {
-            d.stats.send_errors.add(SendErrorKind::Refused);
-        }
-        for _ in 0..other {
-            d.stats.send_errors.add(SendErrorKind::Unreachable);
-        }
-        s.destinations.push(d);
-        s
-    }
-
-    #[test]
-    fn a_status_says_what_the_last_5_s_did() {
-        let mut statuses = Statuses::default();
-        assert_eq!(statuses.of(&snapshot(1, 0, 0, 0)), ["idle"], "nothing yet");
-        assert_eq!(statuses.of(&snapshot(2, 60, 0, 0)), ["ok"]);
-        assert_eq!(statuses.of(&snapshot(3, 120, 5, 0)), ["refused"]);
-        // Refusals 5 s ago are forgotten; sending goes on.
-        assert_eq!(statuses.of(&snapshot(9, 480, 5, 0)), ["ok"]);
-        assert_eq!(statuses.of(&snapshot(10, 540, 5, 1)), ["failing"]);
-        assert_eq!(statuses.of(&snapshot(16, 540, 5, 1)), ["idle"]);
-    }
 }

@@ -31,7 +31,6 @@ use axum::routing::{get, post};
 use axum::Router;
 use futures_util::StreamExt as _;
 use log::info;
-use serde::Deserialize;
 use serde_json::{json, Value};
 
 use super::connections::{self, Peer};
@@ -458,7 +457,7 @@ async fn destinations_route(State(shared): State<Arc<Shared>>, request: Request)
         Ok(v) => v,
         Err(r) => return r,
     };
-    on_worker(move || change(&shared, value))
+    on_worker(move || change(&shared, &value))
         .await
         .unwrap_or_else(busy)
 }
@@ -561,7 +560,6 @@ pub fn snapshot(shared: &Shared) -> Value {
     let model = (!page_open).then(|| feed::listen_once(shared));
     let car = car.or_else(|| model.as_ref()?.car().map(feed::car_json));
     let counters = counters.or_else(|| {
-        feed::follow_file(shared);
         let mut answers = lock(&shared.answers);
         let now = answers.take(std::time::Duration::from_millis(200))?;
         Some(feed::counters_json(
@@ -587,113 +585,14 @@ pub fn snapshot(shared: &Shared) -> Value {
     })
 }
 
-/// A change of destinations, as the page sends it.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct Change {
-    action: String,
-    /// The destination's name (for `change`, the new one).
-    #[serde(default)]
-    name: String,
-    /// For `change`: the name it had.
-    #[serde(default)]
-    was: Option<String>,
-    #[serde(default)]
-    addr: String,
-    #[serde(default)]
-    format: Option<String>,
-    #[serde(default)]
-    only_race_on: bool,
-    /// Frames a second, 0 (or null) for all.
-    #[serde(default)]
-    max_rate: Value,
-    /// `max_age` in milliseconds; null (or absent, or "") for off.
-    #[serde(default)]
-    max_age_ms: Value,
-}
-
-/// A whole number the form sent for `label`, `None` when left empty.
-fn whole(value: &Value, label: &str, what: &str) -> Result<Option<u64>, String> {
-    match value {
-        Value::Null => Ok(None),
-        Value::String(s) if s.trim().is_empty() => Ok(None),
-        Value::String(s) => s
-            .trim()
-            .parse()
-            .map(Some)
-            .map_err(|_| format!("{label}: {s:?} is not {what}")),
-        Value::Number(n) => n
-            .as_u64()
-            .map(Some)
-            .ok_or_else(|| format!("{label}: {n} is not {what}")),
-        other => Err(format!("{label}: {other} is not {what}")),
-    }
-}
-
-impl Change {
-    /// The form's fields, checked for their types (each error names its field).
-    fn fields(&self) -> Result<edit::Fields, String> {
-        let rate_is = "a whole number of frames a second (0 or empty: every frame)";
-        let max_rate = whole(&self.max_rate, "Max rate", rate_is)?.unwrap_or(0);
-        let max_rate = u32::try_from(max_rate)
-            .map_err(|_| format!("Max rate: {max_rate} is not {rate_is}"))?;
-        let max_age_ms = whole(
-            &self.max_age_ms,
-            "Max age",
-            "a whole number of milliseconds (empty: frames of any age)",
-        )?;
-        Ok(edit::Fields {
-            name: self.name.trim().to_owned(),
-            addr: self.addr.trim().to_owned(),
-            format: self.format.as_ref().map(|f| f.trim().to_owned()),
-            only_race_on: self.only_race_on,
-            max_rate,
-            max_age_ms,
-        })
-    }
-}
-
-fn change(shared: &Shared, value: Value) -> Response {
-    let refuse = |status: StatusCode, error: String| {
-        json_response(status, &json!({"ok": false, "error": error}))
-    };
-    let change: Change = match serde_json::from_value(value) {
-        Ok(c) => c,
-        Err(e) => return refuse(StatusCode::BAD_REQUEST, e.to_string()),
-    };
-    let fields = match change.action.as_str() {
-        "add" | "change" => match change.fields() {
-            Ok(f) => Some(f),
-            Err(e) => return refuse(StatusCode::UNPROCESSABLE_ENTITY, e),
-        },
-        _ => None,
-    };
-    let wanted = match (change.action.as_str(), fields) {
-        ("add", Some(f)) => edit::Edit::Add(f),
-        ("change", Some(f)) => {
-            edit::Edit::Change(change.was.clone().unwrap_or_else(|| change.name.clone()), f)
-        }
-        ("remove", _) => edit::Edit::Remove(change.name),
-        (other, _) => {
-            return refuse(
-                StatusCode::BAD_REQUEST,
-                format!("unknown action {other:?}: add, change or remove"),
-            )
-        }
-    };
-    match edit::apply(shared, &wanted) {
-        Ok(message) => {
-            info!("web page: {message}");
-            json_response(
-                StatusCode::OK,
-                &json!({"ok": true, "saved": shared.file.is_some(), "message": message}),
-            )
-        }
-        Err(error) => json_response(
-            StatusCode::UNPROCESSABLE_ENTITY,
-            &json!({"ok": false, "error": error}),
-        ),
-    }
+/// A change of destinations: answered once the configuration's owner made it
+/// and the relay applied it, or with why nothing changed ([`edit::change`]).
+fn change(shared: &Shared, value: &Value) -> Response {
+    let (status, body) = edit::change(shared, value);
+    json_response(
+        StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
+        &body,
+    )
 }
 
 fn recording(shared: &Shared, value: &Value) -> Response {

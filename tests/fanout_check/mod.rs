@@ -563,7 +563,7 @@ impl Sink for Recorder {
         self.count += 1;
         let nth = |every: u8| every > 0 && self.count.is_multiple_of(u64::from(every));
         let outcome = if nth(self.fail_every) {
-            report.send_error(SendErrorKind::Other);
+            report.send_error(SendErrorKind::Other, received);
             Fate::Dropped(DropReason::SendError)
         } else if nth(self.queue_every) {
             Fate::Queued

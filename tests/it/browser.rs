@@ -569,6 +569,8 @@ fn the_page_in_chromium_shows_the_car_and_adds_and_removes_a_destination() {
     let address = driver.labelled("Address");
     driver.type_into(&address, &third_addr.to_string());
     driver.click_at("//button[normalize-space()='Save']");
+    // The page answers once the change is applied and saved (issue 23).
+    driver.wait_for("//*[@id='form-result']", |t| t.contains("saved in"));
     assert!(
         receives(&third, ADDED_WITHIN),
         "nothing reached the new address of the destination edited on the page within \

@@ -1077,7 +1077,7 @@ fn issue9_binary_keeps_the_old_address_of_a_hostname_that_stops_resolving() {
         started.elapsed(),
     );
     let a = counts.dest("A");
-    assert_eq!(a.0["addr"], a_addr.to_string(), "A kept its address");
+    assert_eq!(a.0["resolved"], a_addr.to_string(), "A kept its address");
     assert_eq!(a.sent(), 1 + later.len() as u64, "A: sent");
     assert_eq!(counts.dest("C").sent(), later.len() as u64, "C: sent");
     // C came after packet 1: it saw one datagram less than the relay received.

@@ -14,8 +14,8 @@ use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
 use forza_relay::config::{system_look_up, Config, LookUp, Output, Overrides};
+use forza_relay::owner::{Outcome, Owner, APPLY_PATIENCE};
 use forza_relay::relay::{Control, Relay};
-use forza_relay::reload::{Outcome, Reloader, APPLY_PATIENCE};
 use forza_relay::stats::{DropReason, Snapshot};
 use forza_relay::wire::Format;
 
@@ -34,7 +34,7 @@ struct Rig {
     addr: SocketAddr,
     control: Control,
     thread: Option<JoinHandle<Snapshot>>,
-    reloader: Option<Reloader>,
+    reloader: Option<Owner>,
     /// What the reloader made of each version of the file.
     outcomes: mpsc::Receiver<Outcome>,
 }
@@ -57,8 +57,8 @@ impl Rig {
         let (addr, control) = rx
             .recv_timeout(Duration::from_secs(10))
             .expect("the relay starts");
-        let mut reloader = Reloader::start(
-            file.path(),
+        let mut reloader = Owner::start(
+            Some(file.path()),
             Overrides::default(),
             config,
             control.clone(),
@@ -850,8 +850,8 @@ fn issue17_a_slow_apply_is_logged_and_waited_for_until_the_relay_takes_it() {
         .config;
     let mut relay = Relay::bind(&config).expect("the relay binds");
     let control = relay.control();
-    let mut reloader = Reloader::start(
-        file.path(),
+    let mut reloader = Owner::start(
+        Some(file.path()),
         Overrides::default(),
         config,
         control.clone(),

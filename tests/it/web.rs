@@ -1036,10 +1036,11 @@ fn max_age_from_the_page_is_written_shown_and_kept_for_the_others() {
         &format!(r#"{{"action":"add","name":"b","addr":"{b_addr}","max_age_ms":null}}"#),
     );
     assert_eq!(r.status, 200, "{}", r.body);
-    let message = r.json()["message"].as_str().unwrap().to_owned();
-    assert!(
-        message.ends_with("configuration applied: + b (same)"),
-        "only b changed: {message}"
+    assert_eq!(
+        r.json()["changes"],
+        "+ b (same)",
+        "only b changed: {}",
+        r.body
     );
     bin.signal("INT");
     let done = bin.wait();
