@@ -153,7 +153,15 @@ fn count_section(relays: &[Peer], epoch: Instant) -> Vec<Counts> {
     );
     let mut all = Vec::new();
     for dests in [1, 4] {
-        for peer in relays {
+        // With 4 destinations forza-relay also runs with every one `same`:
+        // the translations' share of its count.
+        let same = (dests > 1).then_some(Peer::ForzaAllSame);
+        for peer in relays
+            .iter()
+            .take(1)
+            .chain(&same)
+            .chain(relays.iter().skip(1))
+        {
             let run = |tool: Tool, rate: u32, time: Duration| {
                 let trial = Trial {
                     peer: peer.clone(),
@@ -222,11 +230,9 @@ fn count_section(relays: &[Peer], epoch: Instant) -> Vec<Counts> {
 /// A file name for a peer's scratch folder.
 fn peer_file_name(peer: &Peer) -> String {
     peer.label()
-        .split_whitespace()
-        .next()
-        .unwrap_or("relay")
-        .trim_end_matches(',')
-        .to_owned()
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+        .collect()
 }
 
 /// The median of `v`.
