@@ -303,6 +303,19 @@ fn print_counts(all: &[Counts]) {
             ),
         );
     }
+    for c in all {
+        let receives = c.per_packet(c.calls.as_ref().map(Callgrind::receives));
+        if receives.is_some_and(|r| r < 0.95) {
+            println!(
+                "    ! {}, {}: {} receives per packet: some wake-ups under callgrind took \
+                 several packets (the machine was busy), so its instructions per packet are \
+                 below the game rate's; run it again on a quieter machine",
+                c.label,
+                Dests(c.dests),
+                num(receives, 2)
+            );
+        }
+    }
     println!(
         "   instr = callgrind's Ir over every thread (the kernel and the vDSO are not in it: \
          a clock read counts as glibc's clock_gettime making the call, about 10 instructions, \
