@@ -394,10 +394,9 @@ fn expand(names: &mut HashMap<String, String>, value: &str) -> String {
 #[derive(Debug, Clone, Default)]
 pub struct Lines {
     /// Per wake-up (from one receive's entry to the next): distinct lines of
-    /// code, of data, and instructions.
+    /// code and of data.
     pub code: Vec<usize>,
     pub data: Vec<usize>,
-    pub instructions: Vec<usize>,
 }
 
 impl Lines {
@@ -411,7 +410,6 @@ impl Lines {
         let reader = BufReader::new(file.take(mark.trace_to.saturating_sub(mark.trace_from)));
         let mut lines = Lines::default();
         let (mut code, mut data) = (HashSet::new(), HashSet::new());
-        let mut instructions = 0;
         let mut started = false;
         // The first line may be cut: `mark.trace_from` can fall within it.
         for line in reader.lines().skip(1) {
@@ -423,19 +421,12 @@ impl Lines {
                 if started {
                     lines.code.push(code.len());
                     lines.data.push(data.len());
-                    lines.instructions.push(instructions);
                 }
                 started = true;
                 code.clear();
                 data.clear();
-                instructions = 0;
             }
-            let set = if kind == b'I' {
-                instructions += 1;
-                &mut code
-            } else {
-                &mut data
-            };
+            let set = if kind == b'I' { &mut code } else { &mut data };
             set.insert(addr >> 6);
             set.insert((addr + size.max(1) - 1) >> 6);
         }

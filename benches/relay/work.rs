@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 
 use crate::peers::{self, Peer};
 use crate::process::procfs;
-use crate::report::{num, opt, pass, percentile_us, print_anomalies, Dests, Rounds};
+use crate::report::{num, opt, pass, print_anomalies, Dests, Rounds};
 use crate::traffic::Wake;
 use crate::trial::{Outcome, Trial};
 use crate::valgrind::{Callgrind, Counted, Lines, Tool};
@@ -114,18 +114,13 @@ pub fn section(samplicator: Option<PathBuf>, c_relay: Option<PathBuf>, counts_on
                 .find(|c| c.dests == dests && c.label == label)
                 .and_then(Counts::instructions)
         };
-        let (ours, floor) = (of(Peer::Forza.label()), of(floor_label()));
-        println!(
-            "   {} user-space instructions per packet ≤ {AIM_INSTRUCTIONS_VS_FLOOR}× floor.c's, \
-             {}: {} vs {} = {}×",
-            pass(
-                ours.zip(floor)
-                    .is_some_and(|(a, b)| a <= AIM_INSTRUCTIONS_VS_FLOOR * b)
-            ),
-            Dests(dests),
-            num(ours, 0),
-            num(floor, 0),
-            num(ours.zip(floor).map(|(a, b)| a / b), 2)
+        ratio_aim(
+            &format!("user-space instructions per packet ≤ {AIM_INSTRUCTIONS_VS_FLOOR}× floor.c's"),
+            "(callgrind)",
+            dests,
+            (of(Peer::Forza.label()), of(floor_label())),
+            AIM_INSTRUCTIONS_VS_FLOOR,
+            0,
         );
         if let Some(runs) = &native {
             native_aims(runs, dests);
@@ -479,33 +474,31 @@ impl Native {
 }
 
 fn figures(runs: &NativeRuns, dests: usize, label: &str) -> Native {
-    let direct_p50 = |round: usize| {
-        runs.iter()
-            .find(|(d, r, o)| *d == dests && *r == round && o.trial.peer == Peer::Direct)
-            .and_then(|(_, _, o)| percentile_us(&o.pooled_latencies(), 50.0))
-    };
-    let mine: Vec<&(usize, usize, Outcome)> = runs
+    // CPU and p50 as the latency section works them out.
+    let shared = crate::peer_figures(runs, dests, label);
+    let mine: Vec<&Outcome> = runs
         .iter()
         .filter(|(d, _, o)| *d == dests && o.trial.peer.label() == label)
+        .map(|(_, _, o)| o)
         .collect();
-    let each = |f: &dyn Fn(usize, &Outcome) -> Option<f64>| {
-        Rounds::of(mine.iter().map(|(_, round, o)| f(*round, o)))
-    };
     let mut ticks = (0, 0);
-    for (_, _, o) in &mine {
+    for o in &mine {
         if let Some((u, s)) = o.relay.as_ref().and_then(|r| r.user_system_ticks) {
             ticks.0 += u;
             ticks.1 += s;
         }
     }
     Native {
-        cpu: each(&|_, o| o.cpu_ns_per_packet().map(|ns| ns / 1e3)),
-        wakes: each(&|_, o| Some(o.relay.as_ref()?.sleeps? as f64 / o.sent.max(1) as f64)),
-        p50_ratio: each(&|r, o| Some(percentile_us(&o.pooled_latencies(), 50.0)? / direct_p50(r)?)),
+        cpu: shared.cpu_us,
+        wakes: Rounds::of(
+            mine.iter()
+                .map(|o| Some(o.relay.as_ref()?.sleeps? as f64 / o.sent.max(1) as f64)),
+        ),
+        p50_ratio: shared.p50_ratio,
         ticks,
         perf: mine
             .iter()
-            .filter_map(|(_, _, o)| Some((o.sent, perf_of(o)?.clone())))
+            .filter_map(|o| Some((o.sent, perf_of(o)?.clone())))
             .collect(),
     }
 }
@@ -513,18 +506,13 @@ fn figures(runs: &NativeRuns, dests: usize, label: &str) -> Native {
 fn native_aims(runs: &NativeRuns, dests: usize) {
     let ours = figures(runs, dests, Peer::Forza.label());
     let theirs = figures(runs, dests, samplicator_label());
-    let (a, b) = (ours.cpu.median(), theirs.cpu.median());
-    println!(
-        "   {} CPU per packet ≤ {AIM_CPU_VS_SAMPLICATOR}× samplicator's, {} (pinned, medians): \
-         {} µs vs {} µs = {}×",
-        pass(
-            a.zip(b)
-                .is_some_and(|(a, b)| a <= AIM_CPU_VS_SAMPLICATOR * b)
-        ),
-        Dests(dests),
-        num(a, 2),
-        num(b, 2),
-        num(a.zip(b).map(|(a, b)| a / b), 2)
+    ratio_aim(
+        &format!("CPU per packet ≤ {AIM_CPU_VS_SAMPLICATOR}× samplicator's"),
+        "(pinned, medians)",
+        dests,
+        (ours.cpu.median(), theirs.cpu.median()),
+        AIM_CPU_VS_SAMPLICATOR,
+        2,
     );
     let (a, b) = (ours.p50_ratio.median(), theirs.p50_ratio.median());
     println!(
@@ -536,5 +524,24 @@ fn native_aims(runs: &NativeRuns, dests: usize) {
         Dests(dests),
         num(a, 2),
         num(b, 2)
+    );
+}
+
+/// Prints `what` for `dests` destinations, met when ours ≤ `aim` × theirs.
+fn ratio_aim(
+    what: &str,
+    how: &str,
+    dests: usize,
+    (ours, theirs): (Option<f64>, Option<f64>),
+    aim: f64,
+    digits: usize,
+) {
+    println!(
+        "   {} {what}, {} {how}: {} vs {} = {}×",
+        pass(ours.zip(theirs).is_some_and(|(a, b)| a <= aim * b)),
+        Dests(dests),
+        num(ours, digits),
+        num(theirs, digits),
+        num(ours.zip(theirs).map(|(a, b)| a / b), 2)
     );
 }
