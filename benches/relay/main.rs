@@ -24,9 +24,13 @@
 //! 5. Freshness after a stall (issue 15): the relay stopped with SIGSTOP for
 //!    2 s at 360 packets/s, then resumed; what each destination gets after
 //!    the resume, with and without `max-age` (see `freshness`).
+//! 6. The work per packet (issue 26), only when asked for (`work`, or
+//!    `work-counts` for the counts alone): instructions, calls and cache
+//!    lines per packet under valgrind, beside samplicator, the C relay and
+//!    floor.c, then CPU per packet pinned (see `work`).
 //!
 //! `cargo bench --bench relay -- latency` (or `syscalls`, `throughput`,
-//! `freshness`) runs one section. Aims are printed as PASS/MISS beside the figures; nothing here
+//! `freshness`, `work`) runs one section. Aims are printed as PASS/MISS beside the figures; nothing here
 //! asserts.
 //! The `/proc` figures are Linux only; elsewhere they print "n/a".
 
@@ -36,6 +40,8 @@ mod process;
 mod report;
 mod traffic;
 mod trial;
+mod valgrind;
+mod work;
 
 use std::path::PathBuf;
 use std::thread;
@@ -107,6 +113,12 @@ fn main() {
             .filter(|p| p.is_file()),
         c_relay: peers::build_c_relay(),
     };
+    if std::env::args().any(|a| a == work::WORK_CHILD) {
+        // Started by `run_pinned`: section 6 alone.
+        let counts_only = std::env::args().any(|a| a == work::COUNTS_ONLY);
+        work::section(tools.samplicator, tools.c_relay, counts_only);
+        return;
+    }
     if pinned {
         // Started by `latency_pinned`: the latency section alone, then its aims.
         let (runs, _) = latency_section(&tools, epoch, Some(PIN_CPU));
@@ -170,7 +182,19 @@ fn main() {
     if wanted("freshness") {
         freshness::section(tools.socat, tools.python, epoch);
     }
-    summary(syscalls.as_ref(), latency.as_ref(), loads.as_ref());
+    // Minutes under valgrind: only when asked for by name.
+    if only.iter().any(|o| o == "work") {
+        run_pinned(&[work::WORK_CHILD], "6. (work per packet");
+    } else if only.iter().any(|o| o == "work-counts") {
+        run_pinned(
+            &[work::WORK_CHILD, work::COUNTS_ONLY],
+            "6. (work per packet",
+        );
+    }
+    // Section 6 prints its own aims.
+    if only.is_empty() || !only.iter().all(|o| o.starts_with("work")) {
+        summary(syscalls.as_ref(), latency.as_ref(), loads.as_ref());
+    }
     println!(
         "\nfinished in {:.0} s; load average now {}",
         started.elapsed().as_secs_f64(),
@@ -264,6 +288,8 @@ fn syscall_section(tools: &Tools, epoch: Instant) -> SyscallFigures {
             wake: Wake::Blocking,
             strace: true,
             idle: None,
+            under: None,
+            perf: false,
         };
         let Some(o) = attempt(trial, epoch) else {
             continue;
@@ -358,6 +384,8 @@ fn latency_section(
                     wake: Wake::Blocking,
                     strace: false,
                     idle: measure_idle.then_some(IDLE_TIME),
+                    under: None,
+                    perf: false,
                 };
                 let Some(mut o) = attempt(trial, epoch) else {
                     continue;
@@ -383,21 +411,28 @@ fn latency_section(
 /// On this 2-CPU VM a wake-up that crosses CPUs costs 10–20 µs, and where the
 /// scheduler puts each thread differs between runs and between peers.
 fn latency_pinned() {
+    run_pinned(&[PINNED_CHILD], "2b. (pinned to one CPU");
+}
+
+/// Runs this bench again with `flags` in a child under `taskset -c PIN_CPU`;
+/// `what` starts the line that says why it could not.
+fn run_pinned(flags: &[&str], what: &str) {
     if !peers::installed("taskset", "-V") {
-        println!("\n2b. (pinned to one CPU: taskset not installed, skipped)");
+        println!("\n{what}: taskset not installed, skipped)");
         return;
     }
     let Ok(me) = std::env::current_exe() else {
-        println!("\n2b. (pinned to one CPU: skipped, this bench's path is unknown)");
+        println!("\n{what}: skipped, this bench's path is unknown)");
         return;
     };
     let status = std::process::Command::new("taskset")
         .args(["-c", &PIN_CPU.to_string()])
         .arg(me)
-        .args(["--bench", PINNED_CHILD])
+        .arg("--bench")
+        .args(flags)
         .status();
     if !status.as_ref().is_ok_and(|s| s.success()) {
-        println!("\n2b. (pinned to one CPU: the run failed: {status:?})");
+        println!("\n{what}: the run failed: {status:?})");
     }
 }
 
@@ -551,6 +586,8 @@ fn throughput_section(tools: &Tools, epoch: Instant) -> LoadRuns {
                     wake: Wake::Polling,
                     strace: false,
                     idle: None,
+                    under: None,
+                    perf: false,
                 };
                 if let Some(o) = attempt(trial, epoch) {
                     runs.push((dests, rate, round, o));

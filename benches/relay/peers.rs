@@ -69,6 +69,11 @@ pub enum Peer {
     /// The same shape in a few lines of our own C (`peers/c_relay.c`, built by
     /// [`build_c_relay`]): a peer any machine with a C compiler has.
     CRelay(PathBuf),
+    /// forza-relay's system calls and nothing else
+    /// (`peers/experiments/floor.c`, built by [`build_floor`]): `recvmmsg` on
+    /// a blocking socket with receive times, a `send` per destination on a
+    /// connected socket.
+    Floor(PathBuf),
 }
 
 impl Peer {
@@ -84,6 +89,7 @@ impl Peer {
             Peer::Python => "python relay",
             Peer::Samplicator(_) => "samplicator",
             Peer::CRelay(_) => "C relay (peers/c_relay.c)",
+            Peer::Floor(_) => "floor (experiments/floor.c)",
         }
     }
 
@@ -180,6 +186,17 @@ impl Peer {
                     .args(to.iter().map(|a| a.port().to_string()));
                 Some(cmd)
             }
+            Peer::Floor(path) => {
+                let mut cmd = Command::new(path);
+                // forza-relay's receive buffer; mode 0: the calls alone.
+                cmd.args([
+                    listen.port().to_string(),
+                    "4194304".to_owned(),
+                    "0".to_owned(),
+                ])
+                .args(to.iter().map(|a| a.port().to_string()));
+                Some(cmd)
+            }
         }
     }
 }
@@ -187,21 +204,31 @@ impl Peer {
 /// Compiles `peers/c_relay.c` with the system's C compiler (`cc`, `-O2`) into
 /// the bench's scratch folder; `None` (and why, printed) without a compiler.
 pub fn build_c_relay() -> Option<PathBuf> {
-    let source = concat!(env!("CARGO_MANIFEST_DIR"), "/benches/relay/peers/c_relay.c");
-    let binary = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("c-relay");
+    build_c("peers/c_relay.c", "c-relay", "C relay")
+}
+
+/// Compiles `peers/experiments/floor.c` as [`build_c_relay`] does.
+pub fn build_floor() -> Option<PathBuf> {
+    build_c("peers/experiments/floor.c", "floor", "floor")
+}
+
+/// Compiles `source` (under benches/relay) into `name` in the scratch folder.
+fn build_c(source: &str, name: &str, what: &str) -> Option<PathBuf> {
+    let source = format!("{}/benches/relay/{source}", env!("CARGO_MANIFEST_DIR"));
+    let binary = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(name);
     let built = Command::new("cc")
         .args(["-O2", "-o"])
         .arg(&binary)
-        .arg(source)
+        .arg(&source)
         .status();
     match built {
         Ok(s) if s.success() => Some(binary),
         Ok(s) => {
-            println!("C relay: `cc` failed ({s}) on {source}: its rows are skipped");
+            println!("{what}: `cc` failed ({s}) on {source}: its rows are skipped");
             None
         }
         Err(e) => {
-            println!("C relay: no C compiler (`cc`: {e}): its rows are skipped");
+            println!("{what}: no C compiler (`cc`: {e}): its rows are skipped");
             None
         }
     }

@@ -285,6 +285,85 @@ fn parse_strace_summary(text: &str) -> Result<SyscallCounts, String> {
     Ok(counts)
 }
 
+/// `perf stat -x, -p PID` counting a running process, when `perf` is
+/// installed. Events the machine can't count (hardware counters in most VMs)
+/// read `<not supported>`: their values are `None`.
+pub struct PerfStat {
+    child: Child,
+    out: PathBuf,
+    events: Vec<&'static str>,
+}
+
+/// What `perf stat` counted: each event asked for, in order, with its value.
+#[derive(Debug, Clone, Default)]
+pub struct PerfCounts(pub Vec<(&'static str, Option<f64>)>);
+
+impl PerfCounts {
+    /// The value of `event`, if it was counted.
+    pub fn get(&self, event: &str) -> Option<f64> {
+        self.0
+            .iter()
+            .find(|(e, _)| *e == event)
+            .and_then(|(_, v)| *v)
+    }
+}
+
+impl PerfStat {
+    /// Starts counting `events` in every thread of `pid`.
+    pub fn attach(pid: u32, events: &[&'static str]) -> Result<PerfStat, String> {
+        let out = std::env::temp_dir().join(format!("forza-relay-bench-perf-{pid}.csv"));
+        let child = Command::new("perf")
+            .args([
+                "stat",
+                "-x",
+                ",",
+                "-p",
+                &pid.to_string(),
+                "-e",
+                &events.join(","),
+            ])
+            .arg("-o")
+            .arg(&out)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .map_err(|e| format!("perf not installed ({e})"))?;
+        // perf prints nothing when it starts counting; give it a moment.
+        thread::sleep(Duration::from_millis(200));
+        Ok(PerfStat {
+            child,
+            out,
+            events: events.to_vec(),
+        })
+    }
+
+    /// Stops counting and reads the counts.
+    pub fn detach(mut self) -> Result<PerfCounts, String> {
+        interrupt(self.child.id());
+        let _ = self.child.wait();
+        let text = std::fs::read_to_string(&self.out)
+            .map_err(|e| format!("read {}: {e}", self.out.display()))?;
+        let _ = std::fs::remove_file(&self.out);
+        // One CSV line per event, in the order asked: value,unit,event,…
+        let values: Vec<Option<f64>> = text
+            .lines()
+            .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+            .map(|l| l.split(',').next().and_then(|v| v.parse().ok()))
+            .collect();
+        if values.len() != self.events.len() {
+            return Err(format!(
+                "perf stat printed {} lines for {} events:\n{text}",
+                values.len(),
+                self.events.len()
+            ));
+        }
+        Ok(PerfCounts(
+            self.events.iter().copied().zip(values).collect(),
+        ))
+    }
+}
+
 /// `/proc` readings (Linux); elsewhere every reading is `None`.
 pub mod procfs {
     use std::fs;
@@ -318,14 +397,19 @@ pub mod procfs {
 
     /// utime + stime of the whole process, in clock ticks (`/proc/PID/stat`).
     pub fn cpu_ticks(pid: u32) -> Option<u64> {
+        user_system_ticks(pid).map(|(user, system)| user + system)
+    }
+
+    /// utime and stime of the whole process apart, in clock ticks: the
+    /// kernel samples which side a tick finds a thread on, so over a short run
+    /// the split is coarse.
+    pub fn user_system_ticks(pid: u32) -> Option<(u64, u64)> {
         let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
         // The command name may hold spaces; the fields after it are plain.
         let rest = &stat[stat.rfind(')')? + 2..];
         let fields: Vec<&str> = rest.split_whitespace().collect();
         // Fields 14 and 15 of proc(5); `rest` starts at field 3.
-        let utime: u64 = fields.get(11)?.parse().ok()?;
-        let stime: u64 = fields.get(12)?.parse().ok()?;
-        Some(utime + stime)
+        Some((fields.get(11)?.parse().ok()?, fields.get(12)?.parse().ok()?))
     }
 
     /// Peak resident memory of `pid`, KiB (`VmHWM`).

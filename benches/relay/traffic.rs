@@ -265,11 +265,21 @@ impl Sender {
     /// Sends warm-up datagrams until every receiver has seen one (the relay is
     /// up), then a few more.
     pub fn warm_up(&mut self, receivers: &Receivers) -> Result<(), String> {
-        let deadline = Instant::now() + WARM_UP_TIMEOUT;
+        self.warm_up_within(receivers, WARM_UP_TIMEOUT)
+    }
+
+    /// As [`Sender::warm_up`], for a relay that may take up to `timeout` to
+    /// start (one under valgrind).
+    pub fn warm_up_within(
+        &mut self,
+        receivers: &Receivers,
+        timeout: Duration,
+    ) -> Result<(), String> {
+        let deadline = Instant::now() + timeout;
         while !receivers.all_warm() {
             if Instant::now() > deadline {
                 return Err(format!(
-                    "no warm-up datagram reached every receiver within {WARM_UP_TIMEOUT:?}"
+                    "no warm-up datagram reached every receiver within {timeout:?}"
                 ));
             }
             // Before the relay binds its port a send may fail (ICMP refused).

@@ -4,8 +4,29 @@
 use std::time::{Duration, Instant};
 
 use crate::peers::Peer;
-use crate::process::{procfs, Ended, FinalLine, Spawned, Strace, SyscallCounts};
+use crate::process::{
+    procfs, Ended, FinalLine, PerfCounts, PerfStat, Spawned, Strace, SyscallCounts,
+};
 use crate::traffic::{free_port, Receivers, Sender, Wake};
+use crate::valgrind::{self, Counted};
+
+/// What `perf stat` is asked to count (`Trial::perf`): user and kernel apart
+/// where the machine has hardware counters, and two software events any
+/// Linux has.
+pub const PERF_EVENTS: [&str; 10] = [
+    "instructions:u",
+    "instructions:k",
+    "cycles:u",
+    "cycles:k",
+    "cache-misses:u",
+    "cache-misses:k",
+    "dTLB-load-misses:u",
+    "dTLB-load-misses:k",
+    "task-clock",
+    "context-switches",
+];
+/// How long a relay under valgrind may take to start.
+const VALGRIND_WARM_UP: Duration = Duration::from_secs(60);
 
 /// What to run.
 #[derive(Debug, Clone)]
@@ -24,6 +45,11 @@ pub struct Trial {
     pub strace: bool,
     /// After the traffic, measure the peer with no traffic for this long.
     pub idle: Option<Duration>,
+    /// Run the peer under a valgrind tool, counting over the measured traffic.
+    pub under: Option<valgrind::Tool>,
+    /// Count the peer with `perf stat` ([`PERF_EVENTS`]) over the measured
+    /// traffic.
+    pub perf: bool,
 }
 
 impl Trial {
@@ -61,6 +87,14 @@ pub struct RelayMeasures {
     pub syscalls: Option<Result<SyscallCounts, String>>,
     /// With no traffic, when asked for.
     pub idle: Option<IdleMeasures>,
+    /// utime and stime clock ticks over the measured traffic.
+    pub user_system_ticks: Option<(u64, u64)>,
+    /// Times a thread went to sleep over the measured traffic: its wake-ups.
+    pub sleeps: Option<u64>,
+    /// `perf stat`'s counts, when asked for.
+    pub perf: Option<Result<PerfCounts, String>>,
+    /// What valgrind counted, when the peer ran under it.
+    pub counted: Option<Result<Counted, String>>,
     /// How it ended: `None` when it had to be killed.
     pub ended: Ended,
 }
@@ -138,6 +172,10 @@ pub fn run(trial: Trial, epoch: Instant) -> Result<Outcome, String> {
     let listen = free_port().map_err(|e| format!("find a free port: {e}"))?;
     let relay = match trial.peer.command(listen, receivers.addrs()) {
         Some(cmd) => {
+            let cmd = match &trial.under {
+                Some(tool) => tool.wrap(&cmd),
+                None => cmd,
+            };
             let program = format!("{:?}", cmd.get_program());
             Some(Spawned::start(cmd).map_err(|e| format!("start {program}: {e}"))?)
         }
@@ -149,7 +187,12 @@ pub fn run(trial: Trial, epoch: Instant) -> Result<Outcome, String> {
         receivers.addrs()[0]
     };
     let mut sender = Sender::connect(target).map_err(|e| format!("bind the sender: {e}"))?;
-    if let Err(e) = sender.warm_up(&receivers) {
+    let warm_up = if trial.under.is_some() {
+        sender.warm_up_within(&receivers, VALGRIND_WARM_UP)
+    } else {
+        sender.warm_up(&receivers)
+    };
+    if let Err(e) = warm_up {
         let log = relay.map(|r| r.stop().stderr).unwrap_or_default();
         receivers.finish();
         return Err(format!("{e}; the relay's stderr:\n{log}"));
@@ -159,11 +202,37 @@ pub fn run(trial: Trial, epoch: Instant) -> Result<Outcome, String> {
         Some(pid) if trial.strace => Some(Strace::attach(pid)),
         _ => None,
     };
+    let perf = match pid {
+        Some(pid) if trial.perf => Some(PerfStat::attach(pid, &PERF_EVENTS)),
+        _ => None,
+    };
+    let mark = match (pid, &trial.under) {
+        (Some(pid), Some(tool)) => {
+            // Slowed down, it may still be handling the warm-up: counting
+            // starts once it is idle.
+            quiesce(pid);
+            Some(tool.begin(pid))
+        }
+        _ => None,
+    };
     let before = pid.and_then(procfs::cpu_ns);
+    let (ticks_before, sleeps_before) = (
+        pid.and_then(procfs::user_system_ticks),
+        pid.and_then(procfs::sleeps),
+    );
     let sent = sender.send_paced(count, trial.rate, epoch);
     receivers.settle(u64::from(count) * trial.dests as u64);
     let after = pid.and_then(procfs::cpu_ns);
+    let (ticks_after, sleeps_after) = (
+        pid.and_then(procfs::user_system_ticks),
+        pid.and_then(procfs::sleeps),
+    );
+    let mark = match (pid, &trial.under, mark) {
+        (Some(pid), Some(tool), Some(Ok(mut m))) => Some(tool.end(pid, &mut m).map(|()| m)),
+        (_, _, m) => m,
+    };
     let syscalls = strace.map(|s| s.and_then(Strace::detach));
+    let perf = perf.map(|p| p.and_then(PerfStat::detach));
 
     let kernel_drops: Vec<Option<u64>> = receivers
         .addrs()
@@ -180,8 +249,20 @@ pub fn run(trial: Trial, epoch: Instant) -> Result<Outcome, String> {
             .peer
             .has_json()
             .then(|| FinalLine::find(&ended.stdout));
+        let counted = trial.under.as_ref().zip(mark).map(|(tool, mark)| {
+            let counted = mark.and_then(|m| tool.read(&m));
+            tool.clean();
+            counted
+        });
+        let d = |a: Option<u64>, b: Option<u64>| Some(b?.saturating_sub(a?));
         RelayMeasures {
-            cpu_ns: before.zip(after).map(|(b, a)| a.saturating_sub(b)),
+            cpu_ns: d(before, after),
+            user_system_ticks: ticks_before
+                .zip(ticks_after)
+                .map(|((u0, s0), (u1, s1))| (u1.saturating_sub(u0), s1.saturating_sub(s0))),
+            sleeps: d(sleeps_before, sleeps_after),
+            perf,
+            counted,
             peak_rss_kib,
             listen_drops,
             counters,
@@ -210,6 +291,25 @@ pub fn run(trial: Trial, epoch: Instant) -> Result<Outcome, String> {
         delivered,
         relay,
     })
+}
+
+/// Waits until `pid` uses (almost) no CPU for a while, at most
+/// [`VALGRIND_WARM_UP`].
+fn quiesce(pid: u32) {
+    const QUIET: Duration = Duration::from_millis(300);
+    const BUSY_NS: u64 = 1_000_000;
+    let deadline = Instant::now() + VALGRIND_WARM_UP;
+    let mut last = procfs::cpu_ns(pid);
+    while Instant::now() < deadline {
+        std::thread::sleep(QUIET);
+        let now = procfs::cpu_ns(pid);
+        if let (Some(a), Some(b)) = (last, now) {
+            if b.saturating_sub(a) < BUSY_NS {
+                return;
+            }
+        }
+        last = now;
+    }
 }
 
 fn measure_idle(pid: u32, time: Duration) -> IdleMeasures {
