@@ -715,8 +715,8 @@ impl OwnerThread {
             if let Err(e) = text::replace(path, &read, new_text) {
                 // The relay goes back to what the file still says.
                 let failed = match e {
-                    text::WriteError::Changed => Failed::Conflict,
-                    _ => Failed::Refused,
+                    text::WriteError::Changed | text::WriteError::ReadOnly(_) => Failed::Conflict,
+                    text::WriteError::Io(..) => Failed::Refused,
                 };
                 if !matches!(self.apply(&previous, &what), Answered::Yes(Ok(_))) {
                     warn!("{what}: the relay could not go back to {}", path.display());

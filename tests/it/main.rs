@@ -31,6 +31,7 @@ mod faults;
 mod generated;
 mod influx;
 mod mqtt;
+mod owner;
 mod record;
 mod relay;
 mod reload;

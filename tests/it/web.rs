@@ -19,7 +19,7 @@ const APPLY_WITHIN: Duration = Duration::from_secs(5);
 
 /// Waits until it runs: the relay's address, the page's, the token in the
 /// page's URL (empty on loopback).
-fn started(bin: &mut Bin) -> (SocketAddr, SocketAddr, String) {
+pub(crate) fn started(bin: &mut Bin) -> (SocketAddr, SocketAddr, String) {
     let listen = bin.wait_for_address("listen on ");
     let (web, token) = web_addr(bin);
     bin.wait_for_line("running; press Ctrl-C to stop");
@@ -27,7 +27,7 @@ fn started(bin: &mut Bin) -> (SocketAddr, SocketAddr, String) {
 }
 
 /// The page's address, from `web page on http://ADDR/…`.
-fn web_addr(bin: &mut Bin) -> (SocketAddr, String) {
+pub(crate) fn web_addr(bin: &mut Bin) -> (SocketAddr, String) {
     let line = bin.wait_for_line("web page on http://");
     let url = &line[line.find("http://").unwrap() + 7..];
     let url = url.split_whitespace().next().unwrap();
@@ -41,7 +41,7 @@ fn web_addr(bin: &mut Bin) -> (SocketAddr, String) {
 }
 
 /// The session token, as the page gets it.
-fn page_token(page: &Reply) -> String {
+pub(crate) fn page_token(page: &Reply) -> String {
     let at = page
         .body
         .find("name=\"forza-token\" content=\"")
@@ -70,7 +70,7 @@ fn destinations(web: SocketAddr, headers: &[&str]) -> Vec<String> {
         .collect()
 }
 
-fn post_change(web: SocketAddr, token: &str, body: &str) -> Reply {
+pub(crate) fn post_change(web: SocketAddr, token: &str, body: &str) -> Reply {
     request(
         web,
         "POST",
