@@ -144,7 +144,10 @@ function destinationRow(d, before, history) {
   cell(tr, d.sent, "Sent");
   const drops = Object.entries(d.drops ?? {}).filter(([, n]) => n > 0).map(([k, n]) => `${k.replaceAll("_", " ")} ${n}`);
   cell(tr, drops.join(", ") || "0", "Drops");
-  cell(tr, d.problems || "–", "Newest error", d.problems ? "error-text" : "");
+  // The newest error while it is one (issue 23): a tool that listens again
+  // clears it; the run's totals stay in the Drops column and the summary.
+  const problem = (state === "refused" || state === "failing") && d.problems;
+  cell(tr, problem || "–", "Newest error", problem ? "error-text" : "");
   const actions = cell(tr, "", null, "actions");
   for (const [kind, text] of [["edit", "Edit"], ["remove", "Remove"]]) {
     const button = document.createElement("button");
