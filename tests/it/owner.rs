@@ -8,8 +8,8 @@
 use crate::common;
 
 use std::fs::OpenOptions;
-use std::io::{Read as _, Write as _};
-use std::net::{SocketAddr, TcpStream, UdpSocket};
+use std::io::Write as _;
+use std::net::{SocketAddr, UdpSocket};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::Arc;
@@ -452,6 +452,8 @@ fn a_read_only_config_is_not_replaced_and_nothing_changes() {
 #[cfg(unix)]
 #[test]
 fn a_fifo_at_the_config_path_gets_an_answer_and_is_named() {
+    use std::io::Read as _;
+    use std::net::TcpStream;
     let (a, a_addr) = receiver();
     let (_b, b_addr) = receiver();
     let file = TempPath::file("fifo.toml", &config_text(&table("a", a_addr, "")));
