@@ -271,6 +271,23 @@ impl Bin {
         assert!(status.success(), "kill -{name} failed: {status}");
     }
 
+    /// Stops it where the test checks what it did while running, not how it
+    /// stops: Ctrl-C (SIGINT) and an exit of 0 on Unix; on Windows, where no
+    /// test can press Ctrl-C in another console, the process is ended. The
+    /// output it printed while running is returned either way.
+    #[track_caller]
+    pub fn stop(mut self) -> Finished {
+        if cfg!(unix) {
+            self.signal("INT");
+            let done = self.wait();
+            assert_eq!(done.code(), 0, "stopped by Ctrl-C:\n{}", done.stderr);
+            done
+        } else {
+            let _ = self.child.kill();
+            self.wait()
+        }
+    }
+
     /// Waits for the exit (at most [`BIN_TIMEOUT`], then kills it and fails).
     #[track_caller]
     pub fn wait(self) -> Finished {

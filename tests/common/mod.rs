@@ -21,6 +21,27 @@ use forza_relay::stats::{DestinationSnapshot, Snapshot};
 use forza_relay::wire::{Format, Packet, Puddle, Wheels};
 use socket2::{Domain, Protocol, Socket, Type};
 
+/// Saves `text` at `path` as most editors save: a new file beside it, renamed
+/// over the old one. Windows refuses a rename over a file another program has
+/// open at that moment (the relay reading it: the refusal is "Access denied",
+/// without the POSIX rename Windows 10 has and Wine lacks), and editors there
+/// try again; so does this, for up to a second.
+#[track_caller]
+pub fn save_as_editors_do(path: &Path, text: &str) {
+    let tmp = path.with_extension("tmp");
+    std::fs::write(&tmp, text).expect("write the new file");
+    let deadline = Instant::now() + Duration::from_secs(1);
+    loop {
+        match std::fs::rename(&tmp, path) {
+            Ok(()) => return,
+            Err(e) if e.kind() == io::ErrorKind::PermissionDenied && Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(10))
+            }
+            Err(e) => panic!("rename {} over {}: {e}", tmp.display(), path.display()),
+        }
+    }
+}
+
 /// Set by `.ci/run`: a test that needs an outside tool (tshark, unshare…) fails
 /// when the tool is missing, instead of skipping with a note.
 pub const REQUIRE_TOOLS: &str = "FORZA_RELAY_REQUIRE_TOOLS";

@@ -1046,10 +1046,10 @@ fn issue9_binary_keeps_the_old_address_of_a_hostname_that_stops_resolving() {
     // The name goes away (written in place: the mount shows this very file),
     // then a save adds C.
     std::fs::write(hosts.path(), "127.0.0.1 localhost\n").expect("rewrite the hosts file");
-    let tmp = file.path().with_extension("tmp");
-    std::fs::write(&tmp, by_name + &destination_toml("C", c_addr, "same", ""))
-        .expect("write the new config");
-    std::fs::rename(&tmp, file.path()).expect("replace the config as editors do");
+    save_as_editors_do(
+        file.path(),
+        &(by_name + &destination_toml("C", c_addr, "same", "")),
+    );
     let warning = bin.wait_for_line("keeping its previous address");
     assert!(
         warning.contains("WARN") && warning.contains(&format!("tool.test:{}", a_addr.port())),

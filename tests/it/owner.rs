@@ -261,8 +261,7 @@ fn an_editor_saving_in_place_with_a_page_edit_in_the_middle_keeps_the_users_text
     thread::sleep(Duration::from_millis(300));
     every_frame("healthy", healthy.stop(), sent);
     assert!(!dash.stop().is_empty(), "dash kept receiving");
-    bin.signal("INT");
-    assert_eq!(bin.wait().code(), 0);
+    bin.stop();
 }
 
 #[test]
@@ -355,8 +354,7 @@ fn twenty_hand_edits_raced_against_page_edits_lose_none_and_wipe_nothing() {
     let sent = game.stop();
     thread::sleep(Duration::from_millis(300));
     every_frame("healthy", healthy.stop(), sent);
-    bin.signal("INT");
-    assert_eq!(bin.wait().code(), 0);
+    bin.stop();
     eprintln!("page edits: {applied} applied, {refused} refused as the file changed");
 }
 
@@ -414,8 +412,7 @@ fn a_linked_0600_config_with_a_bom_and_crlf_stays_so_and_gets_the_change() {
     wait_for("the hand edit of the target", SHOWS_WITHIN, || {
         destination(web, "b2").map(|_| ())
     });
-    bin.signal("INT");
-    assert_eq!(bin.wait().code(), 0);
+    bin.stop();
 }
 
 #[test]
@@ -445,8 +442,7 @@ fn a_read_only_config_is_not_replaced_and_nothing_changes() {
     #[allow(clippy::permissions_set_readonly_false)]
     permissions.set_readonly(false);
     std::fs::set_permissions(file.path(), permissions).unwrap();
-    bin.signal("INT");
-    assert_eq!(bin.wait().code(), 0);
+    bin.stop();
 }
 
 #[cfg(unix)]
@@ -497,8 +493,7 @@ fn a_fifo_at_the_config_path_gets_an_answer_and_is_named() {
     let p = Spec::new(Format::Fh6, 7).build();
     sender.send(&p);
     assert_eq!(recv(&a), p);
-    bin.signal("INT");
-    assert_eq!(bin.wait().code(), 0);
+    bin.stop();
 }
 
 #[test]
@@ -536,14 +531,11 @@ fn the_post_answers_after_the_apply_and_a_hand_edit_shows_in_the_snapshot() {
     // A hand edit (saved as most editors save: a new file renamed over it).
     let now = std::fs::read_to_string(file.path()).unwrap();
     let hand = now.replacen("max_rate = 30", "max_rate = 60", 1);
-    let temp = file.path().with_extension("new");
-    std::fs::write(&temp, &hand).unwrap();
-    std::fs::rename(&temp, file.path()).unwrap();
+    save_as_editors_do(file.path(), &hand);
     wait_for("the hand edit within 3 s", Duration::from_secs(3), || {
         (destination(web, "a")?["max_rate"] == 60).then_some(())
     });
-    bin.signal("INT");
-    assert_eq!(bin.wait().code(), 0);
+    bin.stop();
 }
 
 #[test]
@@ -579,9 +571,7 @@ fn an_unsaved_add_keeps_every_key_of_every_other_destination() {
     }
     assert_eq!(after["max_age_ms"], 50);
     assert_eq!(after["output"], "fm7");
-    bin.signal("INT");
-    let done = bin.wait();
-    assert_eq!(done.code(), 0);
+    let done = bin.stop();
     assert!(!done.stderr.contains("~ a:"), "{}", done.stderr);
 }
 
@@ -593,11 +583,7 @@ fn a_typo_in_a_saved_file_is_config_error_until_the_fix_which_the_log_says() {
     let mut bin = Bin::spawn(&["--config", &file.display()], None);
     let (_, web, _) = started(&mut bin);
     assert_eq!(snapshot(web)["counters"]["config"]["error"], Value::Null);
-    let replace = |text: &str| {
-        let temp = file.path().with_extension("new");
-        std::fs::write(&temp, text).unwrap();
-        std::fs::rename(&temp, file.path()).unwrap();
-    };
+    let replace = |text: &str| save_as_editors_do(file.path(), text);
     replace(&text.replace("max_rate = 30", "max_rte = 30"));
     let error = wait_for("config.error", SHOWS_WITHIN, || {
         snapshot(web)["counters"]["config"]["error"]
@@ -627,8 +613,7 @@ fn a_typo_in_a_saved_file_is_config_error_until_the_fix_which_the_log_says() {
         (s["counters"]["config"]["error"].is_null() && destination(web, "a")?["max_rate"] == 40)
             .then_some(())
     });
-    bin.signal("INT");
-    assert_eq!(bin.wait().code(), 0);
+    bin.stop();
 }
 
 #[test]
@@ -659,9 +644,7 @@ fn a_refused_destination_turns_ok_soon_after_its_tool_listens_and_says_so_once()
     thread::sleep(Duration::from_millis(300));
     every_frame("healthy", healthy.stop(), sent);
     tool.stop();
-    bin.signal("INT");
-    let done = bin.wait();
-    assert_eq!(done.code(), 0);
+    let done = bin.stop();
     let again: Vec<&str> = done
         .stderr
         .lines()

@@ -1462,9 +1462,7 @@ fn issue17_frames_held_in_a_backlog_are_counted_at_removal_and_at_stop() {
         .unwrap_or_else(|| panic!("no \"sent N packets\" in {out}"));
 
     // A save removes `gone` while its backlog holds frames.
-    let tmp = file.path().with_extension("tmp");
-    std::fs::write(&tmp, config(false)).expect("write the new config");
-    std::fs::rename(&tmp, file.path()).expect("replace the config as editors do");
+    save_as_editors_do(file.path(), &config(false));
     let removed = bin.wait_for_line("gone removed: received ");
     bin.wait_for_line("configuration applied: - gone");
     let number = |after: &str| -> u64 {

@@ -86,9 +86,7 @@ impl Rig {
 
     /// Saves `toml` as editors do: a new file renamed over the old one.
     fn replace(&self, toml: &str) {
-        let tmp = self.file.path().with_extension("tmp");
-        std::fs::write(&tmp, toml).expect("write the new file");
-        std::fs::rename(&tmp, self.file.path()).expect("rename it over the old one");
+        save_as_editors_do(self.file.path(), toml);
     }
 
     /// Saves `toml` into the file itself.
@@ -629,9 +627,7 @@ fn binary_logs_one_line_saying_what_changed() {
 }
 
 fn replace_file(path: &Path, text: &str) {
-    let tmp = path.with_extension("tmp");
-    std::fs::write(&tmp, text).expect("write the new file");
-    std::fs::rename(&tmp, path).expect("rename it over the old one");
+    save_as_editors_do(path, text);
 }
 
 /// Starts the binary on the config at `path` and a stream of packets to it,
