@@ -61,6 +61,12 @@ impl Batch {
     }
 }
 
+/// Sends `bytes` to `to` from the listening socket, which is never in
+/// blocking mode here: the answer to a status query ([`crate::query`]).
+pub fn send_now(socket: &mio::net::UdpSocket, bytes: &[u8], to: SocketAddr) -> io::Result<usize> {
+    socket.send_to(bytes, to)
+}
+
 /// Kernel receive times are read on Linux only.
 pub fn enable_receive_times(_socket: &mio::net::UdpSocket) -> io::Result<()> {
     Err(io::ErrorKind::Unsupported.into())

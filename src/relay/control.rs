@@ -4,17 +4,25 @@
 //! socket). The loop looks for commands after every receive and acts on them
 //! between packets; a packet costs one flag ([`Shell::commands`]), not a
 //! channel. [`Snapshots`] asks for every counter without the loop allocating.
+//!
+//! Other programs on this computer (`doctor`, `setup`, `record`, `watch`) ask
+//! the loop what it sees with a status query on the listening socket
+//! ([`crate::query`]); the core recognises it ([`Verdict::Query`]) and
+//! [`Shell::answer_queries`] answers it from the listening socket.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use log::{error, info};
+use log::{debug, error, info};
 use mio::Waker;
 
 use super::{Applied, LoopConfig, Shell, StartError};
 use crate::config::Config;
+use crate::fanout::Verdict;
+use crate::query::Answer;
+use crate::recv;
 use crate::recv::wait::WakeSender;
 use crate::stats::{ConfigState, LatencyWindow, Snapshot};
 use crate::tap::TapProducer;
@@ -209,6 +217,28 @@ impl Shell {
                 }
                 Command::Attach(tap) => self.taps.push(*tap),
                 Command::ConfigState(state) => self.config_state = *state,
+            }
+        }
+    }
+
+    /// Answers the status queries among the last batch's `n` datagrams, each
+    /// from the listening socket to the socket that asked, without waiting:
+    /// one JSON object ([`Answer`]). Seldom, so out of the loop's own code;
+    /// building the answer allocates, as any command's does.
+    #[cold]
+    #[inline(never)]
+    pub(super) fn answer_queries(&mut self, n: usize) {
+        self.answered = self.core.queries();
+        let answer = Answer::of(&self.snapshot(LatencyWindow::Interval), self.core.input());
+        let json = answer.to_json();
+        for (i, verdict) in self.verdicts.iter().enumerate().take(n) {
+            if *verdict != Verdict::Query {
+                continue;
+            }
+            let (_, from) = self.batch.datagram(i);
+            match recv::send_now(&self.listener, &json, from) {
+                Ok(_) => debug!("{from} asked for the relay's status: answered"),
+                Err(e) => debug!("{from} asked for the relay's status: the answer failed: {e}"),
             }
         }
     }
