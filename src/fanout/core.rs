@@ -326,6 +326,9 @@ impl Fanout {
         // With `auto`, only the stream followed (the game's) teaches how
         // Horizon packets that tell nothing are read.
         let follows = self.stats.senders.follows(from);
+        if follows {
+            self.stats.senders.count_followed(now);
+        }
         let reading = self.acceptor.read_from(data, follows);
         match reading {
             Some(r) => {
@@ -333,12 +336,12 @@ impl Fanout {
                 self.stats.format_guessed = !r.certain;
             }
             None => {
-                if self.not_a_packet(data, from) {
+                if self.not_a_packet(data, from, follows) {
                     return Verdict::Query;
                 }
             }
         }
-        if self.stats.senders.count(from, follows, now) {
+        if !follows && self.stats.senders.note_other(from, now) {
             // Its stream is followed from this datagram on, which counts too.
             self.acceptor.learn(data);
         }
@@ -413,8 +416,11 @@ impl Fanout {
     /// it is the status query (true).
     #[cold]
     #[inline(never)]
-    fn not_a_packet(&mut self, data: &[u8], from: SocketAddr) -> bool {
+    fn not_a_packet(&mut self, data: &[u8], from: SocketAddr, follows: bool) -> bool {
         if self.is_query(data, from) {
+            if follows {
+                self.stats.senders.uncount_followed();
+            }
             return true;
         }
         self.stats.malformed += 1;

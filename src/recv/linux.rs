@@ -192,6 +192,7 @@ impl Batch {
     }
 
     /// Datagram `i` of the last batch and its sender.
+    #[inline]
     pub fn datagram(&self, i: usize) -> (&[u8], SocketAddr) {
         let start = i * MAX_DATAGRAM;
         let bytes = &self.bufs[start..start + self.lens[i].min(MAX_DATAGRAM)];

@@ -50,6 +50,7 @@ impl Batch {
     }
 
     /// Datagram `i` of the last batch and its sender.
+    #[inline]
     pub fn datagram(&self, i: usize) -> (&[u8], SocketAddr) {
         debug_assert_eq!(i, 0);
         (&self.buf[..self.len], self.from)

@@ -11,10 +11,11 @@
 //! the new one's next datagram takes over. So datagrams of a second program
 //! interleaved with the game's never move how the game's stream is read.
 //!
-//! A datagram of the sender followed costs one comparison and two stores; any
-//! other goes out of line ([`Senders::note_other`]).
+//! A datagram of the sender followed costs one comparison, an increment and a
+//! store ([`Senders::count_followed`]); any other goes out of line
+//! ([`Senders::note_other`]).
 
-use std::net::{Ipv4Addr, SocketAddr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::time::{Duration, Instant};
 
 use serde::ser::{SerializeMap, SerializeSeq};
@@ -49,12 +50,18 @@ impl Default for Sender {
 }
 
 /// The senders seen, the one followed, and what did not fit.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Senders {
     list: [Sender; MAX_SENDERS],
     len: usize,
     /// Index in `list` of the sender followed; `None` before the first.
     followed: Option<usize>,
+    /// The address of the sender followed, for the one comparison a
+    /// datagram of it costs: before the first, [`NOBODY`], which no datagram
+    /// comes from.
+    followed_addr: SocketAddr,
+    /// `followed`'s index, 0 before the first: what the fast path indexes.
+    followed_at: usize,
     /// Datagrams of senders no longer listed (the table was full, and they
     /// had been heard from least recently).
     others: u64,
@@ -69,37 +76,61 @@ pub struct Senders {
     changes: u64,
 }
 
+/// The address no datagram comes from (the unspecified IPv6 address, port
+/// 0): who is followed before anybody is.
+const NOBODY: SocketAddr = SocketAddr::new(IpAddr::V6(Ipv6Addr::UNSPECIFIED), 0);
+
+// The fast path indexes with `i % MAX_SENDERS`, a mask.
+const _: () = assert!(MAX_SENDERS.is_power_of_two());
+
+impl Default for Senders {
+    fn default() -> Self {
+        Senders {
+            list: [Sender::default(); MAX_SENDERS],
+            len: 0,
+            followed: None,
+            followed_addr: NOBODY,
+            followed_at: 0,
+            others: 0,
+            added: 0,
+            switches: 0,
+            newest: 0,
+            changes: 0,
+        }
+    }
+}
+
 impl Senders {
     /// True when `from` is the sender followed.
     #[inline]
     pub fn follows(&self, from: SocketAddr) -> bool {
-        match self.followed {
-            Some(i) => self.list.get(i).is_some_and(|s| s.addr == from),
-            None => false,
-        }
+        from == self.followed_addr
     }
 
-    /// Counts one datagram from `from` at `now`; `follows` is what
-    /// [`Senders::follows`] said for it. True when `from`'s stream became
-    /// the one followed with this datagram.
+    /// Counts one datagram, at `now`, of the sender followed (whom
+    /// [`Senders::follows`] named).
     #[inline]
-    pub fn count(&mut self, from: SocketAddr, follows: bool, now: Instant) -> bool {
-        if follows {
-            if let Some(s) = self.followed.and_then(|i| self.list.get_mut(i)) {
-                s.datagrams += 1;
-                s.last = Some(now);
-                return false;
-            }
-        }
-        self.note_other(from, now)
+    pub fn count_followed(&mut self, now: Instant) {
+        // Set with `followed_addr`, which only the sender followed matches.
+        let s = &mut self.list[self.followed_at % MAX_SENDERS];
+        s.datagrams += 1;
+        s.last = Some(now);
     }
 
-    /// A datagram of a sender not followed: found or put in the table, and
-    /// followed when none is or the one followed has been silent for
-    /// [`FOLLOW_SILENCE`].
+    /// Takes back a datagram [`Senders::count_followed`] counted: it was no
+    /// sender's telemetry (the status query).
+    pub fn uncount_followed(&mut self) {
+        let s = &mut self.list[self.followed_at % MAX_SENDERS];
+        s.datagrams = s.datagrams.saturating_sub(1);
+    }
+
+    /// Counts one datagram of `from`, a sender not followed, at `now`: found
+    /// or put in the table, and followed when none is or the one followed
+    /// has been silent for [`FOLLOW_SILENCE`]. True when `from`'s stream
+    /// became the one followed with this datagram.
     #[cold]
     #[inline(never)]
-    fn note_other(&mut self, from: SocketAddr, now: Instant) -> bool {
+    pub fn note_other(&mut self, from: SocketAddr, now: Instant) -> bool {
         let i = match self.list[..self.len].iter().position(|s| s.addr == from) {
             Some(i) => i,
             None => self.add(from),
@@ -119,6 +150,8 @@ impl Senders {
                 self.changes += 1;
             }
             self.followed = Some(i);
+            self.followed_addr = from;
+            self.followed_at = i;
         }
         silent
     }
@@ -218,8 +251,12 @@ mod tests {
 
     /// Counts one datagram of `from` as the core does.
     fn note(s: &mut Senders, from: SocketAddr, now: Instant) -> bool {
-        let follows = s.follows(from);
-        s.count(from, follows, now)
+        if s.follows(from) {
+            s.count_followed(now);
+            false
+        } else {
+            s.note_other(from, now)
+        }
     }
 
     #[test]
