@@ -65,6 +65,10 @@ pub struct Answer {
     pub more_destinations: usize,
     /// The configuration file it runs, and the error of its last save.
     pub config: ConfigState,
+    /// Its page's address (`http://127.0.0.1:5480/`), `None` when it serves
+    /// none.
+    #[serde(default)]
+    pub page: Option<String>,
 }
 
 /// The input side of an [`Answer`].
@@ -109,6 +113,15 @@ pub struct Destination {
     pub addr: String,
     /// Its output format: `same` or a format id.
     pub output: String,
+    /// `only_race_on`.
+    #[serde(default)]
+    pub only_race_on: bool,
+    /// `max_rate` (0: none).
+    #[serde(default)]
+    pub max_rate: u32,
+    /// `max_age` in milliseconds, `None` when off.
+    #[serde(default)]
+    pub max_age_ms: Option<u64>,
     /// How it is doing now.
     pub status: Status,
     /// Datagrams it was handed.
@@ -155,6 +168,11 @@ impl Answer {
                     name: d.name.clone(),
                     addr: d.addr_text.clone(),
                     output: d.output.to_string(),
+                    only_race_on: d.only_race_on,
+                    max_rate: d.max_rate,
+                    max_age_ms: d
+                        .max_age
+                        .map(|a| u64::try_from(a.as_millis()).unwrap_or(u64::MAX)),
                     status: d.status,
                     received: d.stats.received,
                     sent: d.stats.sent,
@@ -162,6 +180,7 @@ impl Answer {
                 .collect(),
             more_destinations: snapshot.destinations.len().saturating_sub(MAX_LISTED),
             config: snapshot.config.clone(),
+            page: None,
         }
     }
 
@@ -169,6 +188,41 @@ impl Answer {
     pub fn to_json(&self) -> Vec<u8> {
         serde_json::to_vec(self).unwrap_or_else(|e| format!("{{\"error\":\"{e}\"}}").into_bytes())
     }
+}
+
+#[cfg(test)]
+impl Answer {
+    /// A relay's answer for the tests: pid 30, listening on `listen`, input
+    /// auto, nothing received, no destination, no file.
+    pub(crate) fn example(listen: SocketAddr) -> Answer {
+        Answer {
+            program: "forza-relay".to_owned(),
+            version: "0.1.0".to_owned(),
+            pid: 30,
+            listen,
+            elapsed_s: 60.0,
+            input: Input {
+                expects: "auto".to_owned(),
+                received: 0,
+                malformed: 0,
+                disallowed: 0,
+                format: None,
+                format_guessed: false,
+                senders: Vec::new(),
+                other_senders: 0,
+            },
+            destinations: Vec::new(),
+            more_destinations: 0,
+            config: ConfigState::default(),
+            page: None,
+        }
+    }
+}
+
+/// The address of a page served on `addr`, as a browser on this computer
+/// opens it (loopback for every address).
+pub fn page_url(addr: SocketAddr) -> String {
+    format!("http://{}/", target(addr))
 }
 
 /// Why a running relay could not be asked.

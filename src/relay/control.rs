@@ -10,6 +10,7 @@
 //! ([`crate::query`]); the core recognises it ([`Verdict::Query`]) and
 //! [`Shell::answer_queries`] answers it from the listening socket.
 
+use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
@@ -45,6 +46,8 @@ pub(super) enum Command {
     Attach(Box<TapProducer>),
     /// The configuration file's state, for the snapshots.
     ConfigState(Box<ConfigState>),
+    /// Where the relay's page is served, for the status query's answer.
+    Page(SocketAddr),
 }
 
 /// Talks to a running relay from any thread: a message, then a wake-up.
@@ -117,6 +120,12 @@ impl Control {
     /// saved version was not applied (`None`: it was), for its snapshots.
     pub fn config_state(&self, path: Option<String>, error: Option<String>) {
         self.send(Command::ConfigState(Box::new(ConfigState { path, error })));
+    }
+
+    /// Tells the relay where its page is served, for the answer to a status
+    /// query ([`crate::query`]): the tools point there.
+    pub fn page_served(&self, addr: SocketAddr) {
+        self.send(Command::Page(addr));
     }
 
     /// A reader of snapshots that brings its own buffers (see [`Snapshots`]).
@@ -217,6 +226,7 @@ impl Shell {
                 }
                 Command::Attach(tap) => self.taps.push(*tap),
                 Command::ConfigState(state) => self.config_state = *state,
+                Command::Page(addr) => self.page = Some(addr),
             }
         }
     }
@@ -229,7 +239,8 @@ impl Shell {
     #[inline(never)]
     pub(super) fn answer_queries(&mut self, n: usize) {
         self.answered = self.core.queries();
-        let answer = Answer::of(&self.snapshot(LatencyWindow::Interval), self.core.input());
+        let mut answer = Answer::of(&self.snapshot(LatencyWindow::Interval), self.core.input());
+        answer.page = self.page.map(crate::query::page_url);
         let json = answer.to_json();
         for (i, verdict) in self.verdicts.iter().enumerate().take(n) {
             if *verdict != Verdict::Query {

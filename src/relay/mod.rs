@@ -228,6 +228,8 @@ struct Shell {
     horizon: Option<Reading>,
     /// Status queries answered so far ([`crate::query`]).
     answered: u64,
+    /// Where the relay's page is served, as the page said.
+    page: Option<SocketAddr>,
     /// The configuration file's state, as its owner last said (for the
     /// snapshots).
     config_state: ConfigState,
@@ -269,6 +271,7 @@ impl Relay {
                 verdicts: [Verdict::Disallowed; Batch::SIZE],
                 horizon: core.horizon(),
                 answered: 0,
+                page: None,
                 config_state: ConfigState::default(),
                 core,
                 links,
