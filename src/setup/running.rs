@@ -59,7 +59,7 @@ pub fn beside(answer: &Answer, what: Beside) -> String {
     );
     let config = match &answer.config.path {
         Some(path) => {
-            format!(" (or `[record] file = \"drive.pcap\"` in {path}, at its next start)")
+            format!(" (or `[record] path = \"drive-{{time}}.pcap\"` in {path}, at its next start)")
         }
         None => String::new(),
     };
