@@ -260,16 +260,17 @@ fn issue23_setup_write_onto_a_folder_says_it_is_a_folder() {
 /// it names the relay and what it forwards to, keeps its listen address
 /// (not another port), and proposes a destination for a socket on a known
 /// tool's default port, saying the process holding it does not confirm the
-/// tool. The tool's socket is this test's own, on a tool's port only if free.
-/// Linux only, as the other `setup` tests (the socket table under Wine).
+/// tool. The tool's socket is this test's own, on SimHub's port (8000) when
+/// it is free, else on another tool's. Linux only, as the other `setup` tests
+/// (the socket table under Wine).
 #[cfg(target_os = "linux")]
 #[test]
 fn issue23_setup_beside_a_running_relay_names_it_and_proposes_from_there() {
-    let Some(socket) = [32_000u16, 1_234, 5_301]
+    let Some(socket) = [8_000u16, 32_000, 1_234, 5_301]
         .iter()
         .find_map(|&port| UdpSocket::bind(("127.0.0.1", port)).ok())
     else {
-        eprintln!("note: the tools' ports 32000, 1234 and 5301 are all taken here: not run");
+        eprintln!("note: the tools' ports 8000, 32000, 1234 and 5301 are all taken here: not run");
         return;
     };
     let tool_port = socket.local_addr().expect("bound").port();
@@ -309,6 +310,14 @@ fn issue23_setup_beside_a_running_relay_names_it_and_proposes_from_there() {
             && out.contains(&format!("addr = \"127.0.0.1:{tool_port}\"")),
         "{out}"
     );
+    if tool_port == 8_000 {
+        assert!(
+            out.contains("# Port 8000 is the default port of SimHub, but the program"),
+            "{out}"
+        );
+    } else {
+        eprintln!("note: port 8000 is taken here: checked on port {tool_port} instead");
+    }
     assert!(!out.contains("5401"), "no other listen port: {out}");
 
     // Written, it is what the relay runs plus the tool, and valid.
