@@ -68,6 +68,7 @@ skip=(
     # issue 23: the tools beside a running relay, and auto's senders
     issue23_doctor_beside_a_running_relay_fed_nothing_exits_1_with_the_fixes
     issue23_doctor_beside_a_running_relay_fed_60_frames_a_second_exits_0_saying_rate_sender_format
+    issue23_doctor_without_a_configuration_beside_a_relay_on_the_default_port_checks_that_relay
     issue23_record_watch_and_export_beside_a_running_relay_say_how_to_do_it_beside_it
     issue23_sixty_wet_fh6_frames_under_auto_reach_fh5_translated_from_the_first
     issue23_a_second_sender_is_shown_in_the_snapshot_and_never_flips_the_games_reading

@@ -335,6 +335,7 @@ pub fn wait_seconds(seconds: f64) -> Result<Duration, String> {
 /// `forza-relay doctor` for the configuration `run` would use (`None` when
 /// there is none): 0 when all is well, 1 for a problem.
 pub fn doctor(config: Option<Config>, options: &DoctorOptions) -> u8 {
+    let given = config.is_some();
     let (config, first) = match config {
         Some(config) => {
             let origin = Finding::ok("configuration", format!("configuration: {}", config.origin));
@@ -352,6 +353,9 @@ pub fn doctor(config: Option<Config>, options: &DoctorOptions) -> u8 {
             ),
         ),
     };
+    // The relay found running, if any: without a configuration here, what
+    // doctor checks is what that relay runs, which is no problem.
+    let mut running: Option<(u32, SocketAddr, Option<String>)> = None;
     // On stderr in both modes: a script reading the JSON waits for this line
     // before sending.
     let report = doctor::diagnose(&config, options.wait, &mut |listen, relay| match relay {
@@ -359,12 +363,31 @@ pub fn doctor(config: Option<Config>, options: &DoctorOptions) -> u8 {
             "waiting up to {} s for datagrams on {listen} (drive in the game now) ...",
             options.wait.as_secs_f64()
         ),
-        Some(pid) => eprintln!(
-            "forza-relay (pid {pid}) listens on {listen}: watching what it receives for up to \
-             {} s (drive in the game now) ...",
-            options.wait.as_secs_f64()
-        ),
+        Some(answer) => {
+            running = Some((answer.pid, answer.listen, answer.config.path.clone()));
+            eprintln!(
+                "forza-relay (pid {}) listens on {listen}: watching what it receives for up \
+                 to {} s (drive in the game now) ...",
+                answer.pid,
+                options.wait.as_secs_f64()
+            );
+        }
     });
+    let first = match running {
+        Some((pid, listen, path)) if !given => Finding::ok(
+            "configuration",
+            format!(
+                "no configuration here (no --config, no --to, no {DEFAULT_FILE_NAME}): doctor \
+                 checks the forza-relay running on this computer (pid {pid}, listening on \
+                 {listen}), which runs {}",
+                match path {
+                    Some(path) => format!("from {path}"),
+                    None => "without a configuration file".to_owned(),
+                }
+            ),
+        ),
+        _ => first,
+    };
     let report = Report::new(std::iter::once(first).chain(report.checks).collect());
     print_report(&report, options.json);
     if report.ok {

@@ -164,12 +164,12 @@ enum Listener {
 
 /// Runs every check for `config`, waiting up to `wait` for datagrams (or
 /// watching the relay that holds the listen port as long). `waiting` is
-/// called once before the wait, with the relay's process id when a relay is
+/// called once before the wait, with the relay's answer when a relay is
 /// watched, to say so.
 pub fn diagnose(
     config: &Config,
     wait: Duration,
-    waiting: &mut dyn FnMut(SocketAddr, Option<u32>),
+    waiting: &mut dyn FnMut(SocketAddr, Option<&Answer>),
 ) -> Report {
     let sockets = finder::udp_sockets();
     let mut checks = vec![listen_range(config.listen)];
@@ -186,7 +186,7 @@ pub fn diagnose(
     // at the end of the watch.
     let seen = match &listener {
         Listener::Relay(answer) => {
-            waiting(config.listen, Some(answer.pid));
+            waiting(config.listen, Some(answer));
             Some(running::observe(config.listen, (**answer).clone(), wait))
         }
         _ => None,

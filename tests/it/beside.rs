@@ -122,33 +122,10 @@ fn issue23_doctor_beside_a_running_relay_fed_60_frames_a_second_exits_0_saying_r
     ));
     // The game: wet FH6 frames at 60 a second, until doctor has answered
     // (at most 5 s of them).
-    let game = UdpSocket::bind("127.0.0.1:0").expect("bind the game's socket");
-    let sender = game.local_addr().expect("bound");
-    let stop = Arc::new(AtomicBool::new(false));
-    let sending = {
-        let stop = stop.clone();
-        std::thread::spawn(move || {
-            let mut sent = 0u32;
-            while !stop.load(Ordering::SeqCst) && sent < 300 {
-                let frame = Spec::new(Format::Fh6, sent)
-                    .puddle([
-                        Puddle::Flag(1),
-                        Puddle::Flag(0),
-                        Puddle::Flag(0),
-                        Puddle::Flag(0),
-                    ])
-                    .build();
-                game.send_to(&frame, listen).expect("send");
-                sent += 1;
-                std::thread::sleep(Duration::from_micros(16_667));
-            }
-            sent
-        })
-    };
+    let game = Game::start(listen);
+    let sender = game.addr;
     let done = doctor.wait();
-    stop.store(true, Ordering::SeqCst);
-    let sent = sending.join().expect("the game's thread");
-    assert!(sent > 0);
+    assert!(game.stop() > 0);
     let report: serde_json::Value = serde_json::from_str(&done.stdout).expect("one JSON object");
     let arrivals = finding(&report, "arrivals");
     assert_eq!(arrivals["status"], "ok", "{report}");
@@ -174,6 +151,109 @@ fn issue23_doctor_beside_a_running_relay_fed_60_frames_a_second_exits_0_saying_r
         "{destination}"
     );
     assert_eq!(report["ok"], true, "{report}");
+    assert_eq!(done.code(), 0, "{done:?}");
+    drop(tool);
+    done_with(relay);
+}
+
+/// The game: wet FH6 frames at 60 a second to `listen`, from a socket of its
+/// own, until stopped (at most 300 of them).
+struct Game {
+    addr: SocketAddr,
+    stop: Arc<AtomicBool>,
+    thread: std::thread::JoinHandle<u32>,
+}
+
+impl Game {
+    fn start(listen: SocketAddr) -> Game {
+        let socket = UdpSocket::bind("127.0.0.1:0").expect("bind the game's socket");
+        let addr = socket.local_addr().expect("bound");
+        let stop = Arc::new(AtomicBool::new(false));
+        let stopped = stop.clone();
+        let thread = std::thread::spawn(move || {
+            let mut sent = 0u32;
+            while !stopped.load(Ordering::SeqCst) && sent < 300 {
+                let frame = Spec::new(Format::Fh6, sent)
+                    .puddle([
+                        Puddle::Flag(1),
+                        Puddle::Flag(0),
+                        Puddle::Flag(0),
+                        Puddle::Flag(0),
+                    ])
+                    .build();
+                socket.send_to(&frame, listen).expect("send");
+                sent += 1;
+                std::thread::sleep(Duration::from_micros(16_667));
+            }
+            sent
+        });
+        Game { addr, stop, thread }
+    }
+
+    /// Stops sending; how many frames were sent.
+    fn stop(self) -> u32 {
+        self.stop.store(true, Ordering::SeqCst);
+        self.thread.join().expect("the game's thread")
+    }
+}
+
+/// Issue 23: `doctor` with no configuration (no --config, no --to, no file)
+/// beside a relay on the default port checks that relay and says which: the
+/// missing file is no problem while it runs, and the game's 60 frames a
+/// second make it answer "all is well", exit 0. Only when port 5400 is free
+/// on loopback here.
+#[test]
+fn issue23_doctor_without_a_configuration_beside_a_relay_on_the_default_port_checks_that_relay() {
+    let listen = SocketAddr::from(([127, 0, 0, 1], 5_400));
+    if UdpSocket::bind(listen).is_err() {
+        eprintln!("note: {listen} is taken here: not run");
+        return;
+    }
+    let (tool, to) = receiver();
+    let to_text = to.to_string();
+    let mut relay = Bin::spawn(
+        &[
+            "run",
+            "--listen",
+            "127.0.0.1:5400",
+            "--to",
+            &to_text,
+            "--web",
+            "off",
+            "--stats-interval",
+            "0",
+        ],
+        None,
+    );
+    relay.wait_until_running();
+    let dir = TempPath::dir("doctor-no-config");
+    let mut doctor = Bin::spawn(&["doctor", "--wait", "3"], Some(dir.path()));
+    doctor.wait_for_line(&format!(
+        "forza-relay (pid {}) listens on 0.0.0.0:5400: watching what it receives",
+        relay.id()
+    ));
+    let game = Game::start(listen);
+    let sender = game.addr;
+    let done = doctor.wait();
+    assert!(game.stop() > 0);
+    let out = &done.stdout;
+    assert!(
+        out.contains(&format!(
+            "ok       no configuration here (no --config, no --to, no forza-relay.toml): doctor \
+             checks the forza-relay running on this computer (pid {}, listening on {listen}), \
+             which runs without a configuration file",
+            relay.id()
+        )),
+        "{out}"
+    );
+    assert!(
+        out.contains(&format!(
+            " datagrams/s on {listen} from {sender}, format fh6"
+        )),
+        "{out}"
+    );
+    assert!(!out.contains("PROBLEM"), "{out}");
+    assert!(out.trim_end().ends_with("all is well"), "{out}");
     assert_eq!(done.code(), 0, "{done:?}");
     drop(tool);
     done_with(relay);
