@@ -19,12 +19,18 @@ use forza_relay::wire::{Format, Puddle};
 /// `run` on a fresh loopback port, forwarding to `to`, the page off: the
 /// binary, and where it listens.
 fn relay_to(to: SocketAddr) -> (Bin, SocketAddr) {
+    relay_on("127.0.0.1:0", to)
+}
+
+/// `run` listening on `listen`, forwarding to `to`, the page off: the
+/// binary, and where it listens.
+fn relay_on(listen: &str, to: SocketAddr) -> (Bin, SocketAddr) {
     let to = to.to_string();
     let mut bin = Bin::spawn(
         &[
             "run",
             "--listen",
-            "127.0.0.1:0",
+            listen,
             "--to",
             &to,
             "--web",
@@ -103,7 +109,7 @@ fn issue23_doctor_beside_a_running_relay_fed_60_frames_a_second_exits_0_saying_r
     let (tool, to) = receiver();
     let (relay, listen) = relay_to(to);
     let (listen_text, to_text) = (listen.to_string(), to.to_string());
-    let mut doctor = Bin::spawn(
+    let doctor = Bin::spawn(
         &[
             "doctor",
             "--listen",
@@ -116,16 +122,7 @@ fn issue23_doctor_beside_a_running_relay_fed_60_frames_a_second_exits_0_saying_r
         ],
         None,
     );
-    doctor.wait_for_line(&format!(
-        "forza-relay (pid {}) listens on {listen}: watching what it receives",
-        relay.id()
-    ));
-    // The game: wet FH6 frames at 60 a second, until doctor has answered
-    // (at most 5 s of them).
-    let game = Game::start(listen);
-    let sender = game.addr;
-    let done = doctor.wait();
-    assert!(game.stop() > 0);
+    let (done, sender) = fed_by_the_game(doctor, &relay, listen, listen);
     let report: serde_json::Value = serde_json::from_str(&done.stdout).expect("one JSON object");
     let arrivals = finding(&report, "arrivals");
     assert_eq!(arrivals["status"], "ok", "{report}");
@@ -197,6 +194,26 @@ impl Game {
     }
 }
 
+/// Once `doctor` says it watches `relay` on `checked`, the game sends to
+/// `listen` until doctor has answered: its end, and the game's address.
+#[track_caller]
+fn fed_by_the_game(
+    mut doctor: Bin,
+    relay: &Bin,
+    checked: SocketAddr,
+    listen: SocketAddr,
+) -> (common::bin::Finished, SocketAddr) {
+    doctor.wait_for_line(&format!(
+        "forza-relay (pid {}) listens on {checked}: watching what it receives",
+        relay.id()
+    ));
+    let game = Game::start(listen);
+    let sender = game.addr;
+    let done = doctor.wait();
+    assert!(game.stop() > 0);
+    (done, sender)
+}
+
 /// Issue 23: `doctor` with no configuration (no --config, no --to, no file)
 /// beside a relay on the default port checks that relay and says which: the
 /// missing file is no problem while it runs, and the game's 60 frames a
@@ -210,32 +227,12 @@ fn issue23_doctor_without_a_configuration_beside_a_relay_on_the_default_port_che
         return;
     }
     let (tool, to) = receiver();
-    let to_text = to.to_string();
-    let mut relay = Bin::spawn(
-        &[
-            "run",
-            "--listen",
-            "127.0.0.1:5400",
-            "--to",
-            &to_text,
-            "--web",
-            "off",
-            "--stats-interval",
-            "0",
-        ],
-        None,
-    );
-    relay.wait_until_running();
+    let (relay, _) = relay_on("127.0.0.1:5400", to);
     let dir = TempPath::dir("doctor-no-config");
-    let mut doctor = Bin::spawn(&["doctor", "--wait", "3"], Some(dir.path()));
-    doctor.wait_for_line(&format!(
-        "forza-relay (pid {}) listens on 0.0.0.0:5400: watching what it receives",
-        relay.id()
-    ));
-    let game = Game::start(listen);
-    let sender = game.addr;
-    let done = doctor.wait();
-    assert!(game.stop() > 0);
+    let doctor = Bin::spawn(&["doctor", "--wait", "3"], Some(dir.path()));
+    // Without a configuration doctor checks the default address, 0.0.0.0:5400.
+    let checked = SocketAddr::from(([0, 0, 0, 0], 5_400));
+    let (done, sender) = fed_by_the_game(doctor, &relay, checked, listen);
     let out = &done.stdout;
     assert!(
         out.contains(&format!(
