@@ -449,6 +449,7 @@ impl SetupArgs {
             write: self.write.clone(),
             force: self.force,
             json: self.json,
+            config_listen: None,
         }
     }
 }

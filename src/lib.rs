@@ -28,6 +28,7 @@ pub mod numbers;
 pub mod output;
 pub mod owner;
 pub mod platform;
+pub mod query;
 pub mod recv;
 pub mod reference;
 pub mod relay;

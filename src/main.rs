@@ -58,7 +58,7 @@ fn dispatch(cli: Cli, bare: bool, signals: &Signals) -> Result<(), Failure> {
         Some(Command::Demo(a)) => commands::demo(a.seconds, signals),
         Some(Command::Record(a)) => commands::record(&a.options(), signals),
         Some(Command::Replay(a)) => commands::replay(&a.options(), signals),
-        Some(Command::Setup(a)) => commands::exited(setup::setup(&a.options())),
+        Some(Command::Setup(a)) => commands::setup(a.options()),
         Some(Command::Doctor(a)) => commands::doctor(&a.settings.setup()?, &a.options()?),
         Some(Command::Autostart(a)) => commands::exited(setup::autostart(&a.options()?)),
     }

@@ -668,8 +668,11 @@ can hint, as forza-relay's `detect_horizon` reads them:
     }
     s.push_str(
         "
-A configured format always wins over a guess. With `auto`, forza-relay keeps the last
-certain answer, and until there is one takes a 324-byte packet to be `fh6`.
+A configured format always wins over a guess. With `auto`, a 324-byte packet whose
+puddle words tell is read as the format they tell; one that tells nothing (a dry road)
+is read as the stream's answer: `fh6` (a guess) until 30 telling packets in a row from
+the sender followed (the game's) agree, then that format. Another sender's packets are
+read by their own bytes and never change the answer.
 
 ",
     );

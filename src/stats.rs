@@ -32,6 +32,9 @@ use crate::fanout::routes::Output;
 use crate::wire::Format;
 
 mod changes;
+mod senders;
+
+pub use senders::{Sender, Senders, FOLLOW_SILENCE, MAX_SENDERS};
 
 /// Why a frame did not reach a destination.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -471,11 +474,13 @@ pub struct InputStats {
     /// True when `last_format` is `auto`'s default for a 324-byte packet, not yet
     /// confirmed by the packets (see [`crate::wire::Detector::is_certain`]).
     pub format_guessed: bool,
+    /// Who sends, and whose stream is followed (issue 23).
+    pub senders: Senders,
 }
 
 impl Serialize for InputStats {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let mut st = s.serialize_struct("InputStats", 7)?;
+        let mut st = s.serialize_struct("InputStats", 9)?;
         st.serialize_field("received", &self.received)?;
         st.serialize_field("bytes", &self.bytes)?;
         st.serialize_field("malformed", &self.malformed)?;
@@ -483,6 +488,8 @@ impl Serialize for InputStats {
         st.serialize_field("recv_errors", &self.recv_errors)?;
         st.serialize_field("format", &self.last_format)?;
         st.serialize_field("format_guessed", &self.format_guessed)?;
+        st.serialize_field("senders", &senders::SendersList(&self.senders))?;
+        st.serialize_field("other_senders", &self.senders.others())?;
         st.end()
     }
 }
@@ -497,7 +504,7 @@ pub const RECOVERY: Duration = Duration::from_secs(1);
 
 /// How a destination is doing now, from its newest sends and send errors
 /// (not from the run's totals).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Status {
     /// Frames go, and nothing refused or failed in the last [`STATUS_WINDOW`].
@@ -639,7 +646,7 @@ impl Serialize for DestinationSnapshot {
 /// The configuration file's state, as its owner last told the relay
 /// ([`crate::owner`]): which file, and why its last saved version was not
 /// applied.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct ConfigState {
     /// The file's path; `None` when the configuration came from the command
     /// line.

@@ -206,6 +206,8 @@ impl Web {
             }
         };
         let addr = listener.local_addr().unwrap_or(self.addr);
+        // The tools beside the relay point there (issue 23).
+        control.page_served(addr);
         let runtime = match connections::runtime() {
             Ok(r) => r,
             Err(e) => {

@@ -291,6 +291,75 @@ format = "sled"
     );
 }
 
+/// Issue 23: under `auto`, the game's stream (wet and dry fh6 frames) and a
+/// second sender's FH5-looking datagrams interleaved: each datagram read by
+/// its own bytes, the senders counted in place, the game's stream followed.
+/// Both senders are heard (and said in the log) during the warm-up; after it
+/// nothing is allocated per packet.
+#[test]
+fn two_senders_under_auto_allocate_nothing_per_packet() {
+    use forza_relay::wire::{Puddle, Wheels};
+    let stop = Arc::new(AtomicBool::new(false));
+    let receivers: Vec<_> = (0..2).map(|_| receiver(stop.clone())).collect();
+    let toml = format!(
+        r#"
+[listen]
+addr = "127.0.0.1:0"
+format = "auto"
+[stats]
+interval = 0
+[[destination]]
+name = "same"
+addr = "127.0.0.1:{}"
+[[destination]]
+name = "fh5"
+addr = "127.0.0.1:{}"
+format = "fh5"
+"#,
+        receivers[0].0, receivers[1].0
+    );
+    let config = Config::from_toml(&toml, "no_alloc.toml", &Overrides::default()).unwrap();
+    let mut relay = Relay::bind(&config).unwrap();
+    let target = relay.local_addr();
+    let sender = thread::spawn(move || {
+        let game = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let other = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let mut buf = [0u8; 324];
+        for i in 0..(WARM_UP + MEASURED + 200) {
+            let mut p = Packet::new_checked(&mut buf[..], Format::Fh6).unwrap();
+            p.set_is_race_on(1);
+            p.set_timestamp_ms(i as u32);
+            p.set_car_class(6);
+            if i % 3 == 2 {
+                p.set_wheel_in_puddle(Wheels::from_array([Puddle::Depth(0.5); 4]));
+                other.send_to(&buf, target).unwrap();
+            } else {
+                let flag = i32::from(i % 2 == 0);
+                p.set_wheel_in_puddle(Wheels::from_array([Puddle::Flag(flag); 4]));
+                game.send_to(&buf, target).unwrap();
+            }
+            if i % 20 == 19 {
+                thread::sleep(Duration::from_millis(1));
+            }
+        }
+    });
+    let allocations = measure(&mut relay, Relay::step);
+    let received = relay.input_stats().received;
+    sender.join().unwrap();
+    stop.store(true, Ordering::SeqCst);
+    let counts: Vec<u64> = receivers.into_iter().map(|r| r.1.join().unwrap()).collect();
+    let senders = relay.input_stats().senders;
+
+    assert!(
+        received >= WARM_UP + MEASURED,
+        "only {received} packets arrived"
+    );
+    assert_eq!(allocations, 0, "{allocations} allocations while relaying");
+    assert!(counts.iter().all(|&n| n > 0), "receivers got {counts:?}");
+    assert_eq!(senders.list().len(), 2, "{senders:?}");
+    assert_eq!(senders.switches(), 0, "the game's stream stays followed");
+}
+
 /// Issue 14: the web page in use — its tap read into `watch`'s model on the
 /// feed's thread, and the counters asked for every [`SNAPSHOT_EVERY`] packets
 /// through [`forza_relay::relay::Snapshots`] (the page asks once a second) —

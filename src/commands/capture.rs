@@ -7,12 +7,13 @@ use std::path::PathBuf;
 
 use log::{info, warn};
 
-use super::bad_options;
+use super::{bad_options, listen_failure};
 use crate::app::observers::{Recording, StopAfter};
 use crate::app::{App, Failure, Signals};
 use crate::capture::{record, replay};
 use crate::config::{system_look_up, Config, ConfigError};
 use crate::relay::Relay;
+use crate::setup::running::Beside;
 
 /// What `record` is asked.
 #[derive(Debug, Clone)]
@@ -52,7 +53,7 @@ pub fn record(options: &RecordOptions, signals: &Signals) -> Result<(), Failure>
     let Some(config) = config.filter(|_| problems.is_empty()) else {
         return Err(bad_options(&ConfigError { problems }));
     };
-    let relay = Relay::bind(&config).map_err(|e| Failure::start(e.to_string()))?;
+    let relay = Relay::bind(&config).map_err(|e| listen_failure(&e, Beside::Record))?;
     let listen = relay.local_addr();
     let mut app = App::new(relay, signals);
     let existing = record::Existing::for_output(&options.output, options.force);

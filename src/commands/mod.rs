@@ -23,7 +23,8 @@ use crate::capture::record;
 use crate::config::{system_look_up, Config, ConfigError, Overrides, DEFAULT_FILE_NAME};
 use crate::numbers::Thousands;
 use crate::owner::Owner;
-use crate::relay::Relay;
+use crate::relay::{Relay, StartError};
+use crate::setup::running::{self, Beside};
 use crate::watch::live::LiveView;
 use crate::web::Web;
 
@@ -136,6 +137,21 @@ fn find(setup: &ConfigSource) -> Result<Option<(Config, Option<PathBuf>)>, Failu
     }
 }
 
+/// Why a command that listens (`record`, `watch`) could not start. When a
+/// forza-relay holds its port and answers, how to do it beside that relay
+/// instead of stopping it (issue 23).
+pub(crate) fn listen_failure(e: &StartError, what: Beside) -> Failure {
+    if let StartError::Listen { addr, source, .. } = e {
+        if let Some(answer) = running::relay_on(*addr, source) {
+            return Failure::start(format!(
+                "cannot listen on {addr}: {}",
+                running::beside(&answer, what)
+            ));
+        }
+    }
+    Failure::start(e.to_string())
+}
+
 /// A command that printed its own outcome and ended with `code`.
 pub fn exited(code: u8) -> Result<(), Failure> {
     match code {
@@ -145,6 +161,17 @@ pub fn exited(code: u8) -> Result<(), Failure> {
             message: String::new(),
         }),
     }
+}
+
+/// `setup`: also asks for a running relay where the configuration `run`
+/// would use here listens.
+pub fn setup(mut options: crate::setup::command::SetupOptions) -> Result<(), Failure> {
+    if options.config_listen.is_none() {
+        options.config_listen = find_default_file()
+            .and_then(|path| Config::from_file(&path, &Overrides::default()).ok())
+            .map(|config| config.listen);
+    }
+    exited(crate::setup::command::setup(&options))
 }
 
 /// `doctor`: checks the configuration `run` would use (the default listen

@@ -15,6 +15,7 @@ use log::{info, warn};
 use crate::app::{to_stdout, Failure, Signals};
 use crate::config::{parse_listen, Input, DEFAULT_LISTEN};
 use crate::relay::StartError;
+use crate::setup::running::Beside;
 use crate::watch::columns::{self, Column};
 use crate::watch::dashboard::{watch, WatchOptions};
 use crate::watch::dissector;
@@ -72,14 +73,18 @@ fn input(text: Option<&str>) -> Result<Input, Failure> {
     }
 }
 
-/// A socket on `addr`; a port in use is worded as `run` words it.
-fn bind(addr: SocketAddr) -> Result<UdpSource, Failure> {
+/// A socket on `addr`; a port in use is worded as `run` words it, and one
+/// held by a running forza-relay says how `what` works beside it.
+fn bind(addr: SocketAddr, what: Beside) -> Result<UdpSource, Failure> {
     UdpSource::bind(addr).map_err(|source| {
-        Failure::start(StartError::Listen {
-            addr,
-            place: "--listen".to_owned(),
-            source,
-        })
+        super::listen_failure(
+            &StartError::Listen {
+                addr,
+                place: "--listen".to_owned(),
+                source,
+            },
+            what,
+        )
     })
 }
 
@@ -101,10 +106,11 @@ fn open_source(
     file: Option<&Path>,
     port: Option<u16>,
     pace: Pace,
+    what: Beside,
 ) -> Result<Box<dyn Source>, Failure> {
     let source: Box<dyn Source> = match file {
         Some(path) => Box::new(open_capture(path, port, pace)?),
-        None => Box::new(bind(listen_addr(listen)?)?),
+        None => Box::new(bind(listen_addr(listen)?, what)?),
     };
     Ok(source)
 }
@@ -120,6 +126,7 @@ pub fn watch_command(command: &WatchCommand, signals: &Signals) -> Result<(), Fa
         source_options.file.as_deref(),
         source_options.port,
         Pace::Recorded,
+        Beside::Watch,
     )?;
     if !io::stdout().is_terminal() {
         // "listening on ADDR" (the port bound, for scripts) or "playing FILE (...)".
@@ -167,6 +174,7 @@ pub fn export_command(command: &ExportCommand, signals: &Signals) -> Result<(), 
         command.source.file.as_deref(),
         command.source.port,
         Pace::Fastest,
+        Beside::Export,
     )?;
     let to_stdout = command.output.as_os_str() == "-";
     let out: Box<dyn Write> = if to_stdout {

@@ -237,6 +237,9 @@ pub enum Verdict {
     /// Relayed: read as `Some(reading)`, or `None` when it is no packet of the
     /// input (counted malformed, and sent only to `same` destinations).
     Admitted(Option<Reading>),
+    /// The status query of a tool on this computer ([`crate::query`]): sent
+    /// nowhere, counted nowhere; the shell answers it.
+    Query,
 }
 
 impl Verdict {
@@ -274,6 +277,8 @@ pub struct Fanout {
     last_malformed: Option<(usize, SocketAddr)>,
     /// The last sender outside `listen.allow`.
     last_disallowed: Option<SocketAddr>,
+    /// Status queries received ([`Verdict::Query`]).
+    queries: u64,
 }
 
 impl Fanout {
@@ -294,6 +299,7 @@ impl Fanout {
             generation: 0,
             last_malformed: None,
             last_disallowed: None,
+            queries: 0,
         };
         // Every destination is new to an empty core.
         core.commit(core.plan(routes));
@@ -315,20 +321,29 @@ impl Fanout {
         let from = SocketAddr::new(from.ip().to_canonical(), from.port());
         let ip = from.ip();
         if !self.allow.is_empty() && !self.allow.iter().any(|net| net.contains(&ip)) {
-            self.stats.disallowed += 1;
-            self.last_disallowed = Some(from);
-            return Verdict::Disallowed;
+            return self.disallowed(data, from);
         }
-        let reading = self.acceptor.read(data);
+        // With `auto`, only the stream followed (the game's) teaches how
+        // Horizon packets that tell nothing are read.
+        let follows = self.stats.senders.follows(from);
+        if follows {
+            self.stats.senders.count_followed(now);
+        }
+        let reading = self.acceptor.read_from(data, follows);
         match reading {
             Some(r) => {
                 self.stats.last_format = Some(r.format);
                 self.stats.format_guessed = !r.certain;
             }
             None => {
-                self.stats.malformed += 1;
-                self.last_malformed = Some((len, from));
+                if self.not_a_packet(data, from, follows) {
+                    return Verdict::Query;
+                }
             }
+        }
+        if !follows && self.stats.senders.note_other(from, now) {
+            // Its stream is followed from this datagram on, which counts too.
+            self.acceptor.learn(data);
         }
         let race_on = reading.map(|r| Packet::new_unchecked(data, r.format).race_on());
         self.packet += 1;
@@ -382,6 +397,52 @@ impl Fanout {
             dest.deliver(id, bytes, received, now, sink);
         }
         Verdict::Admitted(reading)
+    }
+
+    /// A datagram from outside `listen.allow`: counted and dropped, unless it
+    /// is the status query of a tool on this computer.
+    #[cold]
+    #[inline(never)]
+    fn disallowed(&mut self, data: &[u8], from: SocketAddr) -> Verdict {
+        if self.is_query(data, from) {
+            return Verdict::Query;
+        }
+        self.stats.disallowed += 1;
+        self.last_disallowed = Some(from);
+        Verdict::Disallowed
+    }
+
+    /// A datagram that is no packet of the input: counted malformed, unless
+    /// it is the status query (true).
+    #[cold]
+    #[inline(never)]
+    fn not_a_packet(&mut self, data: &[u8], from: SocketAddr, follows: bool) -> bool {
+        if self.is_query(data, from) {
+            if follows {
+                self.stats.senders.uncount_followed();
+            }
+            return true;
+        }
+        self.stats.malformed += 1;
+        self.last_malformed = Some((data.len(), from));
+        false
+    }
+
+    /// The status query ([`crate::query::is_query`]) takes back what
+    /// [`Fanout::handle`] counted of it: it is no datagram of the input.
+    fn is_query(&mut self, data: &[u8], from: SocketAddr) -> bool {
+        if !crate::query::is_query(data, from) {
+            return false;
+        }
+        self.stats.received -= 1;
+        self.stats.bytes -= data.len() as u64;
+        self.queries += 1;
+        true
+    }
+
+    /// Status queries received so far: the shell answers the new ones.
+    pub fn queries(&self) -> u64 {
+        self.queries
     }
 
     /// Hands over every pending frame whose rate slot has come by `now`; a
@@ -963,10 +1024,7 @@ mod tests {
         for ts in 0..AGREEING_PACKETS {
             core.handle_at(&fh6(ts, true), SENDER, t0, &mut sink);
         }
-        let fh6_for_sure = Reading {
-            format: Format::Fh6,
-            certain: true,
-        };
+        let fh6_for_sure = Reading::sure(Format::Fh6);
         assert_eq!(core.horizon(), Some(fh6_for_sure));
         let mut spoofed = fh6(1_000, true);
         Packet::new_checked(&mut spoofed[..], Format::Fh5)
@@ -978,16 +1036,187 @@ mod tests {
                 Puddle::Depth(0.0),
             ]));
         let attacker: SocketAddr = "127.0.0.1:6666".parse().unwrap();
+        // Issue 23: a datagram's own bytes decide how it is read.
         assert_eq!(
             core.handle_at(&spoofed, attacker, t0, &mut sink),
-            Verdict::Admitted(Some(fh6_for_sure)),
-            "one datagram is read as the stream's format"
+            Verdict::Admitted(Some(Reading::sure(Format::Fh5))),
+            "one datagram is read as its puddles say"
         );
         sink.got.clear();
-        core.handle_at(&fh6(1_001, true), SENDER, t0, &mut sink);
+        let mut dry = fh6(1_001, true);
+        Packet::new_checked(&mut dry[..], Format::Fh6)
+            .unwrap()
+            .set_wheel_in_puddle(Wheels::from_array([Puddle::Flag(0); 4]));
+        core.handle_at(&dry, SENDER, t0, &mut sink);
         let p = Packet::new_checked(&sink.got[0].1[..], Format::Fh5).unwrap();
         assert_eq!(p.timestamp_ms(), 1_001, "TimestampMS");
         assert_eq!(p.car_class(), 5, "CarClass R still becomes S2");
         assert_eq!(core.horizon(), Some(fh6_for_sure));
+    }
+
+    /// A wet fh6 packet, as [`fh6`] makes it, with puddle flags `flags`.
+    fn wet_fh6(timestamp_ms: u32, flags: [i32; 4]) -> Vec<u8> {
+        let mut packet = fh6(timestamp_ms, true);
+        Packet::new_checked(&mut packet[..], Format::Fh6)
+            .unwrap()
+            .set_wheel_in_puddle(Wheels::from_array(flags.map(Puddle::Flag)));
+        packet
+    }
+
+    /// Issue 23: under `auto`, a wet FH6 frame reaches an fh5 tool translated
+    /// from the first one (its own puddle flags say fh6), not passed as it
+    /// came while the stream's answer is still a guess.
+    #[test]
+    fn issue23_wet_fh6_frames_reach_fh5_translated_from_the_first() {
+        let r = routes(
+            &("[listen]\nformat = \"auto\"\n".to_owned()
+                + &destination_toml("fh5", 9001, "fh5", "")),
+        );
+        let mut core = Fanout::new(&r);
+        let mut sink = Recorder::default();
+        let t0 = Instant::now();
+        for ts in 0..60 {
+            let verdict = core.handle_at(&wet_fh6(ts, [1, 1, 0, 0]), SENDER, t0, &mut sink);
+            assert_eq!(
+                verdict,
+                Verdict::Admitted(Some(Reading::sure(Format::Fh6))),
+                "frame {ts}"
+            );
+        }
+        let got = sink.to(&core, "fh5");
+        assert_eq!(got.len(), 60);
+        for (ts, bytes) in got.iter().enumerate() {
+            let p = Packet::new_checked(&bytes[..], Format::Fh5).unwrap();
+            assert_eq!(p.timestamp_ms(), ts as u32, "TimestampMS");
+            assert_eq!(p.car_class(), 5, "frame {ts}: CarClass R (6) is FH5's S2");
+            assert_eq!(
+                p.wheel_in_puddle().into_array(),
+                [
+                    Puddle::Depth(1.0),
+                    Puddle::Depth(1.0),
+                    Puddle::Depth(0.0),
+                    Puddle::Depth(0.0)
+                ],
+                "frame {ts}: WheelInPuddle as FH5 types it"
+            );
+            assert_eq!(p.speed(), Some(41.5), "Speed");
+        }
+        assert_eq!(core.horizon(), Some(Reading::sure(Format::Fh6)));
+    }
+
+    /// Issue 23: another sender's FH5-looking datagrams interleaved with the
+    /// game's stream are read by their own bytes and never move the stream's
+    /// answer; the senders are counted, the game's followed.
+    #[test]
+    fn issue23_another_senders_datagrams_never_move_the_games_answer() {
+        let r = routes(
+            &("[listen]\nformat = \"auto\"\n".to_owned()
+                + &destination_toml("fh5", 9001, "fh5", "")),
+        );
+        let mut core = Fanout::new(&r);
+        let mut sink = Recorder::default();
+        let t0 = Instant::now();
+        let ms = Duration::from_millis;
+        let other: SocketAddr = "127.0.0.1:6666".parse().unwrap();
+        let mut fh5_looking = fh6(0, true);
+        Packet::new_checked(&mut fh5_looking[..], Format::Fh5)
+            .unwrap()
+            .set_wheel_in_puddle(Wheels::from_array([Puddle::Depth(0.25); 4]));
+        // The game: confirmed fh6, then dry frames of class R.
+        for ts in 0..AGREEING_PACKETS {
+            core.handle_at(
+                &wet_fh6(ts, [1, 0, 0, 0]),
+                SENDER,
+                t0 + ms(16 * u64::from(ts)),
+                &mut sink,
+            );
+        }
+        sink.got.clear();
+        let mut at = t0 + ms(500);
+        for ts in 100..140u32 {
+            at += ms(8);
+            assert_eq!(
+                core.handle_at(&fh5_looking, other, at, &mut sink),
+                Verdict::Admitted(Some(Reading::sure(Format::Fh5)))
+            );
+            at += ms(8);
+            let dry = wet_fh6(ts, [0; 4]);
+            assert_eq!(
+                core.handle_at(&dry, SENDER, at, &mut sink),
+                Verdict::Admitted(Some(Reading::sure(Format::Fh6))),
+                "the game's dry frame {ts} is still read as fh6"
+            );
+        }
+        let got = sink.to(&core, "fh5");
+        assert_eq!(got.len(), 80);
+        for (i, bytes) in got.iter().enumerate() {
+            let p = Packet::new_checked(&bytes[..], Format::Fh5).unwrap();
+            if i % 2 == 0 {
+                assert_eq!(bytes, &fh5_looking, "fh5 to fh5: as it came");
+            } else {
+                assert_eq!(p.car_class(), 5, "game frame {i}: R becomes S2");
+            }
+        }
+        assert_eq!(core.horizon(), Some(Reading::sure(Format::Fh6)));
+        let senders = core.counters().input.senders;
+        let list: Vec<(SocketAddr, u64)> = senders
+            .list()
+            .iter()
+            .map(|s| (s.addr, s.datagrams))
+            .collect();
+        assert_eq!(list, [(SENDER, 70), (other, 40)]);
+        assert_eq!(senders.followed().map(|s| s.addr), Some(SENDER));
+        assert_eq!(senders.switches(), 0);
+    }
+
+    /// The status query from loopback (issue 23) is recognised among the
+    /// datagrams the core refuses anyway, and goes nowhere, counted nowhere;
+    /// from beyond this computer it is a malformed datagram like any other.
+    #[test]
+    fn issue23_the_status_query_goes_nowhere_and_counts_nowhere() {
+        for allow in ["", "allow = [\"10.0.0.0/8\"]\n"] {
+            let r = routes(
+                &(format!("[listen]\nformat = \"fh6\"\n{allow}")
+                    + &destination_toml("raw", 9001, "same", "")),
+            );
+            let mut core = Fanout::new(&r);
+            let mut sink = Recorder::default();
+            let t0 = Instant::now();
+            let asker: SocketAddr = "127.0.0.1:40000".parse().unwrap();
+            assert_eq!(
+                core.handle_at(crate::query::QUERY, asker, t0, &mut sink),
+                Verdict::Query,
+                "{allow}"
+            );
+            assert!(sink.got.is_empty(), "never forwarded");
+            assert_eq!(core.queries(), 1);
+            let c = core.counters();
+            assert_eq!(
+                (
+                    c.input.received,
+                    c.input.bytes,
+                    c.input.malformed,
+                    c.input.disallowed
+                ),
+                (0, 0, 0, 0),
+                "counted nowhere"
+            );
+            assert!(c.input.senders.list().is_empty(), "no sender");
+            assert_eq!(stats(&c, "raw").received, 0);
+        }
+        let r = routes(
+            &("[listen]\nformat = \"fh6\"\n".to_owned()
+                + &destination_toml("raw", 9001, "same", "")),
+        );
+        let mut core = Fanout::new(&r);
+        let mut sink = Recorder::default();
+        let lan: SocketAddr = "10.1.2.3:40000".parse().unwrap();
+        assert_eq!(
+            core.handle_at(crate::query::QUERY, lan, Instant::now(), &mut sink),
+            Verdict::Admitted(None)
+        );
+        assert_eq!(core.queries(), 0);
+        assert_eq!(core.counters().input.malformed, 1);
+        assert_eq!(sink.got.len(), 1, "a malformed datagram goes to same");
     }
 }

@@ -14,6 +14,15 @@
 //! the age limit, and the rate limit (the newest early frame waits for its slot
 //! in a pending frame; [`Fanout::due`] sends it).
 //!
+//! Who sends is counted in a table of a few senders, in place
+//! ([`crate::stats::Senders`]); with `auto`, each datagram is read by its own
+//! bytes where they tell, and only the stream followed (the game's) teaches
+//! how the others are read (issue 23). Among the datagrams it refuses anyway
+//! (no packet of the input, or from outside the allow-list), the core
+//! recognises the status query of a tool on this computer
+//! ([`crate::query`]): [`Verdict::Query`], sent nowhere, counted nowhere, so
+//! a packet's way pays nothing for it.
+//!
 //! The age limit (`max_age`, issue 15) keeps a motion rig on live data: a
 //! frame older than the limit when it would be sent (on arrival after a stall,
 //! waiting for its rate slot, or in the shell's backlog) is dropped and counted

@@ -58,6 +58,13 @@ struct Slot {
 // thread sends everything they point to.
 unsafe impl Send for Batch {}
 
+/// Sends `bytes` to `to` from the listening socket without waiting, whether
+/// the socket is in blocking mode (for [`Batch::wait`]) or not: the answer to
+/// a status query ([`crate::query`]).
+pub fn send_now(socket: &mio::net::UdpSocket, bytes: &[u8], to: SocketAddr) -> io::Result<usize> {
+    socket2::SockRef::from(socket).send_to_with_flags(bytes, &to.into(), libc::MSG_DONTWAIT)
+}
+
 /// Asks the kernel to stamp every datagram `socket` receives with the moment
 /// it arrived (`SO_TIMESTAMPNS`, CLOCK_REALTIME), read by [`Batch::received`].
 pub fn enable_receive_times(socket: &mio::net::UdpSocket) -> io::Result<()> {
@@ -185,6 +192,7 @@ impl Batch {
     }
 
     /// Datagram `i` of the last batch and its sender.
+    #[inline]
     pub fn datagram(&self, i: usize) -> (&[u8], SocketAddr) {
         let start = i * MAX_DATAGRAM;
         let bytes = &self.bufs[start..start + self.lens[i].min(MAX_DATAGRAM)];

@@ -23,7 +23,7 @@ mod imp;
 
 pub mod wait;
 
-pub use imp::{enable_receive_times, Batch, WAITS};
+pub use imp::{enable_receive_times, send_now, Batch, WAITS};
 
 /// One moment on both clocks, read once per batch right after the receive
 /// (both reads are vDSO calls on Linux, no system call): turns the kernel's

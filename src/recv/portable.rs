@@ -50,6 +50,7 @@ impl Batch {
     }
 
     /// Datagram `i` of the last batch and its sender.
+    #[inline]
     pub fn datagram(&self, i: usize) -> (&[u8], SocketAddr) {
         debug_assert_eq!(i, 0);
         (&self.buf[..self.len], self.from)
@@ -59,6 +60,12 @@ impl Batch {
     pub fn received(&self, _i: usize) -> Option<SystemTime> {
         None
     }
+}
+
+/// Sends `bytes` to `to` from the listening socket, which is never in
+/// blocking mode here: the answer to a status query ([`crate::query`]).
+pub fn send_now(socket: &mio::net::UdpSocket, bytes: &[u8], to: SocketAddr) -> io::Result<usize> {
+    socket.send_to(bytes, to)
 }
 
 /// Kernel receive times are read on Linux only.

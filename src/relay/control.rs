@@ -4,17 +4,26 @@
 //! socket). The loop looks for commands after every receive and acts on them
 //! between packets; a packet costs one flag ([`Shell::commands`]), not a
 //! channel. [`Snapshots`] asks for every counter without the loop allocating.
+//!
+//! Other programs on this computer (`doctor`, `setup`, `record`, `watch`) ask
+//! the loop what it sees with a status query on the listening socket
+//! ([`crate::query`]); the core recognises it ([`Verdict::Query`]) and
+//! [`Shell::answer_queries`] answers it from the listening socket.
 
+use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use log::{error, info};
+use log::{debug, error, info};
 use mio::Waker;
 
 use super::{Applied, LoopConfig, Shell, StartError};
 use crate::config::Config;
+use crate::fanout::Verdict;
+use crate::query::Answer;
+use crate::recv;
 use crate::recv::wait::WakeSender;
 use crate::stats::{ConfigState, LatencyWindow, Snapshot};
 use crate::tap::TapProducer;
@@ -37,6 +46,8 @@ pub(super) enum Command {
     Attach(Box<TapProducer>),
     /// The configuration file's state, for the snapshots.
     ConfigState(Box<ConfigState>),
+    /// Where the relay's page is served, for the status query's answer.
+    Page(SocketAddr),
 }
 
 /// Talks to a running relay from any thread: a message, then a wake-up.
@@ -109,6 +120,12 @@ impl Control {
     /// saved version was not applied (`None`: it was), for its snapshots.
     pub fn config_state(&self, path: Option<String>, error: Option<String>) {
         self.send(Command::ConfigState(Box::new(ConfigState { path, error })));
+    }
+
+    /// Tells the relay where its page is served, for the answer to a status
+    /// query ([`crate::query`]): the tools point there.
+    pub fn page_served(&self, addr: SocketAddr) {
+        self.send(Command::Page(addr));
     }
 
     /// A reader of snapshots that brings its own buffers (see [`Snapshots`]).
@@ -209,6 +226,30 @@ impl Shell {
                 }
                 Command::Attach(tap) => self.taps.push(*tap),
                 Command::ConfigState(state) => self.config_state = *state,
+                Command::Page(addr) => self.page = Some(addr),
+            }
+        }
+    }
+
+    /// Answers the status queries among the last batch's `n` datagrams, each
+    /// from the listening socket to the socket that asked, without waiting:
+    /// one JSON object ([`Answer`]). Seldom, so out of the loop's own code;
+    /// building the answer allocates, as any command's does.
+    #[cold]
+    #[inline(never)]
+    pub(super) fn answer_queries(&mut self, n: usize) {
+        self.answered = self.core.queries();
+        let mut answer = Answer::of(&self.snapshot(LatencyWindow::Interval), self.core.input());
+        answer.page = self.page.map(crate::query::page_url);
+        let json = answer.to_json();
+        for (i, verdict) in self.verdicts.iter().enumerate().take(n) {
+            if *verdict != Verdict::Query {
+                continue;
+            }
+            let (_, from) = self.batch.datagram(i);
+            match recv::send_now(&self.listener, &json, from) {
+                Ok(_) => debug!("{from} asked for the relay's status: answered"),
+                Err(e) => debug!("{from} asked for the relay's status: the answer failed: {e}"),
             }
         }
     }

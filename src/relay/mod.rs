@@ -226,11 +226,17 @@ struct Shell {
     warned: InputStats,
     /// How `auto` reads Horizon packets, as last logged.
     horizon: Option<Reading>,
+    /// Status queries answered so far ([`crate::query`]).
+    answered: u64,
+    /// Where the relay's page is served, as the page said.
+    page: Option<SocketAddr>,
     /// The configuration file's state, as its owner last said (for the
     /// snapshots).
     config_state: ConfigState,
     malformed: Throttle,
     disallowed: Throttle,
+    /// Senders beside the one followed (issue 23).
+    senders: Throttle,
     recv_error: Throttle,
     poll_error: Throttle,
 }
@@ -264,6 +270,8 @@ impl Relay {
                 batch: Batch::new(),
                 verdicts: [Verdict::Disallowed; Batch::SIZE],
                 horizon: core.horizon(),
+                answered: 0,
+                page: None,
                 config_state: ConfigState::default(),
                 core,
                 links,
@@ -295,6 +303,7 @@ impl Relay {
                 warned: InputStats::default(),
                 malformed: Throttle::default(),
                 disallowed: Throttle::default(),
+                senders: Throttle::default(),
                 recv_error: Throttle::default(),
                 poll_error: Throttle::default(),
             },

@@ -355,7 +355,7 @@ impl Shell {
     /// then to the taps; returns the moment the batch was read, on the loop's
     /// clock. The wake-up datagram goes to neither: it only ended the wait,
     /// after which the commands are looked at (in the poll, the waker says
-    /// so).
+    /// so). A status query the core recognised is answered after the sends.
     fn handle_batch(&mut self, n: usize, read: usize) -> Instant {
         // Both clocks once per batch, after the receive: the kernel's times
         // are before it.
@@ -402,6 +402,9 @@ impl Shell {
             }
             let arrival = Arrival::new(data, from, moment.received(batch, i));
             *verdict = core.handle(arrival, now, &mut sink);
+        }
+        if self.core.queries() != self.answered {
+            self.answer_queries(n);
         }
         // After the sends: a tap's copy never delays a packet.
         if !self.taps.is_empty() {

@@ -14,8 +14,8 @@ use log::{info, warn};
 
 use super::Shell;
 use crate::fanout::Report;
-use crate::stats::SendErrorKind;
-use crate::wire::{Expected, Reading, AGREEING_PACKETS};
+use crate::stats::{InputStats, SendErrorKind, FOLLOW_SILENCE};
+use crate::wire::{Expected, Input, Reading, AGREEING_PACKETS};
 
 /// Logs a repeated problem at most once per interval, and counts what it held
 /// back.
@@ -154,18 +154,45 @@ impl Warner {
     }
 }
 
-/// How `auto` reads Horizon packets, for the log: `fh5`, or `fh6 (a guess)`.
-struct HorizonReading(Reading);
+/// How `auto`'s reading of Horizon packets that tell nothing changed, for
+/// the log: `reading fh6 (confirmed by 30 packets from 127.0.0.1:5201; was a
+/// guess)`, or `reading fh5 (30 packets in a row from … said so; was fh6)`.
+struct HorizonChange {
+    before: Reading,
+    after: Reading,
+    from: Option<SocketAddr>,
+}
 
-impl fmt::Display for HorizonReading {
+impl fmt::Display for HorizonChange {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let r = self.0;
-        write!(
-            f,
-            "{}{}",
-            r.format,
-            if r.certain { "" } else { " (a guess)" }
-        )
+        let HorizonChange {
+            before,
+            after,
+            from,
+        } = self;
+        let from = from.map(|a| format!(" from {a}")).unwrap_or_default();
+        let was = if before.certain {
+            before.format.to_string()
+        } else if before.format == after.format {
+            "a guess".to_owned()
+        } else {
+            format!("{}, a guess", before.format)
+        };
+        if !after.certain {
+            write!(f, "reading {} (a guess; was {was})", after.format)
+        } else if before.format == after.format {
+            write!(
+                f,
+                "reading {} (confirmed by {AGREEING_PACKETS} packets{from}; was {was})",
+                after.format
+            )
+        } else {
+            write!(
+                f,
+                "reading {} ({AGREEING_PACKETS} packets in a row{from} said so; was {was})",
+                after.format
+            )
+        }
     }
 }
 
@@ -187,6 +214,7 @@ impl Shell {
         let stats = self.core.input_stats();
         if stats.malformed != self.warned.malformed
             || stats.disallowed != self.warned.disallowed
+            || stats.senders.changes() != self.warned.senders.changes()
             || self.core.horizon() != self.horizon
         {
             self.warn_new_input(now);
@@ -220,18 +248,71 @@ impl Shell {
                 Suppressed(more)
             );
         }
+        self.warn_senders(&stats, now);
         self.warned = stats;
         let horizon = self.core.horizon();
         if horizon != self.horizon {
             if let (Some(before), Some(after)) = (self.horizon, horizon) {
                 info!(
-                    "listen.format auto: 324-byte packets now read as {}, no longer {}: \
-                     the last {AGREEING_PACKETS} that told said so",
-                    HorizonReading(after),
-                    HorizonReading(before)
+                    "Horizon packets: {}",
+                    HorizonChange {
+                        before,
+                        after,
+                        from: stats.senders.followed().map(|s| s.addr),
+                    }
                 );
             }
             self.horizon = horizon;
+        }
+    }
+
+    /// Says, once each (at most once per interval), a sender beside the one
+    /// whose stream is followed, and when another sender's stream becomes
+    /// the one followed.
+    fn warn_senders(&mut self, stats: &InputStats, now: Instant) {
+        let (senders, before) = (&stats.senders, &self.warned.senders);
+        if senders.changes() == before.changes() {
+            return;
+        }
+        let followed = senders.followed().map(|s| s.addr);
+        let switched = senders.switches() != before.switches();
+        if switched {
+            if let Some(to) = followed {
+                info!(
+                    "following the stream from {to} now: the one followed before sent \
+                     nothing for {} s{}",
+                    FOLLOW_SILENCE.as_secs(),
+                    if self.core.input() == Input::Auto {
+                        "; its packets teach how Horizon packets that tell nothing are read"
+                    } else {
+                        ""
+                    }
+                );
+            }
+        }
+        // Senders beyond the first; a new one that took over was said above.
+        let new = senders.added().saturating_sub(1) - before.added().saturating_sub(1);
+        let newest = senders
+            .newest()
+            .map(|s| s.addr)
+            .filter(|&a| !(switched && Some(a) == followed));
+        if let (Some(more), Some(newest), Some(followed)) = (
+            self.senders.occurred(new, now, self.warn_every),
+            newest,
+            followed,
+        ) {
+            let auto = if self.core.input() == Input::Auto {
+                ", each read by its own bytes; they never change how the stream \
+                 followed is read"
+            } else {
+                ""
+            };
+            warn!(
+                "another sender: {newest} sends to {} too, beside {followed} (the stream \
+                 followed); its datagrams are forwarded as well{auto}{}",
+                self.listen,
+                Suppressed(more)
+            );
         }
     }
 
@@ -293,5 +374,40 @@ mod tests {
         assert_eq!(t.occurred(1, t0 + s(41), every), None);
         assert_eq!(t.unlogged(), 1, "for the last word");
         assert_eq!(t.unlogged(), 0);
+    }
+
+    /// Issue 23: the log says what changed and from what.
+    #[test]
+    fn a_change_of_the_horizon_reading_says_what_it_was() {
+        use crate::wire::Format;
+        let guess = |format| Reading {
+            format,
+            certain: false,
+        };
+        let from: SocketAddr = "127.0.0.1:5201".parse().unwrap();
+        let said = |before, after| {
+            HorizonChange {
+                before,
+                after,
+                from: Some(from),
+            }
+            .to_string()
+        };
+        assert_eq!(
+            said(guess(Format::Fh6), Reading::sure(Format::Fh6)),
+            "reading fh6 (confirmed by 30 packets from 127.0.0.1:5201; was a guess)"
+        );
+        assert_eq!(
+            said(Reading::sure(Format::Fh6), Reading::sure(Format::Fh5)),
+            "reading fh5 (30 packets in a row from 127.0.0.1:5201 said so; was fh6)"
+        );
+        assert_eq!(
+            said(guess(Format::Fh6), Reading::sure(Format::Fh5)),
+            "reading fh5 (30 packets in a row from 127.0.0.1:5201 said so; was fh6, a guess)"
+        );
+        assert_eq!(
+            said(Reading::sure(Format::Fh5), guess(Format::Fh6)),
+            "reading fh6 (a guess; was fh5)"
+        );
     }
 }

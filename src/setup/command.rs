@@ -2,14 +2,17 @@
 //! exit code back (0 done, 1 failed or a problem found, 2 bad input).
 
 use std::io::{self, BufRead as _, IsTerminal as _, Write as _};
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use super::autostart::{self, Action, Launch};
 use super::doctor::{self, Finding, Report};
 use super::finder::{self, Proposal, Socket};
+use super::running;
 use super::tools;
 use crate::config::{Config, Input, StatsFormat, DEFAULT_FILE_NAME, DEFAULT_LISTEN};
+use crate::query::{self, Answer};
 
 /// Options of `setup`.
 #[derive(Debug, Clone, Default)]
@@ -20,10 +23,14 @@ pub struct SetupOptions {
     pub force: bool,
     /// One JSON object per socket instead of the table and proposal.
     pub json: bool,
+    /// Where the configuration `run` would use here listens: a running
+    /// relay is looked for there too.
+    pub config_listen: Option<SocketAddr>,
 }
 
-/// `forza-relay setup`: list the UDP sockets, mark the known tools, propose a
-/// configuration, and write it when asked.
+/// `forza-relay setup`: list the UDP sockets, mark the known tools, find the
+/// forza-relay already running (it answers on its listening port), propose a
+/// configuration from there, and write it when asked.
 pub fn setup(options: &SetupOptions) -> u8 {
     let sockets = match finder::udp_sockets() {
         Ok(sockets) => sockets,
@@ -32,20 +39,17 @@ pub fn setup(options: &SetupOptions) -> u8 {
             return 1;
         }
     };
-    let proposal = finder::propose(&sockets);
+    let relays = running_relays(&sockets, options.config_listen);
+    let relay = relays.first();
+    let proposal = finder::propose(&sockets, relay);
     let mut out = io::stdout().lock();
     let printed = if options.json {
         sockets
             .iter()
             .try_for_each(|s| writeln!(out, "{}", socket_json(s)))
     } else {
-        write!(out, "{}", table(&sockets)).and_then(|()| {
-            writeln!(
-                out,
-                "\nProposed configuration (forza-relay run --config FILE):\n\n{}",
-                proposal.to_toml()
-            )
-        })
+        write!(out, "{}", table(&sockets, relay))
+            .and_then(|()| write!(out, "{}", proposal_text(&proposal, &relays)))
     };
     if printed.is_err() {
         // A closed reader (`| head`) has seen what it wanted.
@@ -54,7 +58,9 @@ pub fn setup(options: &SetupOptions) -> u8 {
     drop(out);
     let target = match &options.write {
         Some(path) => Some(path.clone()),
-        None if !options.json => ask_to_write(&proposal),
+        None if !options.json && relay.is_none_or(|r| r.config.path.is_none()) => {
+            ask_to_write(&proposal)
+        }
         None => None,
     };
     match target {
@@ -76,6 +82,130 @@ pub fn setup(options: &SetupOptions) -> u8 {
     }
 }
 
+/// The forza-relays running on this computer that answer (issue 23): asked
+/// on the port of the configuration `run` would use, the default port, and
+/// every port a process named forza-relay holds, at once, each for
+/// [`running::ASK_TIMEOUT`] at most. The one on `config_listen` first.
+fn running_relays(sockets: &[Socket], config_listen: Option<SocketAddr>) -> Vec<Answer> {
+    let mut targets: Vec<SocketAddr> = Vec::new();
+    let held = |addr: SocketAddr| sockets.iter().any(|s| finder::covers(s.addr, addr));
+    for addr in config_listen.into_iter().chain([DEFAULT_LISTEN]) {
+        if held(addr) {
+            targets.push(query::target(addr));
+        }
+    }
+    for s in sockets
+        .iter()
+        .filter(|s| finder::is_forza_relay(&s.process))
+    {
+        targets.push(query::target(s.addr));
+    }
+    targets.dedup();
+    targets.truncate(MAX_ASKED);
+    let answers: Vec<Answer> = std::thread::scope(|scope| {
+        let asking: Vec<_> = targets
+            .iter()
+            .map(|&to| scope.spawn(move || query::ask(to, running::ASK_TIMEOUT).ok()))
+            .collect();
+        asking
+            .into_iter()
+            .filter_map(|h| h.join().ok().flatten())
+            .collect()
+    });
+    let mut unique: Vec<Answer> = Vec::new();
+    for a in answers {
+        if !unique
+            .iter()
+            .any(|u| u.pid == a.pid && u.listen == a.listen)
+        {
+            unique.push(a);
+        }
+    }
+    unique
+}
+
+/// Ports `setup` asks at most for a running relay.
+const MAX_ASKED: usize = 16;
+
+/// What `setup` says after the table: the running relay and what it sends
+/// to, then the proposal, and how to use it.
+fn proposal_text(proposal: &Proposal, relays: &[Answer]) -> String {
+    use std::fmt::Write as _;
+    let mut text = String::new();
+    let Some(relay) = relays.first() else {
+        let _ = write!(
+            text,
+            "\nProposed configuration:\n\n{}\nWrite it with `forza-relay setup --write \
+             {DEFAULT_FILE_NAME}`; `forza-relay run` in this folder then uses it.\n",
+            proposal.to_toml()
+        );
+        return text;
+    };
+    let _ = write!(
+        text,
+        "\nforza-relay {} is running on this computer (pid {}): it listens on {}",
+        relay.version, relay.pid, relay.listen
+    );
+    if let Some(path) = &relay.config.path {
+        let _ = write!(text, ", runs {path}");
+    }
+    if relay.destinations.is_empty() {
+        text.push_str(", and forwards to nothing yet.\n");
+    } else {
+        text.push_str(", and forwards to:\n");
+        for d in &relay.destinations {
+            let _ = writeln!(
+                text,
+                "  {:<20} {:<24} {:<7} {}, {} sent",
+                d.name,
+                d.addr,
+                d.output,
+                serde_json::to_value(d.status)
+                    .ok()
+                    .and_then(|v| v.as_str().map(str::to_owned))
+                    .unwrap_or_default(),
+                d.sent
+            );
+        }
+    }
+    for other in &relays[1..] {
+        let _ = writeln!(
+            text,
+            "Another forza-relay runs too (pid {}), listening on {}.",
+            other.pid, other.listen
+        );
+    }
+    match &relay.config.path {
+        Some(path) if proposal.destinations.is_empty() => {
+            let _ = write!(
+                text,
+                "\nEvery tool found here is one of its destinations already; {path} is its \
+                 configuration.\n{}",
+                proposal.new_destinations_toml()
+            );
+        }
+        Some(path) => {
+            let _ = write!(
+                text,
+                "\nTools found that it does not forward to yet. Add these to {path} (it applies \
+                 the file when it is saved), or add them on its page:\n{}",
+                proposal.new_destinations_toml()
+            );
+        }
+        None => {
+            let _ = write!(
+                text,
+                "\nIt runs without a configuration file. Proposed configuration, what it runs \
+                 and the tools found:\n\n{}\nWrite it with `forza-relay setup --write \
+                 {DEFAULT_FILE_NAME}`, then start the relay again with `forza-relay run \
+                 --config {DEFAULT_FILE_NAME}`.\n",
+                proposal.to_toml()
+            );
+        }
+    }
+    text
+}
+
 /// One socket as `setup --json` prints it.
 pub fn socket_json(s: &Socket) -> String {
     serde_json::json!({
@@ -88,8 +218,9 @@ pub fn socket_json(s: &Socket) -> String {
     .to_string()
 }
 
-/// The sockets as a table, with the tool each one is, or may be.
-fn table(sockets: &[Socket]) -> String {
+/// The sockets as a table, with the tool each one is, or may be, and the
+/// running relay's listening socket.
+fn table(sockets: &[Socket], relay: Option<&Answer>) -> String {
     use std::fmt::Write as _;
     let mut text = format!(
         "UDP sockets on this computer ({}):\n  {:<40} {:>5} {:>7}  {:<20} TOOL\n",
@@ -100,7 +231,10 @@ fn table(sockets: &[Socket]) -> String {
         "PROCESS"
     );
     for s in sockets {
+        let listening = relay.is_some_and(|r| r.pid == s.pid && r.listen.port() == s.addr.port());
         let tool = match s.tool() {
+            _ if listening => "forza-relay, listening (running)".to_owned(),
+            _ if finder::is_forza_relay(&s.process) => "forza-relay".to_owned(),
             Some(t) => t.name.clone(),
             None => {
                 let maybe: Vec<&str> = tools::by_port(s.addr.port())
@@ -144,8 +278,19 @@ fn ask_to_write(proposal: &Proposal) -> Option<PathBuf> {
     answer.trim().eq_ignore_ascii_case("y").then_some(path)
 }
 
-/// Writes `text` to `path`, refusing to replace a file unless `force`.
+/// Writes `text` to `path`, refusing to replace a file unless `force`, and
+/// saying so when `path` is a folder.
 fn write_new(path: &Path, text: &str, force: bool) -> io::Result<()> {
+    if path.is_dir() {
+        return Err(io::Error::new(
+            io::ErrorKind::IsADirectory,
+            format!(
+                "{} is a folder: name the file to write, e.g. --write {}",
+                path.display(),
+                path.join(DEFAULT_FILE_NAME).display()
+            ),
+        ));
+    }
     let mut options = std::fs::OpenOptions::new();
     options.write(true);
     if force {
@@ -190,6 +335,7 @@ pub fn wait_seconds(seconds: f64) -> Result<Duration, String> {
 /// `forza-relay doctor` for the configuration `run` would use (`None` when
 /// there is none): 0 when all is well, 1 for a problem.
 pub fn doctor(config: Option<Config>, options: &DoctorOptions) -> u8 {
+    let given = config.is_some();
     let (config, first) = match config {
         Some(config) => {
             let origin = Finding::ok("configuration", format!("configuration: {}", config.origin));
@@ -207,14 +353,41 @@ pub fn doctor(config: Option<Config>, options: &DoctorOptions) -> u8 {
             ),
         ),
     };
+    // The relay found running, if any: without a configuration here, what
+    // doctor checks is what that relay runs, which is no problem.
+    let mut running: Option<(u32, SocketAddr, Option<String>)> = None;
     // On stderr in both modes: a script reading the JSON waits for this line
     // before sending.
-    let report = doctor::diagnose(&config, options.wait, &mut |listen| {
-        eprintln!(
+    let report = doctor::diagnose(&config, options.wait, &mut |listen, relay| match relay {
+        None => eprintln!(
             "waiting up to {} s for datagrams on {listen} (drive in the game now) ...",
             options.wait.as_secs_f64()
-        );
+        ),
+        Some(answer) => {
+            running = Some((answer.pid, answer.listen, answer.config.path.clone()));
+            eprintln!(
+                "forza-relay (pid {}) listens on {listen}: watching what it receives for up \
+                 to {} s (drive in the game now) ...",
+                answer.pid,
+                options.wait.as_secs_f64()
+            );
+        }
     });
+    let first = match running {
+        Some((pid, listen, path)) if !given => Finding::ok(
+            "configuration",
+            format!(
+                "no configuration here (no --config, no --to, no {DEFAULT_FILE_NAME}): doctor \
+                 checks the forza-relay running on this computer (pid {pid}, listening on \
+                 {listen}), which runs {}",
+                match path {
+                    Some(path) => format!("from {path}"),
+                    None => "without a configuration file".to_owned(),
+                }
+            ),
+        ),
+        _ => first,
+    };
     let report = Report::new(std::iter::once(first).chain(report.checks).collect());
     print_report(&report, options.json);
     if report.ok {

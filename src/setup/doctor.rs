@@ -1,8 +1,12 @@
 //! `forza-relay doctor`: why nothing arrives, in plain words, with the fix.
 //!
 //! Each check gives a [`Finding`]. The listen port is bound for the arrival
-//! check only when nothing else holds it, and released before returning; no
-//! check sends a datagram anywhere.
+//! check only when nothing else holds it, and released before returning.
+//! When something holds it, `doctor` asks the holder for its status
+//! ([`crate::query`], the one datagram `doctor` ever sends): a forza-relay
+//! answers, and then the arrival and destination checks are what that relay
+//! sees (issue 23), watched for `--wait` seconds. `doctor` says "all is well"
+//! only when datagrams were seen arriving.
 
 use std::collections::BTreeSet;
 use std::fmt;
@@ -14,15 +18,15 @@ use serde::Serialize;
 
 use super::finder::{self, Holder, Socket};
 use super::platform;
+use super::running::{self, Observation, Rate, AFTER_FIRST};
 use super::tools;
-use crate::config::{Config, Destination, Input};
-use crate::wire::{Detector, Format};
+use crate::config::{Config, Input};
+use crate::query::Answer;
+use crate::stats::Status as DestinationStatus;
+use crate::wire::{Detector, Expected, Format};
 
 /// How long `doctor` waits for datagrams unless told (`--wait`).
 pub const DEFAULT_WAIT: Duration = Duration::from_secs(10);
-
-/// After the first datagram, how long to keep counting before answering.
-const AFTER_FIRST: Duration = Duration::from_secs(1);
 
 /// How a check came out.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -96,10 +100,11 @@ pub struct Report {
 }
 
 impl Report {
-    /// The report of `checks`.
+    /// The report of `checks`: ok when none found a problem and datagrams
+    /// were seen arriving (an arrival check that could not be made is not ok).
     pub fn new(checks: Vec<Finding>) -> Self {
         Report {
-            ok: checks.iter().all(|f| f.status != Status::Problem),
+            ok: checks.iter().all(|f| f.status != Status::Problem) && !arrivals_unknown(&checks),
             checks,
         }
     }
@@ -129,6 +134,10 @@ impl fmt::Display for Report {
             .filter(|c| c.status == Status::Problem)
             .count();
         match problems {
+            0 if arrivals_unknown(&self.checks) => write!(
+                f,
+                "no problem found, but whether datagrams arrive could not be checked"
+            ),
             0 => write!(f, "all is well"),
             1 => write!(f, "1 problem"),
             n => write!(f, "{n} problems"),
@@ -136,9 +145,32 @@ impl fmt::Display for Report {
     }
 }
 
-/// Runs every check for `config`, waiting up to `wait` for datagrams.
-/// `waiting` is called once before the wait, to say so.
-pub fn diagnose(config: &Config, wait: Duration, waiting: &mut dyn FnMut(SocketAddr)) -> Report {
+/// True when the arrival check could not be made.
+fn arrivals_unknown(checks: &[Finding]) -> bool {
+    checks
+        .iter()
+        .any(|c| c.check == "arrivals" && c.status == Status::Unknown)
+}
+
+/// Who holds the listen port, as `doctor` found it.
+enum Listener {
+    /// Nobody: `doctor` holds it now, to see what arrives.
+    Free(UdpSocket),
+    /// A forza-relay, which answered.
+    Relay(Box<Answer>),
+    /// Another program, or a forza-relay that did not answer.
+    Held,
+}
+
+/// Runs every check for `config`, waiting up to `wait` for datagrams (or
+/// watching the relay that holds the listen port as long). `waiting` is
+/// called once before the wait, with the relay's answer when a relay is
+/// watched, to say so.
+pub fn diagnose(
+    config: &Config,
+    wait: Duration,
+    waiting: &mut dyn FnMut(SocketAddr, Option<&Answer>),
+) -> Report {
     let sockets = finder::udp_sockets();
     let mut checks = vec![listen_range(config.listen)];
     let (port_finding, listener) = listen_port(config.listen, sockets.as_deref().ok());
@@ -150,16 +182,55 @@ pub fn diagnose(config: &Config, wait: Duration, waiting: &mut dyn FnMut(SocketA
             .cloned()
             .collect()
     });
-    for destination in &config.destinations {
-        checks.push(destination_check(destination, others.as_deref()));
+    // A relay is watched first: its destinations are reported as they are
+    // at the end of the watch.
+    let seen = match &listener {
+        Listener::Relay(answer) => {
+            waiting(config.listen, Some(answer));
+            Some(running::observe(config.listen, (**answer).clone(), wait))
+        }
+        _ => None,
+    };
+    match &seen {
+        // What the relay sends to, as it says, rather than what this
+        // configuration would.
+        Some(seen) => {
+            for d in &seen.last.destinations {
+                checks.push(relay_destination(d, others.as_deref()));
+            }
+            if let Some(error) = &seen.last.config.error {
+                checks.push(Finding::problem(
+                    "configuration_file",
+                    format!(
+                        "the running relay did not apply the last save of {}: {error}",
+                        seen.last
+                            .config
+                            .path
+                            .as_deref()
+                            .unwrap_or("its configuration")
+                    ),
+                    "fix the file and save it again: the relay applies it when it is valid",
+                ));
+            }
+        }
+        None => {
+            for destination in &config.destinations {
+                checks.push(destination_check(
+                    &destination.name,
+                    destination.addr,
+                    others.as_deref(),
+                ));
+            }
+        }
     }
     checks.extend(platform::checks(config.listen));
-    match listener {
-        Some(socket) => {
-            waiting(config.listen);
+    match (listener, seen) {
+        (Listener::Free(socket), _) => {
+            waiting(config.listen, None);
             checks.push(arrivals(&socket, config, wait));
         }
-        None => checks.push(Finding::unknown(
+        (Listener::Relay(_), Some(seen)) => checks.push(relay_arrivals(&seen)),
+        _ => checks.push(Finding::unknown(
             "arrivals",
             format!(
                 "whether datagrams arrive was not checked: {} is held by another program",
@@ -191,9 +262,10 @@ pub fn listen_range(listen: SocketAddr) -> Finding {
     }
 }
 
-/// Binds the listen address, or names who holds it. The socket comes back for
-/// the arrival check.
-fn listen_port(listen: SocketAddr, sockets: Option<&[Socket]>) -> (Finding, Option<UdpSocket>) {
+/// Binds the listen address, or names who holds it and asks it for its
+/// status. The socket, or the relay's answer, comes back for the arrival
+/// check.
+fn listen_port(listen: SocketAddr, sockets: Option<&[Socket]>) -> (Finding, Listener) {
     match UdpSocket::bind(listen) {
         Ok(socket) => (
             Finding::ok(
@@ -203,26 +275,47 @@ fn listen_port(listen: SocketAddr, sockets: Option<&[Socket]>) -> (Finding, Opti
                     listen.port()
                 ),
             ),
-            Some(socket),
+            Listener::Free(socket),
         ),
         Err(e) => {
+            if let Some(answer) = running::relay_on(listen, &e) {
+                return (relay_listens(&answer), Listener::Relay(Box::new(answer)));
+            }
             let holder = sockets
                 .and_then(|s| finder::on(s, listen).first().map(|s| Holder::from(*s)))
                 .or_else(|| finder::blocker(listen, &e));
-            (held(listen, &e, holder), None)
+            (held(listen, &e, holder), Listener::Held)
         }
     }
+}
+
+/// The finding for a listen port held by a forza-relay that answered.
+fn relay_listens(answer: &Answer) -> Finding {
+    let config = match &answer.config.path {
+        Some(path) => format!(", running {path}"),
+        None => String::new(),
+    };
+    Finding::ok(
+        "listen_port",
+        format!(
+            "forza-relay {} (pid {}) is running and listens on {}{config}: doctor asks it \
+             what it receives",
+            answer.version, answer.pid, answer.listen
+        ),
+    )
 }
 
 /// The finding for a listen address that could not be bound.
 fn held(listen: SocketAddr, error: &io::Error, holder: Option<Holder>) -> Finding {
     let port = listen.port();
     match holder {
-        Some(h) if is_forza_relay(&h.process) => Finding::ok(
+        Some(h) if finder::is_forza_relay(&h.process) => Finding::ok(
             "listen_port",
             format!(
-                "forza-relay is already listening on port {port} ({h}): the relay is running; \
-                 its summary lines say what arrives"
+                "forza-relay is already listening on port {port} ({h}), but did not answer \
+                 doctor's question within {} s (a forza-relay older than this one does not): \
+                 its summary lines say what arrives",
+                running::ASK_TIMEOUT.as_secs()
             ),
         ),
         Some(h) => Finding::problem(
@@ -241,15 +334,10 @@ fn held(listen: SocketAddr, error: &io::Error, holder: Option<Holder>) -> Findin
     }
 }
 
-fn is_forza_relay(process: &str) -> bool {
-    let name = process.trim();
-    name.eq_ignore_ascii_case("forza-relay") || name.eq_ignore_ascii_case("forza-relay.exe")
-}
-
-/// Something listens at `destination` when it is on this computer.
-pub fn destination_check(destination: &Destination, sockets: Option<&[Socket]>) -> Finding {
-    let addr = destination.addr;
-    let what = format!("destination {:?} ({addr})", destination.name);
+/// Something listens at destination `name`'s `addr` when it is on this
+/// computer.
+pub fn destination_check(name: &str, addr: SocketAddr, sockets: Option<&[Socket]>) -> Finding {
+    let what = format!("destination {name:?} ({addr})");
     let ip = addr.ip();
     if !(ip.is_loopback() || ip.is_unspecified() || crate::config::is_own_address(ip)) {
         return Finding::unknown(
@@ -270,27 +358,72 @@ pub fn destination_check(destination: &Destination, sockets: Option<&[Socket]>) 
     match listening {
         Some(Some(h)) => Finding::ok("destination", format!("{what}: {h} listens there")),
         Some(None) => Finding::ok("destination", format!("{what}: a program listens there")),
-        None => {
-            let known: Vec<&str> = tools::by_port(addr.port())
-                .iter()
-                .map(|t| t.name.as_str())
-                .collect();
-            let whose = if known.is_empty() {
-                String::new()
-            } else {
-                format!(
-                    " (port {} is the default of {})",
-                    addr.port(),
-                    known.join(", ")
-                )
-            };
-            Finding::problem(
+        None => Finding::problem(
+            "destination",
+            format!("{what}: nothing listens there{}", whose_port(addr.port())),
+            NOTHING_LISTENS_FIX,
+        ),
+    }
+}
+
+/// What to do when nothing listens at a destination.
+const NOTHING_LISTENS_FIX: &str = "start the tool, or set this destination to the port the \
+                                   tool listens on (`forza-relay setup` lists them)";
+
+/// ` (port 8000 is the default of SimHub)`, or nothing for a port no known
+/// tool has.
+fn whose_port(port: u16) -> String {
+    let known: Vec<&str> = tools::by_port(port)
+        .iter()
+        .map(|t| t.name.as_str())
+        .collect();
+    if known.is_empty() {
+        String::new()
+    } else {
+        format!(" (port {port} is the default of {})", known.join(", "))
+    }
+}
+
+/// A destination of the running relay, as it says it is doing, and who
+/// listens there when its address is a socket address on this computer.
+fn relay_destination(d: &crate::query::Destination, sockets: Option<&[Socket]>) -> Finding {
+    let what = format!("destination {:?} ({})", d.name, d.addr);
+    let addr: Option<SocketAddr> = d.addr.parse().ok();
+    let whose = addr.map(|a| whose_port(a.port())).unwrap_or_default();
+    match d.status {
+        DestinationStatus::Refused => Finding::problem(
+            "destination",
+            format!("{what}: the running relay's sends are refused: nothing listens there{whose}"),
+            NOTHING_LISTENS_FIX,
+        ),
+        DestinationStatus::Failing => Finding::problem(
+            "destination",
+            format!("{what}: the running relay's sends there fail"),
+            "the relay's log says the error of each destination",
+        ),
+        DestinationStatus::Ok => Finding::ok(
+            "destination",
+            format!("{what}: the running relay sends to it ({} sent)", d.sent),
+        ),
+        // Nothing to send lately: whether anything listens is the socket
+        // table's to say.
+        DestinationStatus::Idle => match addr {
+            Some(addr) => {
+                let mut finding = destination_check(&d.name, addr, sockets);
+                finding.message = format!(
+                    "{}; the running relay sent nothing to it lately ({} sent)",
+                    finding.message, d.sent
+                );
+                finding
+            }
+            None => Finding::ok(
                 "destination",
-                format!("{what}: nothing listens there{whose}"),
-                "start the tool, or set this destination to the port the tool listens on \
-                 (`forza-relay setup` lists them)",
-            )
-        }
+                format!(
+                    "{what}: the running relay sent nothing to it lately ({} sent)",
+                    d.sent
+                ),
+            ),
+        },
     }
 }
 
@@ -309,6 +442,9 @@ fn arrivals(socket: &UdpSocket, config: &Config, wait: Duration) -> Finding {
             break;
         }
         match socket.recv_from(&mut buf) {
+            // Another tool asking whether this socket is a relay's (`setup`
+            // asks every socket a forza-relay holds): not telemetry.
+            Ok((len, from)) if crate::query::is_query(&buf[..len.min(buf.len())], from) => {}
             Ok((len, from)) => {
                 if seen.count == 0 {
                     deadline = deadline.min(Instant::now() + AFTER_FIRST);
@@ -357,12 +493,7 @@ impl Seen {
                     "nothing arrived on {listen} in {:.1} s",
                     waited.as_secs_f64()
                 ),
-                format!(
-                    "in the game's HUD and Gameplay settings turn Data Out on, set Data Out IP \
-                     Address to this computer (127.0.0.1 when the game runs here) and Data Out \
-                     IP Port to {}; then drive (nothing is sent in menus or while paused)",
-                    listen.port()
-                ),
+                data_out_fix(listen.port()),
             );
         }
         let senders: Vec<String> = self.senders.iter().map(SocketAddr::to_string).collect();
@@ -431,6 +562,102 @@ impl Seen {
     }
 }
 
+/// What to do when nothing arrives on `port`.
+fn data_out_fix(port: u16) -> String {
+    format!(
+        "in the game's HUD and Gameplay settings turn Data Out on, set Data Out IP Address to \
+         this computer (127.0.0.1 when the game runs here) and Data Out IP Port to {port}; then \
+         drive with the game's window in front (nothing is sent in menus, while paused, or, in \
+         Forza Horizon 6, while its window is not in focus). A game on an Xbox or another PC \
+         also needs the firewall to let forza-relay in"
+    )
+}
+
+/// What the running relay received while `doctor` watched it.
+fn relay_arrivals(seen: &Observation) -> Finding {
+    let last = &seen.last;
+    let relay = format!("forza-relay (pid {})", last.pid);
+    let received = seen.received();
+    if received == 0 {
+        return Finding::problem(
+            "arrivals",
+            format!(
+                "{relay} received nothing on {} in {:.1} s ({} datagrams in the {:.0} s since \
+                 it started)",
+                last.listen,
+                seen.seconds(),
+                last.input.received,
+                last.elapsed_s
+            ),
+            data_out_fix(last.listen.port()),
+        );
+    }
+    let senders = seen.senders();
+    let from: Vec<String> = senders
+        .iter()
+        .map(|s| {
+            if senders.len() > 1 && s.following {
+                format!("{} (the stream followed)", s.addr)
+            } else {
+                s.addr.to_string()
+            }
+        })
+        .collect();
+    let mut message = format!(
+        "{relay} receives {} on {} from {}",
+        Rate(seen.rate()),
+        last.listen,
+        if from.is_empty() {
+            "senders it does not list".to_owned()
+        } else {
+            from.join(", ")
+        }
+    );
+    if let Some(format) = &last.input.format {
+        let guessed = if last.input.format_guessed {
+            " (guessed: no puddle has told fh5 from fh6 yet)"
+        } else {
+            ""
+        };
+        message.push_str(&format!(", format {format}{guessed}"));
+    }
+    let disallowed = seen.disallowed();
+    if disallowed > 0 {
+        message.push_str(&format!("; listen.allow refuses {disallowed} of them"));
+        if disallowed == received {
+            return Finding::problem(
+                "arrivals",
+                message,
+                "add the game's address to [listen] allow, or remove allow",
+            );
+        }
+    }
+    let malformed = seen.malformed();
+    if malformed > 0 {
+        let expected = match last.input.expects.parse::<Input>() {
+            Ok(input) => Expected(input).to_string(),
+            Err(_) => format!("as {} expects", last.input.expects),
+        };
+        message.push_str(&format!("; {malformed} of them are not packets {expected}"));
+        if malformed + disallowed == received {
+            let fix = if last.input.expects == "auto" {
+                "another program sends to this port: point it elsewhere, or listen on another \
+                 port"
+                    .to_owned()
+            } else {
+                format!(
+                    "the relay expects {} packets: if the game sends another format, set \
+                     [listen] format = \"auto\" (or the game's format); else another program \
+                     sends to this port",
+                    last.input.expects
+                )
+            };
+            return Finding::problem("arrivals", message, fix);
+        }
+    }
+    Finding::ok("arrivals", message)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -489,6 +716,78 @@ mod tests {
         assert_eq!(
             report.to_json(),
             r#"{"ok":false,"checks":[{"check":"a","status":"problem","message":"broken","fix":"mend it"}]}"#
+        );
+    }
+
+    #[test]
+    fn an_arrival_check_not_made_is_never_all_is_well() {
+        let report = Report::new(vec![
+            Finding::ok("listen_port", "held by forza-relay, which did not answer"),
+            Finding::unknown("arrivals", "not checked"),
+        ]);
+        assert!(!report.ok);
+        assert!(
+            report
+                .to_string()
+                .ends_with("no problem found, but whether datagrams arrive could not be checked"),
+            "{report}"
+        );
+    }
+
+    /// Issue 23: what the running relay received while watched, from its
+    /// two answers.
+    #[test]
+    fn the_relays_arrivals_say_nothing_received_or_the_rate_sender_and_format() {
+        let listen = at("127.0.0.1:5400");
+        let first = Answer::example(listen);
+        let mut last = first.clone();
+        last.elapsed_s += 3.0;
+        let nothing = relay_arrivals(&Observation {
+            first: first.clone(),
+            last: last.clone(),
+        });
+        assert_eq!(nothing.status, Status::Problem);
+        assert_eq!(
+            nothing.message,
+            "forza-relay (pid 30) received nothing on 127.0.0.1:5400 in 3.0 s (0 datagrams in \
+             the 63 s since it started)"
+        );
+        assert!(nothing
+            .fix
+            .as_deref()
+            .unwrap_or("")
+            .contains("Data Out IP Port to 5400"));
+
+        let game = at("127.0.0.1:5201");
+        last.elapsed_s = first.elapsed_s + 1.5;
+        last.input.received = 90;
+        last.input.format = Some("fh6".to_owned());
+        last.input.senders.push(crate::query::Sender {
+            addr: game,
+            datagrams: 90,
+            following: true,
+        });
+        let seen = relay_arrivals(&Observation {
+            first: first.clone(),
+            last: last.clone(),
+        });
+        assert_eq!(seen.status, Status::Ok);
+        assert_eq!(
+            seen.message,
+            "forza-relay (pid 30) receives 60 datagrams/s on 127.0.0.1:5400 from \
+             127.0.0.1:5201, format fh6"
+        );
+
+        last.input.malformed = 90;
+        last.input.expects = "fh6".to_owned();
+        let wrong = relay_arrivals(&Observation { first, last });
+        assert_eq!(wrong.status, Status::Problem);
+        assert!(
+            wrong
+                .message
+                .ends_with("; 90 of them are not packets in the fh6 format (324 bytes)"),
+            "{}",
+            wrong.message
         );
     }
 }

@@ -12,6 +12,7 @@ pub mod autostart;
 pub mod command;
 pub mod doctor;
 pub mod finder;
+pub mod running;
 pub mod tools;
 pub mod windows_text;
 

@@ -103,6 +103,9 @@ impl Source for UdpSource {
         let timeout = timeout.max(Duration::from_millis(1));
         self.socket.set_read_timeout(Some(timeout))?;
         match self.socket.recv_from(&mut self.buf) {
+            // `setup` asking every socket a forza-relay holds whether it is a
+            // relay (issue 23): not telemetry.
+            Ok((n, from)) if crate::query::is_query(&self.buf[..n], from) => Ok(Next::Idle),
             Ok((n, from)) => Ok(Next::Datagram(Datagram {
                 time: SystemTime::now(),
                 from: canonical(from),

@@ -5,9 +5,13 @@
 //! fh6 only the WheelInPuddle words can hint: fh6 types them S32 0/1, fh4/fh5 as an
 //! F32 depth. A configured format always wins over a guess.
 //!
-//! A datagram's bytes decide how that datagram is read, and, with `auto`, only
-//! [`AGREEING_PACKETS`] Horizon packets in a row that say the same thing change
-//! how later ones are read (issue 12): one stray or spoofed datagram cannot.
+//! A datagram's bytes decide how that datagram is read (issue 23): a Horizon
+//! packet whose puddle words tell its format is read as that format, whatever
+//! the stream's answer. The stream's answer is for the packets that tell
+//! nothing (a dry road): with `auto`, only [`AGREEING_PACKETS`] Horizon packets
+//! in a row that say the same thing change it (issue 12), so one stray or
+//! spoofed datagram cannot, and a caller that knows who sent a datagram lets
+//! only the stream it follows teach it ([`Acceptor::read_from`]).
 
 use std::fmt;
 
@@ -74,12 +78,13 @@ pub fn detect(packet: &[u8]) -> Option<Format> {
 /// answer: half a second of 60 Hz telemetry.
 pub const AGREEING_PACKETS: u32 = 30;
 
-/// Detection for a stream: a 324-byte packet is read as the Horizon format the
-/// detector holds, the default given at start until the stream shows its
-/// format ([`Detector::is_certain`] says which).
+/// Detection for a stream: a 324-byte packet is read as the Horizon format its
+/// own puddle words tell (see [`detect_horizon`]) and, when they tell nothing,
+/// as the detector's answer for the stream: the default given at start until
+/// the stream shows its format ([`Detector::is_certain`] says which).
 ///
-/// The answer changes only when [`AGREEING_PACKETS`] packets whose puddle words
-/// tell (see [`detect_horizon`]) agree on another one, with no packet telling
+/// The answer changes only when [`AGREEING_PACKETS`] packets it learns from
+/// ([`Detector::learn`]) tell the same other format, with no packet telling
 /// otherwise between them; a packet that tells nothing (a dry road) neither
 /// counts nor breaks the run. Confirming the default is a change too (from a
 /// guess to a certain answer), so it takes as many.
@@ -104,36 +109,72 @@ impl Detector {
     }
 
     /// False until the stream has shown its Horizon format: until then the
-    /// answer for 324 bytes is the default, a guess that callers should not act
-    /// on where fh4/fh5 and fh6 differ (CarClass).
+    /// answer for 324 bytes that tell nothing is the default, a guess that
+    /// callers should not act on where fh4/fh5 and fh6 differ (CarClass).
     pub fn is_certain(&self) -> bool {
         self.certain
     }
 
-    /// The Horizon format currently assumed for 324-byte packets.
+    /// The Horizon format assumed for 324-byte packets that tell nothing.
     pub fn horizon(&self) -> Format {
         self.horizon
     }
 
-    /// The format of `packet`; `None` only for a length no format has.
+    /// The format of `packet`, learning from it; `None` only for a length no
+    /// format has.
     #[inline]
     pub fn detect(&mut self, packet: &[u8]) -> Option<Format> {
+        self.learn(packet).map(|r| r.format)
+    }
+
+    /// How `packet` reads, without learning from it: by its length; a
+    /// 324-byte packet as its puddle words tell, for certain, or, when they
+    /// tell nothing, as the stream's answer. `None` for a length no format has.
+    #[inline]
+    pub fn read(&self, packet: &[u8]) -> Option<Reading> {
+        match packet.len() {
+            324 => Some(self.reading(self.told(packet))),
+            _ => detect(packet).map(Reading::sure),
+        }
+    }
+
+    /// As [`Detector::read`], and `packet` counts towards the stream's answer.
+    #[inline]
+    pub fn learn(&mut self, packet: &[u8]) -> Option<Reading> {
         match packet.len() {
             324 => {
-                let told = match detect_horizon(packet) {
-                    HorizonGuess::Fh6 => Some(Format::Fh6),
-                    // fh4 and fh5 share every byte's meaning: a depth says "not
-                    // fh6", and a detector told fh4 stays fh4.
-                    HorizonGuess::Fh5 if self.horizon == Format::Fh4 => Some(Format::Fh4),
-                    HorizonGuess::Fh5 => Some(Format::Fh5),
-                    HorizonGuess::Unknown => None,
-                };
+                let told = self.told(packet);
                 if let Some(told) = told {
                     self.tell(told);
                 }
-                Some(self.horizon)
+                Some(self.reading(told))
             }
-            _ => detect(packet),
+            _ => detect(packet).map(Reading::sure),
+        }
+    }
+
+    /// What the puddle words of a 324-byte `packet` say, by this detector's
+    /// names: fh4 and fh5 share every byte's meaning, so a depth says "not
+    /// fh6", and a detector told fh4 keeps fh4.
+    #[inline]
+    fn told(&self, packet: &[u8]) -> Option<Format> {
+        match detect_horizon(packet) {
+            HorizonGuess::Fh6 => Some(Format::Fh6),
+            HorizonGuess::Fh5 if self.horizon == Format::Fh4 => Some(Format::Fh4),
+            HorizonGuess::Fh5 => Some(Format::Fh5),
+            HorizonGuess::Unknown => None,
+        }
+    }
+
+    /// A 324-byte packet that told `told`: its own format, or the stream's.
+    #[inline]
+    fn reading(&self, told: Option<Format>) -> Reading {
+        match told {
+            Some(format) => Reading::sure(format),
+            None => Reading {
+                format: self.horizon,
+                certain: self.certain,
+            },
         }
     }
 
@@ -188,9 +229,19 @@ impl fmt::Display for Input {
 pub struct Reading {
     /// The format it is read as.
     pub format: Format,
-    /// False only for `auto`'s Horizon default, not yet confirmed by the stream
-    /// (see [`Detector::is_certain`]).
+    /// False only for `auto`'s Horizon answer for a packet that tells nothing,
+    /// while the stream has not confirmed it (see [`Detector::is_certain`]).
     pub certain: bool,
+}
+
+impl Reading {
+    /// `format`, for certain.
+    pub const fn sure(format: Format) -> Reading {
+        Reading {
+            format,
+            certain: true,
+        }
+    }
 }
 
 impl fmt::Display for Reading {
@@ -211,8 +262,8 @@ pub struct Acceptor {
 }
 
 impl Acceptor {
-    /// The rule for `input`; `auto` assumes fh6 for Horizon packets until the
-    /// stream shows otherwise.
+    /// The rule for `input`; `auto` assumes fh6 for Horizon packets that tell
+    /// nothing until the stream shows otherwise.
     pub fn new(input: Input) -> Acceptor {
         Acceptor {
             input,
@@ -225,25 +276,39 @@ impl Acceptor {
         self.input
     }
 
-    /// How `datagram` reads, or `None` when it is no packet of the input.
+    /// How `datagram`, one of a stream with one sender, reads, or `None` when
+    /// it is no packet of the input; with `auto` it counts towards the
+    /// stream's answer.
     #[inline]
     pub fn read(&mut self, datagram: &[u8]) -> Option<Reading> {
+        self.read_from(datagram, true)
+    }
+
+    /// How `datagram` reads, or `None` when it is no packet of the input. With
+    /// `auto` it counts towards the stream's answer only when it `follows`:
+    /// it comes from the sender whose stream the caller follows (the game's).
+    /// Another sender's datagrams are read by their own bytes alone.
+    #[inline]
+    pub fn read_from(&mut self, datagram: &[u8], follows: bool) -> Option<Reading> {
         match self.input {
-            Input::Fixed(format) => (datagram.len() == format.len()).then_some(Reading {
-                format,
-                certain: true,
-            }),
-            Input::Auto => {
-                let format = self.detector.detect(datagram)?;
-                Some(Reading {
-                    format,
-                    certain: !format.is_horizon() || self.detector.is_certain(),
-                })
+            Input::Fixed(format) => {
+                (datagram.len() == format.len()).then_some(Reading::sure(format))
             }
+            Input::Auto if follows => self.detector.learn(datagram),
+            Input::Auto => self.detector.read(datagram),
         }
     }
 
-    /// How a 324-byte packet reads now, with `auto`; `None` for a fixed input.
+    /// `datagram` counts towards the stream's answer (its sender became the
+    /// one followed after it was read); nothing for a fixed input.
+    pub fn learn(&mut self, datagram: &[u8]) {
+        if self.input == Input::Auto {
+            self.detector.learn(datagram);
+        }
+    }
+
+    /// How a 324-byte packet that tells nothing reads now, with `auto`;
+    /// `None` for a fixed input.
     pub fn horizon(&self) -> Option<Reading> {
         match self.input {
             Input::Fixed(_) => None,
@@ -352,15 +417,19 @@ mod tests {
         let wet_fh5 = horizon_with_puddles([HALF, 0, 0, 0]);
         assert_eq!(d.detect(&dry), Some(Format::Fh6));
         assert!(!d.is_certain(), "a dry packet is a guess");
+        // Issue 23: each wet packet is read as its own bytes say at once...
         assert_eq!(
             feed(&mut d, &wet_fh5, AGREEING_PACKETS - 1),
-            Some(Format::Fh6),
-            "one short of the run"
+            Some(Format::Fh5),
+            "a packet whose puddles are depths reads as fh5"
         );
+        // ... but the stream's answer, for dry ones, is one short of the run.
+        assert_eq!(d.horizon(), Format::Fh6, "one short of the run");
         assert!(!d.is_certain());
         // A dry packet tells nothing: the run goes on.
         assert_eq!(d.detect(&dry), Some(Format::Fh6));
-        assert_eq!(d.detect(&wet_fh5), Some(Format::Fh5), "the run is complete");
+        assert_eq!(d.detect(&wet_fh5), Some(Format::Fh5));
+        assert_eq!(d.horizon(), Format::Fh5, "the run is complete");
         assert!(d.is_certain());
         assert_eq!(d.detect(&dry), Some(Format::Fh5));
         assert!(d.is_certain(), "the answer stands");
@@ -372,26 +441,62 @@ mod tests {
     #[test]
     fn issue12_one_spoofed_datagram_does_not_flip_a_certain_fh6_stream() {
         let mut d = Detector::default();
+        let dry = horizon_with_puddles([0; 4]);
         let wet_fh6 = horizon_with_puddles([1, 0, 0, 0]);
         let spoofed = horizon_with_puddles([HALF, 0, 0, 0]);
         assert_eq!(feed(&mut d, &wet_fh6, AGREEING_PACKETS), Some(Format::Fh6));
         assert!(d.is_certain(), "30 flags confirm fh6");
-        assert_eq!(d.detect(&spoofed), Some(Format::Fh6));
+        // Issue 23: the datagram reads as its own bytes say; the stream's
+        // answer stays.
+        assert_eq!(d.detect(&spoofed), Some(Format::Fh5));
+        assert_eq!(d.horizon(), Format::Fh6);
         assert_eq!(
-            feed(&mut d, &horizon_with_puddles([0; 4]), 100),
+            feed(&mut d, &dry, 100),
             Some(Format::Fh6),
-            "and nothing after it changes that"
+            "and nothing after it changes how dry packets read"
         );
         // A run broken by one packet that says otherwise starts again (dry
         // packets tell nothing: they neither count nor break a run).
         d.detect(&wet_fh6);
         feed(&mut d, &spoofed, AGREEING_PACKETS - 1);
         d.detect(&wet_fh6);
-        assert_eq!(
-            feed(&mut d, &spoofed, AGREEING_PACKETS - 1),
-            Some(Format::Fh6)
-        );
-        assert_eq!(d.detect(&spoofed), Some(Format::Fh5), "a whole run does");
+        feed(&mut d, &spoofed, AGREEING_PACKETS - 1);
+        assert_eq!(d.detect(&dry), Some(Format::Fh6), "no run completed");
+        d.detect(&spoofed);
+        assert_eq!(d.detect(&dry), Some(Format::Fh5), "a whole run does");
+    }
+
+    #[test]
+    fn reading_without_learning_never_moves_the_answer() {
+        let d = Detector::default();
+        let wet_fh5 = horizon_with_puddles([HALF, 0, 0, 0]);
+        let wet_fh6 = horizon_with_puddles([0, 1, 1, 0]);
+        for _ in 0..AGREEING_PACKETS * 3 {
+            assert_eq!(d.read(&wet_fh5), Some(Reading::sure(Format::Fh5)));
+        }
+        assert_eq!((d.horizon(), d.is_certain()), (Format::Fh6, false));
+        let guess = Reading {
+            format: Format::Fh6,
+            certain: false,
+        };
+        assert_eq!(d.read(&horizon_with_puddles([0; 4])), Some(guess));
+        assert_eq!(d.read(&wet_fh6), Some(Reading::sure(Format::Fh6)));
+        assert_eq!(d.read(&[0; 232]), Some(Reading::sure(Format::Sled)));
+        assert_eq!(d.read(&[0; 323]), None);
+        let mut auto = Acceptor::new(Input::Auto);
+        for _ in 0..AGREEING_PACKETS {
+            assert_eq!(
+                auto.read_from(&wet_fh5, false),
+                Some(Reading::sure(Format::Fh5))
+            );
+        }
+        assert_eq!(auto.horizon(), Some(guess), "another sender taught nothing");
+        for _ in 0..AGREEING_PACKETS - 1 {
+            auto.read_from(&wet_fh5, true);
+        }
+        assert_eq!(auto.horizon(), Some(guess));
+        auto.learn(&wet_fh5);
+        assert_eq!(auto.horizon(), Some(Reading::sure(Format::Fh5)));
     }
 
     #[test]

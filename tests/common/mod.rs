@@ -403,7 +403,13 @@ impl Sender {
     /// The port it sends from.
     #[track_caller]
     pub fn port(&self) -> u16 {
-        self.socket.local_addr().expect("a bound socket").port()
+        self.local_addr().port()
+    }
+
+    /// The address it sends from.
+    #[track_caller]
+    pub fn local_addr(&self) -> SocketAddr {
+        self.socket.local_addr().expect("a bound socket")
     }
 
     /// Sends `bytes` as one datagram.

@@ -17,9 +17,16 @@
 //! tests/it/fanout_props.rs, so CI runs the same checks over random scripts.
 //!
 //! What [`run`] asserts, besides "never panics":
-//! - `handle`'s verdict: disallowed exactly for senders outside `listen.allow`,
-//!   and otherwise the oracle's reading (format, certain or guessed); nothing
-//!   reaches any destination from a disallowed sender;
+//! - `handle`'s verdict: the status query for exactly the query's bytes from
+//!   loopback (nothing delivered, nothing counted), disallowed exactly for
+//!   senders outside `listen.allow`, and otherwise the oracle's reading
+//!   (format, certain or guessed: a Horizon packet's own puddle words first,
+//!   then the answer of the stream followed); nothing reaches any destination
+//!   from a disallowed sender;
+//! - with `auto`, only the stream followed (the first sender's, another's
+//!   after it was silent for two seconds) teaches how Horizon packets that
+//!   tell nothing are read (issue 23), and the senders the core lists, with
+//!   their counts and the one followed, are the oracle's;
 //! - each destination is handed at most the current datagram: `same` gets it
 //!   byte for byte; a translating destination gets exactly the oracle's
 //!   translation (a guessed Horizon input passes as it came to a Horizon
@@ -198,10 +205,19 @@ fn told_by_puddles(packet: &[u8]) -> Option<Format> {
 /// another way (issue 12: "say 30, half a second of real telemetry").
 const AGREEING: u32 = 30;
 
+/// How long the stream followed may be silent before another sender's is
+/// followed (issue 23).
+const FOLLOW_SILENCE: Duration = Duration::from_secs(2);
+
+/// The relay's status query (issue 23): these bytes, from loopback.
+const QUERY: &[u8] = b"forza-relay?status/1";
+
 /// `listen.format`, as the relay must read a stream: a fixed format by its
-/// length; `auto` by length, and Horizon packets as the stream has shown them
-/// (fh6 until then, a guess), changing only after [`AGREEING`] telling
-/// packets agree; a packet that tells nothing neither counts nor breaks a run.
+/// length; `auto` by length, and a Horizon packet as its own puddle words
+/// tell (issue 23) or, when they tell nothing, as the stream followed has
+/// shown them (fh6 until then, a guess), changing only after [`AGREEING`]
+/// telling packets of that stream agree; a packet that tells nothing neither
+/// counts nor breaks a run.
 #[derive(Debug, Clone, Copy)]
 struct InputOracle {
     input: Input,
@@ -222,7 +238,7 @@ impl InputOracle {
         }
     }
 
-    fn read(&mut self, data: &[u8]) -> Option<Reading> {
+    fn read(&mut self, data: &[u8], follows: bool) -> Option<Reading> {
         let certain = |format| Reading {
             format,
             certain: true,
@@ -230,7 +246,8 @@ impl InputOracle {
         match self.input {
             Input::Fixed(f) => (data.len() == shape(f).len).then(|| certain(f)),
             Input::Auto if data.len() == 324 => {
-                if let Some(told) = told_by_puddles(data) {
+                let told = told_by_puddles(data);
+                if let Some(told) = told.filter(|_| follows) {
                     if self.certain && told == self.horizon {
                         self.run = 0;
                     } else {
@@ -244,9 +261,12 @@ impl InputOracle {
                         }
                     }
                 }
-                Some(Reading {
-                    format: self.horizon,
-                    certain: self.certain,
+                Some(match told {
+                    Some(format) => certain(format),
+                    None => Reading {
+                        format: self.horizon,
+                        certain: self.certain,
+                    },
                 })
             }
             Input::Auto => by_length(data.len()).map(certain),
@@ -684,6 +704,50 @@ struct InputModel {
     bytes: u64,
     malformed: u64,
     disallowed: u64,
+    /// Every sender let in, in the order first heard, with its datagrams and
+    /// when it was last heard (the scripts never have more than the core's
+    /// table holds).
+    senders: Vec<(SocketAddr, u64, Instant)>,
+    /// The sender whose stream is followed.
+    followed: Option<SocketAddr>,
+    /// Status queries.
+    queries: u64,
+}
+
+impl InputModel {
+    /// Whether a datagram from `from` at `now` is of the stream followed:
+    /// the first sender's, or another's once the one followed has been
+    /// silent for [`FOLLOW_SILENCE`], which then is followed.
+    fn follow(&mut self, from: SocketAddr, now: Instant) -> bool {
+        if self.followed != Some(from) {
+            let silent = match self.followed {
+                None => true,
+                Some(f) => self
+                    .senders
+                    .iter()
+                    .find(|(a, _, _)| *a == f)
+                    .is_none_or(|(_, _, last)| now.duration_since(*last) >= FOLLOW_SILENCE),
+            };
+            if silent {
+                self.followed = Some(from);
+            }
+        }
+        match self.senders.iter_mut().find(|(a, _, _)| *a == from) {
+            Some(s) => (s.1, s.2) = (s.1 + 1, now),
+            None => self.senders.push((from, 1, now)),
+        }
+        self.followed == Some(from)
+    }
+}
+
+/// `from` as the relay names it: an IPv4 sender seen through a dual-stack
+/// socket is itself.
+fn canonical(from: SocketAddr) -> SocketAddr {
+    let ip = match from.ip() {
+        IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(IpAddr::V6(v6), IpAddr::V4),
+        v4 => v4,
+    };
+    SocketAddr::new(ip, from.port())
 }
 
 /// The figures of one run, for a property test to say what it covered.
@@ -707,6 +771,8 @@ pub struct Covered {
     pub due_stale: u64,
     /// Times `auto` changed how it reads Horizon packets.
     pub horizon_changes: u64,
+    /// Times another sender's stream became the one followed.
+    pub follow_changes: u64,
 }
 
 /// The whole oracle: input side and destinations.
@@ -737,6 +803,9 @@ pub fn run(data: &[u8]) -> Covered {
             bytes: 0,
             malformed: 0,
             disallowed: 0,
+            senders: Vec::new(),
+            followed: None,
+            queries: 0,
         },
         models: first
             .destinations
@@ -760,12 +829,16 @@ pub fn run(data: &[u8]) -> Covered {
                 let received = now.checked_sub(lag).unwrap_or(now);
                 let from = sender(op >> 4);
                 let horizon = oracle.input.reader.horizon();
+                let followed = oracle.input.followed;
                 let arrival = Arrival::new(&buf, from, received);
                 let verdict = core.handle(arrival, now, &mut sink);
                 covered.datagrams += 1;
                 oracle.check_handle(&buf, from, (received, now), verdict, &mut sink);
                 if oracle.input.reader.horizon() != horizon {
                     covered.horizon_changes += 1;
+                }
+                if followed.is_some() && oracle.input.followed != followed {
+                    covered.follow_changes += 1;
                 }
                 assert_eq!(
                     core.horizon(),
@@ -978,6 +1051,13 @@ impl Oracle {
         sink: &mut Recorder,
     ) {
         let input = &mut self.input;
+        let from = canonical(from);
+        if data == QUERY && from.ip().is_loopback() {
+            input.queries += 1;
+            assert_eq!(verdict, Verdict::Query, "the status query from {from}");
+            assert!(sink.got.is_empty(), "the status query was delivered");
+            return;
+        }
         input.received += 1;
         input.bytes += data.len() as u64;
         if !allowed(&input.allow, from) {
@@ -989,7 +1069,8 @@ impl Oracle {
             );
             return;
         }
-        let reading = input.reader.read(data);
+        let follows = input.follow(from, now);
+        let reading = input.reader.read(data, follows);
         assert_eq!(
             verdict,
             Verdict::Admitted(reading),
@@ -1201,6 +1282,21 @@ impl Oracle {
             (i.received, i.bytes, i.malformed, i.disallowed, 0),
             "input counters (received, bytes, malformed, disallowed, recv_errors)"
         );
+        let senders: Vec<(SocketAddr, u64)> = c
+            .input
+            .senders
+            .list()
+            .iter()
+            .map(|s| (s.addr, s.datagrams))
+            .collect();
+        let want: Vec<(SocketAddr, u64)> = i.senders.iter().map(|(a, n, _)| (*a, *n)).collect();
+        assert_eq!(senders, want, "the senders and their datagrams");
+        assert_eq!(
+            c.input.senders.followed().map(|s| s.addr),
+            i.followed,
+            "the sender followed"
+        );
+        assert_eq!(core.queries(), i.queries, "status queries");
         for d in &c.destinations {
             let m = &self.models[&d.name];
             assert_eq!(d.stats, m.counters(), "{}: counters", d.name);

@@ -159,6 +159,66 @@ fn issue12_auto_input_changes_its_answer_only_after_a_run_of_agreeing_packets() 
     assert!(total.horizon_changes > 0, "no run completed: {total:?}");
 }
 
+/// Issue 23: with `auto`, the game's stream (the first sender's) and another
+/// sender's datagrams interleaved, each telling its own Horizon format; then
+/// the game falls silent for over two seconds and the other's stream is
+/// followed. Every datagram must read as the oracle says (its own puddles
+/// first), the answer must move only with the stream followed, and the
+/// senders the core lists must be the oracle's.
+#[test]
+fn issue23_another_senders_datagrams_never_move_the_answer_of_the_stream_followed() {
+    let mut total = fanout_check::Covered::default();
+    for seed in 0..8u8 {
+        let mut script = vec![
+            0,           // input auto
+            0,           // allow everyone
+            0b0000_0111, // destinations a..c
+            5,           // a: fh5
+            0,
+            6, // b: fh6
+            0,
+            0, // c: same
+            0,
+            0, // no failed sends
+            0, // no blocked sends
+        ];
+        // The game (op 0: 127.0.0.1) sends wet fh6 and dry frames; another
+        // sender (10.1.2.3) wet fh5, once every third frame.
+        for step in 0..200u32 {
+            let at = step as u8 ^ seed;
+            let game = if step % 5 == 4 { 1 } else { 2 };
+            horizon_datagram(&mut script, at, game, true);
+            if step % 3 == 0 {
+                let len = script.len();
+                horizon_datagram(&mut script, at, 3, true);
+                script[len] = OTHER;
+            }
+        }
+        // The game goes quiet: 20 timers of 127 ms.
+        for _ in 0..20 {
+            script.extend_from_slice(&[5, 255]);
+        }
+        for step in 0..(40 + u32::from(seed)) {
+            let len = script.len();
+            horizon_datagram(&mut script, step as u8, 3, true);
+            script[len] = OTHER;
+        }
+        let c = fanout_check::run(&script);
+        total.datagrams += c.datagrams;
+        total.horizon_changes += c.horizon_changes;
+        total.follow_changes += c.follow_changes;
+    }
+    println!("two senders: {total:?}");
+    // Per script: fh6 confirmed by the game, then fh5 once its stream is
+    // followed.
+    assert_eq!(total.follow_changes, 8, "{total:?}");
+    assert_eq!(total.horizon_changes, 16, "{total:?}");
+}
+
+/// A datagram's op from the second sender: `op % 9 == 0` makes it a datagram,
+/// `op >> 4 == 1` its sender 10.1.2.3 (see `fanout_check::run`).
+const OTHER: u8 = 0x12;
+
 /// Found by the scripts above: a frame waiting for its `max_rate` slot when a
 /// reload changes that destination's `max_rate` (same name, format and address)
 /// keeps waiting, but the new limiter has no slot, so `next_deadline` no longer

@@ -22,6 +22,8 @@ mod fanout_check;
 static GLOBAL: counting::Counting = counting::Counting;
 
 mod app;
+mod auto;
+mod beside;
 mod browser;
 mod capture;
 mod config_faults;

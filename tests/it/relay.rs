@@ -371,9 +371,8 @@ fn auto_input_translates_every_forza_length_to_fh6() {
         assert_dash_fields(&p, true);
     }
 
-    // 324 bytes with puddle depths: detected as fh5 once a run of them agrees
-    // (issue 12); until then a guess, passed as it came; then class X moves up
-    // to 7.
+    // 324 bytes with puddle depths: each read as fh5 by its own puddles from
+    // the first (issue 23), so class X moves up to 7 from the first.
     for ts in 4..4 + AGREEING_PACKETS {
         let spec = Spec::new(Format::Fh5, ts).class(FH5_X).puddle([
             depth(0.75),
@@ -383,18 +382,14 @@ fn auto_input_translates_every_forza_length_to_fh6() {
         ]);
         sender.send(&spec.build());
         let got = recv(&fh6);
-        if ts < 3 + AGREEING_PACKETS {
-            assert_eq!(got, spec.build(), "packet {ts}: a guess passes as it came");
-            continue;
-        }
         let p = view(&got, Format::Fh6);
         assert_sled_fields(&p, &spec, [WET, DRY, DRY, WET], FH6_X);
         assert_horizon_fields(&p, true);
         assert_dash_fields(&p, true);
     }
 
-    // 324 bytes with puddle flags: read as fh5 (translated) until a run of them
-    // agrees, then detected as fh6, passed as it is.
+    // 324 bytes with puddle flags: each read as fh6 by its own flags, though
+    // the stream's answer is fh5 now: passed as it is.
     let first = 4 + AGREEING_PACKETS;
     for ts in first..first + AGREEING_PACKETS {
         let bytes = Spec::new(Format::Fh6, ts)
@@ -402,14 +397,7 @@ fn auto_input_translates_every_forza_length_to_fh6() {
             .puddle([DRY, WET, DRY, DRY])
             .build();
         sender.send(&bytes);
-        let got = recv(&fh6);
-        if ts < first + AGREEING_PACKETS - 1 {
-            let p = view(&got, Format::Fh6);
-            assert_eq!(p.timestamp_ms(), ts, "TimestampMS");
-            assert_eq!(p.car_class(), FH6_X, "packet {ts}: still read as fh5's X");
-        } else {
-            assert_eq!(got, bytes, "packet {ts}: fh6, as it is");
-        }
+        assert_eq!(recv(&fh6), bytes, "packet {ts}: fh6, as it is");
     }
     assert_nothing_waiting(&fh6);
 
@@ -445,8 +433,9 @@ fn issue3_auto_input_does_not_remap_car_class_on_a_guess() {
     assert_eq!(recv(&fh5), dry_x);
     assert_eq!(recv(&fh6), dry_x);
 
-    // Wet wheels show depths: once a run of them agrees (issue 12), fh5 for
-    // certain, and from then on X maps to 7; until then, a guess.
+    // Wet wheels show depths: each such packet is fh5 by its own bytes, so X
+    // maps to 7 from the first (issue 23); once a run of them agrees (issue
+    // 12) the stream is fh5 for certain, dry packets too.
     for ts in 2..2 + AGREEING_PACKETS {
         let wet = Spec::new(Format::Fh5, ts)
             .class(FH5_X)
@@ -455,11 +444,9 @@ fn issue3_auto_input_does_not_remap_car_class_on_a_guess() {
         sender.send(&wet);
         assert_eq!(recv(&fh5), wet);
         let to_fh6 = recv(&fh6);
-        if ts < 1 + AGREEING_PACKETS {
-            assert_eq!(to_fh6, wet, "packet {ts}: still a guess");
-        } else {
-            assert_eq!(view(&to_fh6, Format::Fh6).car_class(), FH6_X);
-        }
+        let p = view(&to_fh6, Format::Fh6);
+        assert_eq!(p.car_class(), FH6_X, "packet {ts}: X");
+        assert_eq!(p.timestamp_ms(), ts, "packet {ts}: TimestampMS");
     }
     let dry_again = Spec::new(Format::Fh5, 3)
         .class(FH5_X)
@@ -1551,7 +1538,8 @@ fn issue17_reloads_more_often_than_the_interval_keep_the_summaries_coming() {
 }
 
 /// Issue 12: with `auto`, the log says when Horizon packets are read another
-/// way, and one datagram that tells otherwise changes nothing.
+/// way, and from what (issue 23), and one datagram that tells otherwise
+/// changes nothing.
 #[test]
 fn issue12_auto_logs_when_it_reads_horizon_packets_another_way() {
     let (raw, raw_addr) = receiver();
@@ -1569,11 +1557,14 @@ fn issue12_auto_logs_when_it_reads_horizon_packets_another_way() {
         sender.send(&p);
         assert_eq!(recv(&raw), p);
     }
-    let line = bin.wait_for_line("324-byte packets now read as");
+    let line = bin.wait_for_line("Horizon packets: reading");
     assert!(
         line.contains("INFO")
-            && line.contains("now read as fh5, no longer fh6 (a guess)")
-            && line.contains(&format!("the last {AGREEING_PACKETS} that told")),
+            && line.contains(&format!(
+                "Horizon packets: reading fh5 ({AGREEING_PACKETS} packets in a row from {} \
+                 said so; was fh6, a guess)",
+                sender.local_addr()
+            )),
         "{line}"
     );
     // One flagged datagram, then more fh5: no second change.
@@ -1589,7 +1580,7 @@ fn issue12_auto_logs_when_it_reads_horizon_packets_another_way() {
     let done = bin.wait();
     assert_eq!(done.code(), 0, "{}", done.stderr);
     assert_eq!(
-        done.stderr.matches("324-byte packets now read as").count(),
+        done.stderr.matches("Horizon packets: reading").count(),
         1,
         "{}",
         done.stderr
