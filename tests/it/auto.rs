@@ -71,9 +71,7 @@ fn issue23_sixty_wet_fh6_frames_under_auto_reach_fh5_translated_from_the_first()
         assert_dash_fields(&p, true);
     }
     assert_nothing_waiting(&fh5);
-    relay.signal("INT");
-    let done = relay.wait();
-    assert_eq!(done.code(), 0, "{}", done.stderr);
+    let done = relay.stop();
     // fh6 was the guess and the frames confirmed it: no change to say.
     assert!(
         !done.stderr.contains("Horizon packets: reading fh5"),
@@ -151,9 +149,7 @@ fn issue23_a_second_sender_is_shown_in_the_snapshot_and_never_flips_the_games_re
     assert_eq!(input["format"], "fh6", "{snapshot}");
     assert_eq!(input["format_guessed"], false, "{snapshot}");
     assert_nothing_waiting(&fh5);
-    relay.signal("INT");
-    let done = relay.wait();
-    assert_eq!(done.code(), 0, "{}", done.stderr);
+    let done = relay.stop();
     assert_eq!(
         done.stderr.matches("another sender: ").count(),
         1,
