@@ -348,6 +348,8 @@ async function start() {
   });
   $("add-form").addEventListener("submit", async (e) => {
     e.preventDefault();
+    // Until the relay answers, the last answer is not this one's.
+    showResult({ ok: true, message: "Applying…" });
     const result = await post("/api/destinations", {
       action: editing === null ? "add" : "change",
       was: editing ?? undefined,
