@@ -57,6 +57,13 @@ impl Report<'_> {
         self.health.failed(kind, at);
     }
 
+    /// The destination can't take frames now (an MQTT broker that is not
+    /// connected): its status is failing, with no send error counted (the
+    /// frame's own outcome is reported apart, as a drop).
+    pub fn unavailable(&mut self, at: Instant) {
+        self.health.failed(SendErrorKind::Other, at);
+    }
+
     /// True when the destination has a `max_age`: the shell may hold back
     /// frames for destinations without one while a backlog is drained, so
     /// that those with one reach the newest frame first.

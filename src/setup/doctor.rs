@@ -248,7 +248,16 @@ fn is_forza_relay(process: &str) -> bool {
 
 /// Something listens at `destination` when it is on this computer.
 pub fn destination_check(destination: &Destination, sockets: Option<&[Socket]>) -> Finding {
-    let addr = destination.addr;
+    let Some(addr) = destination.target.udp() else {
+        return Finding::unknown(
+            "destination",
+            format!(
+                "destination {:?} ({}) is an MQTT broker: its connection is said in the \
+                 summaries and on the page (status), not checked from here",
+                destination.name, destination.addr_text
+            ),
+        );
+    };
     let what = format!("destination {:?} ({addr})", destination.name);
     let ip = addr.ip();
     if !(ip.is_loopback() || ip.is_unspecified() || crate::config::is_own_address(ip)) {
