@@ -33,7 +33,7 @@ use serde_json::Value;
 const WAIT: Duration = Duration::from_secs(20);
 
 /// Whether `mosquitto` and `mosquitto_sub` can be run here.
-fn mosquitto_available() -> bool {
+pub(crate) fn mosquitto_available() -> bool {
     let runs = |tool: &str, arg: &str| {
         Command::new(tool)
             .arg(arg)
@@ -53,9 +53,9 @@ fn mosquitto_available() -> bool {
 
 /// A running mosquitto with a configuration of the test's, killed (by its id)
 /// when dropped; its folder is the test's.
-struct Mosquitto {
+pub(crate) struct Mosquitto {
     child: Child,
-    port: u16,
+    pub(crate) port: u16,
     config: PathBuf,
     log: PathBuf,
 }
@@ -64,7 +64,7 @@ impl Mosquitto {
     /// Starts mosquitto listening on 127.0.0.1:`port` with `extra` lines of
     /// configuration, writing its log in `dir`; waits until it takes a TCP
     /// connection.
-    fn start(dir: &Path, port: u16, extra: &str) -> Mosquitto {
+    pub(crate) fn start(dir: &Path, port: u16, extra: &str) -> Mosquitto {
         let config = dir.join("mosquitto.conf");
         let log = dir.join("mosquitto.log");
         // `user root`: started as root (CI), mosquitto would otherwise switch to
@@ -132,7 +132,7 @@ impl Mosquitto {
     }
 
     /// Its address as a destination writes it.
-    fn addr(&self) -> String {
+    pub(crate) fn addr(&self) -> String {
         format!("mqtt://127.0.0.1:{}", self.port)
     }
 }
@@ -145,22 +145,22 @@ impl Drop for Mosquitto {
 
 /// One message as `mosquitto_sub -F '%r %t %p'` prints it.
 #[derive(Debug, Clone, PartialEq)]
-struct Message {
-    retained: bool,
-    topic: String,
-    payload: String,
+pub(crate) struct Message {
+    pub(crate) retained: bool,
+    pub(crate) topic: String,
+    pub(crate) payload: String,
 }
 
 /// A `mosquitto_sub` reading one topic, its lines read on a thread; killed
 /// when dropped.
-struct Sub {
+pub(crate) struct Sub {
     child: Child,
     messages: Receiver<Message>,
 }
 
 impl Sub {
     /// Subscribes to `topic` at 127.0.0.1:`port` with `args` (login, TLS).
-    fn start(port: u16, topic: &str, args: &[&str]) -> Sub {
+    pub(crate) fn start(port: u16, topic: &str, args: &[&str]) -> Sub {
         let mut child = Command::new("mosquitto_sub")
             .args(["-h", "127.0.0.1", "-p", &port.to_string(), "-t", topic])
             .args(["-F", "%r %t %p"])
@@ -195,7 +195,7 @@ impl Sub {
 
     /// The next message; fails the test after [`WAIT`].
     #[track_caller]
-    fn next(&self) -> Message {
+    pub(crate) fn next(&self) -> Message {
         self.messages
             .recv_timeout(WAIT)
             .unwrap_or_else(|e| panic!("no MQTT message within {WAIT:?}: {e}"))
@@ -203,7 +203,7 @@ impl Sub {
 
     /// The retained message of `topic` as a new subscriber gets it.
     #[track_caller]
-    fn retained(port: u16, topic: &str, args: &[&str]) -> Message {
+    pub(crate) fn retained(port: u16, topic: &str, args: &[&str]) -> Message {
         let sub = Sub::start(port, topic, args);
         let m = sub.next();
         assert!(m.retained, "{topic} is not retained: {m:?}");
@@ -277,7 +277,7 @@ impl Stream {
 }
 
 /// A topic of this test's own.
-fn topic(tag: &str) -> String {
+pub(crate) fn topic(tag: &str) -> String {
     format!("forza-relay-test/{}/{tag}", std::process::id())
 }
 
