@@ -45,6 +45,8 @@ pub fn section(epoch: Instant) {
                 wake: Wake::Blocking,
                 strace: false,
                 idle: None,
+                under: None,
+                perf: false,
             };
             if let Some(o) = attempt(trial, epoch) {
                 print_anomalies(&o);
