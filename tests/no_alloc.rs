@@ -376,6 +376,84 @@ max_rate = 100
     assert!(counts.iter().all(|&n| n > 0), "receivers got {counts:?}");
 }
 
+/// Issue 25: how the loop hands an MQTT destination's frames to its client
+/// thread. The payload is copied into the outbox, a byte ring made once when
+/// the publisher starts, behind its length, and the thread is woken with a
+/// tokio `Notify` (a permit when it is busy, the waiting task woken when it
+/// waits); a ring without room refuses the frame. None of it allocates on the
+/// loop's thread, whether the publisher waits, is busy or is behind: 3,000
+/// frames pushed by this thread, armed, in bursts that fill the ring and with
+/// pauses that let the publisher wait again; the broker gets what was taken.
+#[test]
+fn the_hand_off_to_the_mqtt_thread_allocates_nothing() {
+    use forza_relay::output::mqtt::{Broker, MqttPublisher, MqttSettings};
+
+    let Some(broker) = Mosquitto::start() else {
+        return;
+    };
+    let settings = MqttSettings::new(
+        Broker {
+            host: "127.0.0.1".to_owned(),
+            port: broker.1,
+            tls: false,
+        },
+        format!("forza-relay-no-alloc/{}/hand-off", std::process::id()),
+    );
+    let (publisher, mut outbox) = MqttPublisher::start(settings).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !outbox.is_connected() {
+        assert!(Instant::now() < deadline, "the broker never connected");
+        thread::sleep(Duration::from_millis(10));
+    }
+    // An all-column JSON frame is about 2.5 kB: 26 fill the 64 KiB ring.
+    let payload = |i: u32, len: usize| {
+        let mut p = [b' '; 2_600];
+        let head = format!("{{\"TimestampMS\":{i}}}");
+        p[..head.len()].copy_from_slice(head.as_bytes());
+        (p, len)
+    };
+    let frames: Vec<_> = (0..3_000u32)
+        .map(|i| payload(i, if i % 3 == 0 { 2_600 } else { 200 }))
+        .collect();
+    let mut pushed = 0u64;
+    let mut refused = 0u64;
+    ALLOCATIONS.store(0, Ordering::SeqCst);
+    ARMED.with(|a| a.set(true));
+    for (i, (p, len)) in frames.iter().enumerate() {
+        if outbox.push(&p[..*len]) {
+            pushed += 1;
+        } else {
+            refused += 1;
+        }
+        // Bursts of 100, then a pause: the publisher empties the ring and
+        // waits for the next wake-up.
+        if i % 100 == 99 {
+            thread::sleep(Duration::from_millis(5));
+        }
+    }
+    ARMED.with(|a| a.set(false));
+    let allocations = ALLOCATIONS.load(Ordering::SeqCst);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while publisher.counts().taken < pushed {
+        assert!(Instant::now() < deadline, "{:?}", publisher.counts());
+        thread::sleep(Duration::from_millis(10));
+    }
+    let counts = publisher.stop();
+    assert_eq!(
+        allocations, 0,
+        "{allocations} allocations handing frames over"
+    );
+    assert_eq!(pushed + refused, 3_000);
+    assert!(pushed >= 1_000, "{pushed} pushed, {refused} refused");
+    assert_eq!(counts.taken, pushed, "{counts:?}");
+    assert_eq!(
+        counts.published + counts.not_published,
+        pushed,
+        "{counts:?}"
+    );
+    drop(broker);
+}
+
 #[test]
 fn the_simulator_allocates_nothing_per_frame() {
     for format in Format::ALL {
