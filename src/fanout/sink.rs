@@ -86,7 +86,7 @@ impl Report<'_> {
     /// a send that returned at `sent`: its latency. `Some(n)` when the
     /// destination, refused `n` times, is receiving again (said once; see
     /// [`Health::sent`]).
-    #[inline]
+    #[inline(always)]
     pub fn record_latency(&mut self, received: Instant, sent: Instant) -> Option<u64> {
         self.latency.record(received, sent);
         self.health.sent(sent)
