@@ -30,6 +30,7 @@ skip=(
     on_a_phone_nothing_scrolls_sideways_and_the_car_comes_first_while_racing
     served_to_the_network_the_page_shows_a_qr_code_of_its_address_with_the_token
     start_at_login_on_the_page_writes_and_removes_the_login_entry
+    the_page_adds_an_mqtt_destination_and_never_shows_its_password
     the_overlay_is_transparent_and_shows_the_speed_sent
     # full-screen views on a pseudo-terminal: qemu-user does not emulate a
     # terminal call crossterm makes ("Function not implemented"); the native

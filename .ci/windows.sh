@@ -72,16 +72,21 @@ skip=(
     # doctor and setup tests beside a relay run)
     issue23_doctor_beside_a_running_relay_fed_nothing_exits_1_with_the_fixes
     issue23_doctor_without_a_configuration_beside_a_relay_on_the_default_port_checks_that_relay
+    # its check reads the final summary, printed on Ctrl-C
+    binary_relays_120_frames_byte_for_byte_and_as_json_objects_field_by_field
     # the Linux chromium and chromedriver (and signals); the native run covers it
     the_page_in_chromium_shows_the_car_and_adds_and_removes_a_destination
     # influxd and mosquitto are Linux programs here (the native and aarch64
-    # runs start them); the MQTT stop test needs no broker and runs
+    # runs start them; some of these also stop the binary with a signal); the
+    # MQTT stop test needs no broker and runs
     influxdb_reads_every_frame_of_120_with_their_values_tags_and_times
+    influxdb_counts_all_120_frames_the_relay_sends_as_influx_lines
     influxdb_takes_a_line_of_every_format_into_one_measurement
-    mqtt_publishes_json_frames_at_max_rate_and_says_online_then_offline
+    mqtt_destination_publishes_json_frames_at_max_rate_and_says_online_then_offline
     mqtt_with_a_password_connects_with_the_right_one_only_and_sends_influx_lines
-    mqtt_counts_what_it_cannot_publish_while_the_broker_is_gone_and_flows_again
+    binary_mqtt_counts_its_drops_while_the_broker_is_gone_and_ctrl_c_says_offline
     mqtts_with_a_ca_file_reaches_a_tls_broker_that_system_roots_do_not_trust
+    the_page_adds_an_mqtt_destination_and_never_shows_its_password
     on_a_phone_nothing_scrolls_sideways_and_the_car_comes_first_while_racing
     served_to_the_network_the_page_shows_a_qr_code_of_its_address_with_the_token
     the_overlay_is_transparent_and_shows_the_speed_sent

@@ -15,7 +15,7 @@
 
 use std::hint::black_box;
 use std::net::SocketAddr;
-use std::time::Instant;
+use std::time::{Instant, SystemTime};
 
 use criterion::{criterion_group, criterion_main, Criterion};
 use forza_relay::config::{Config, Overrides};
@@ -63,6 +63,7 @@ fn handle(c: &mut Criterion) {
     let packet = fh6_packet();
     let from: SocketAddr = ([127, 0, 0, 1], 50_000).into();
     let now = Instant::now();
+    let wall = SystemTime::now();
     let mixes: [&[&str]; 8] = [
         &["same"],
         &["fh5"],
@@ -82,7 +83,13 @@ fn handle(c: &mut Criterion) {
         let noun = if outputs.len() == 1 { "dest" } else { "dests" };
         let name = format!("{} {noun}: {}", outputs.len(), outputs.join(","));
         g.bench_function(name, |b| {
-            b.iter(|| core.handle(Arrival::new(black_box(&packet), from, now), now, &mut sink))
+            b.iter(|| {
+                core.handle(
+                    Arrival::new(black_box(&packet), from, now, wall),
+                    now,
+                    &mut sink,
+                )
+            })
         });
         // Every packet reached every destination: nothing was filtered or dropped.
         let counters = core.counters();

@@ -29,6 +29,7 @@ use serde::ser::{SerializeMap, SerializeStruct};
 use serde::{Serialize, Serializer};
 
 use crate::fanout::routes::Output;
+use crate::output::mqtt::MqttSettings;
 use crate::wire::Format;
 
 mod changes;
@@ -52,11 +53,14 @@ pub enum DropReason {
     /// `max_age`: older than the limit when it would have been sent (on
     /// arrival, waiting for its rate slot, or in the backlog).
     Stale,
+    /// An MQTT destination's broker was not connected (down, refusing the
+    /// login, or gone) when the frame was due.
+    BrokerUnavailable,
 }
 
 impl DropReason {
     /// How many reasons there are: the length of every table indexed by one.
-    pub const COUNT: usize = DropReason::Stale as usize + 1;
+    pub const COUNT: usize = DropReason::BrokerUnavailable as usize + 1;
 
     /// Every reason, in the order they are printed.
     pub const ALL: [DropReason; DropReason::COUNT] = [
@@ -66,6 +70,7 @@ impl DropReason {
         DropReason::Backlog,
         DropReason::SendError,
         DropReason::Stale,
+        DropReason::BrokerUnavailable,
     ];
 
     /// Its key in the JSON form.
@@ -77,6 +82,7 @@ impl DropReason {
             DropReason::Backlog => "backlog_full",
             DropReason::SendError => "send_failed",
             DropReason::Stale => "stale",
+            DropReason::BrokerUnavailable => "broker_unavailable",
         }
     }
 
@@ -89,6 +95,7 @@ impl DropReason {
             DropReason::Backlog => "backlog full",
             DropReason::SendError => "send errors",
             DropReason::Stale => "stale",
+            DropReason::BrokerUnavailable => "broker unavailable",
         }
     }
 }
@@ -589,6 +596,50 @@ impl Health {
     }
 }
 
+/// An MQTT destination's settings as a snapshot shows them: never the
+/// password, only whether there is one.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct MqttRow {
+    /// Where frames are published.
+    pub topic: String,
+    /// The login's user name.
+    pub username: Option<String>,
+    /// The environment variable the password is read from.
+    pub password_env: Option<String>,
+    /// Whether there is a password (from the file or `password_env`).
+    pub password_set: bool,
+    /// The CA certificate file trusted, as a path.
+    pub ca_file: Option<String>,
+}
+
+impl MqttRow {
+    /// The row of `settings`.
+    pub fn of(settings: &MqttSettings) -> MqttRow {
+        let mut row = MqttRow::default();
+        row.fill(settings);
+        row
+    }
+
+    /// Fills it from `settings`, reusing its texts' capacity.
+    pub fn fill(&mut self, settings: &MqttSettings) {
+        fn set(into: &mut Option<String>, from: Option<&str>) {
+            match (into.as_mut(), from) {
+                (Some(into), Some(from)) => {
+                    into.clear();
+                    into.push_str(from);
+                }
+                (_, from) => *into = from.map(str::to_owned),
+            }
+        }
+        self.topic.clone_from(&settings.topic);
+        set(&mut self.username, settings.username.as_deref());
+        set(&mut self.password_env, settings.password_env.as_deref());
+        self.password_set = settings.password.is_some();
+        let ca = settings.ca_file().map(|p| p.to_string_lossy());
+        set(&mut self.ca_file, ca.as_deref());
+    }
+}
+
 /// One destination's counters, with what it is: the settings the running
 /// relay has for it (what the page draws its rows from: issue 23) and how it
 /// is doing now.
@@ -596,12 +647,17 @@ impl Health {
 pub struct DestinationSnapshot {
     /// Its name.
     pub name: String,
-    /// Its address.
-    pub addr: SocketAddr,
+    /// Its resolved address; `None` for an MQTT broker (its publisher looks
+    /// the host up at each connection).
+    pub addr: Option<SocketAddr>,
     /// Its address as the user wrote it (a hostname stays a hostname).
     pub addr_text: String,
     /// What it receives.
     pub output: Output,
+    /// The columns of a text output, as written; empty: every column.
+    pub fields: Vec<String>,
+    /// An MQTT destination's settings.
+    pub mqtt: Option<MqttRow>,
     /// Only frames of a race.
     pub only_race_on: bool,
     /// At most this many frames a second; 0 = every frame.
@@ -624,6 +680,16 @@ impl Serialize for DestinationSnapshot {
         map.serialize_entry("addr", &self.addr_text)?;
         map.serialize_entry("resolved", &self.addr)?;
         map.serialize_entry("output", &self.output)?;
+        if self.output.is_text() {
+            map.serialize_entry("fields", &self.fields)?;
+        }
+        if let Some(mqtt) = &self.mqtt {
+            map.serialize_entry("topic", &mqtt.topic)?;
+            map.serialize_entry("username", &mqtt.username)?;
+            map.serialize_entry("password_env", &mqtt.password_env)?;
+            map.serialize_entry("password_set", &mqtt.password_set)?;
+            map.serialize_entry("ca_file", &mqtt.ca_file)?;
+        }
         map.serialize_entry("only_race_on", &self.only_race_on)?;
         map.serialize_entry("max_rate", &self.max_rate)?;
         let age = self
@@ -777,8 +843,10 @@ impl fmt::Display for Snapshot {
         f.write_str(".")?;
         for d in &self.destinations {
             write!(f, "\n  {}", d.name)?;
-            if d.name != d.addr.to_string() {
-                write!(f, " ({})", d.addr)?;
+            match d.addr {
+                Some(addr) if d.name != addr.to_string() => write!(f, " ({addr})")?,
+                None if d.name != d.addr_text => write!(f, " ({})", d.addr_text)?,
+                _ => {}
             }
             write!(
                 f,
@@ -872,7 +940,7 @@ impl fmt::Display for Elapsed {
 
 /// A destination's trouble in a few words, for a dashboard's table: the send
 /// errors by kind and the drops that are not the user's own filters
-/// (untranslatable, backlog full), `3 refused (nothing listening), 1
+/// (untranslatable, backlog full, broker unavailable), `3 refused (nothing listening), 1
 /// untranslatable`; empty when there is none.
 pub struct Problems<'a>(pub &'a DestinationStats);
 
@@ -880,8 +948,12 @@ impl fmt::Display for Problems<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let s = self.0;
         let errors = SendErrorKind::ALL.map(|kind| (s.send_errors.get(kind), kind.label()));
-        let drops = [DropReason::Untranslatable, DropReason::Backlog]
-            .map(|reason| (s.dropped(reason), reason.label()));
+        let drops = [
+            DropReason::Untranslatable,
+            DropReason::Backlog,
+            DropReason::BrokerUnavailable,
+        ]
+        .map(|reason| (s.dropped(reason), reason.label()));
         let mut sep = "";
         for (n, label) in errors.into_iter().chain(drops) {
             if n > 0 {
@@ -1095,6 +1167,60 @@ mod tests {
         s.drop(DropReason::RateLimited);
         assert_eq!(Drops(&s).to_string(), ", 1 rate-limited, 1 stale");
         assert_eq!(DropReason::Stale.key(), "stale");
+    }
+
+    #[test]
+    fn an_mqtt_destination_shows_its_settings_and_never_its_password() {
+        use crate::output::mqtt::{Broker, Secret};
+        let mut settings = MqttSettings::new(Broker::parse("mqtt://b").unwrap(), "league/7");
+        settings.username = Some("driver7".to_owned());
+        settings.password = Some(Secret::new("s3cret"));
+        let mut s = DestinationStats {
+            received: 10,
+            sent: 4,
+            ..Default::default()
+        };
+        s.drop(DropReason::BrokerUnavailable);
+        s.drop(DropReason::RateLimited);
+        s.held = 4;
+        let d = DestinationSnapshot {
+            name: "league".to_owned(),
+            addr: None,
+            addr_text: "mqtt://b".to_owned(),
+            output: Output::Text(crate::output::Encoding::Json),
+            fields: vec!["Speed".to_owned()],
+            mqtt: Some(MqttRow::of(&settings)),
+            only_race_on: false,
+            max_rate: 20,
+            max_age: None,
+            status: Status::Failing,
+            stats: s,
+            latency: Latency::default(),
+        };
+        let json = serde_json::to_value(&d).unwrap();
+        assert_eq!(json["addr"], "mqtt://b");
+        assert_eq!(json["resolved"], serde_json::Value::Null);
+        assert_eq!(json["output"], "json");
+        assert_eq!(json["fields"], serde_json::json!(["Speed"]));
+        assert_eq!(json["topic"], "league/7");
+        assert_eq!(json["username"], "driver7");
+        assert_eq!(json["password_set"], true);
+        assert_eq!(json["password_env"], serde_json::Value::Null);
+        assert_eq!(json["broker_unavailable"], 1);
+        assert_eq!(json["status"], "failing");
+        assert!(!json.to_string().contains("s3cret"), "{json}");
+        assert_eq!(
+            Drops(&d.stats).to_string(),
+            ", 1 rate-limited, 1 broker unavailable"
+        );
+        let mut snapshot = Snapshot::empty();
+        snapshot.destinations.push(d);
+        assert!(
+            snapshot
+                .to_string()
+                .contains("\n  league (mqtt://b), json: sent 4"),
+            "{snapshot}"
+        );
     }
 
     #[test]

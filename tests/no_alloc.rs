@@ -5,7 +5,8 @@
 //! and rate-limited with an age limit (every send's latency measured, issue
 //! 15), while recording (`[record]`: the tap drained into a capture file by the
 //! recorder thread); and with the web page's tap and snapshots (issue 14), and
-//! the real web page with a page, an overlay and a frame stream open (issue 24).
+//! the real web page with a page, an overlay and a frame stream open (issue 24);
+//! and with json, influx and MQTT destinations (issue 25).
 
 use std::net::UdpSocket;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -194,6 +195,263 @@ max_age = "1s"
         "every datagram was recorded or counted as dropped at the tap"
     );
     assert!(recorded.packets > 0, "the recording holds the traffic");
+}
+
+/// A mosquitto of the test's own on a loopback port, killed when dropped;
+/// `None` (the test then fails with FORZA_RELAY_REQUIRE_TOOLS=1) when it
+/// can't be run here.
+struct Mosquitto(std::process::Child, u16);
+
+impl Mosquitto {
+    fn start() -> Option<Mosquitto> {
+        let port = {
+            let probe = std::net::TcpListener::bind("127.0.0.1:0").ok()?;
+            probe.local_addr().ok()?.port()
+        };
+        // Without a configuration file mosquitto 2 listens on loopback only
+        // and takes anonymous clients.
+        let child = std::process::Command::new("mosquitto")
+            .args(["-p", &port.to_string()])
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn();
+        let mut broker = match child {
+            Ok(child) => Mosquitto(child, port),
+            Err(e) => {
+                assert!(
+                    std::env::var_os("FORZA_RELAY_REQUIRE_TOOLS").is_none(),
+                    "mosquitto is required here: {e}"
+                );
+                eprintln!("note: no mosquitto ({e}); the MQTT destination is not measured");
+                return None;
+            }
+        };
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            if let Ok(Some(status)) = broker.0.try_wait() {
+                panic!("mosquitto exited: {status}");
+            }
+            assert!(Instant::now() < deadline, "mosquitto did not start");
+            thread::sleep(Duration::from_millis(20));
+        }
+        Some(broker)
+    }
+}
+
+impl Drop for Mosquitto {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Issue 25: json and influx destinations (every column, a few, one waiting
+/// for its rate slot) and an MQTT destination handed every frame: their text
+/// is made into buffers kept between frames, and the MQTT frames go into the
+/// publisher's ring; the loop allocates nothing per packet.
+#[test]
+fn text_and_mqtt_outputs_allocate_nothing_per_packet() {
+    let stop = Arc::new(AtomicBool::new(false));
+    let receivers: Vec<_> = (0..5).map(|_| receiver(stop.clone())).collect();
+    let ports: Vec<u16> = receivers.iter().map(|r| r.0).collect();
+    let broker = Mosquitto::start();
+    let mqtt = match &broker {
+        Some(b) => format!(
+            r#"
+[[destination]]
+name = "broker"
+addr = "mqtt://127.0.0.1:{}"
+topic = "forza-relay-no-alloc/{}"
+fields = ["Speed", "CurrentEngineRpm", "gear_label"]
+max_rate = 0
+"#,
+            b.1,
+            std::process::id()
+        ),
+        None => String::new(),
+    };
+    let toml = format!(
+        r#"
+[listen]
+addr = "127.0.0.1:0"
+format = "fh6"
+[stats]
+interval = 0
+[[destination]]
+name = "same"
+addr = "127.0.0.1:{}"
+[[destination]]
+name = "json"
+addr = "127.0.0.1:{}"
+format = "json"
+[[destination]]
+name = "json-few"
+addr = "127.0.0.1:{}"
+format = "json"
+fields = ["Speed", "gear_label", "TireTemp"]
+max_age = "10s"
+[[destination]]
+name = "influx"
+addr = "127.0.0.1:{}"
+format = "influx"
+only_race_on = true
+[[destination]]
+name = "influx-slow"
+addr = "127.0.0.1:{}"
+format = "influx"
+max_rate = 100
+{mqtt}"#,
+        ports[0], ports[1], ports[2], ports[3], ports[4]
+    );
+    let config = Config::from_toml(&toml, "no_alloc.toml", &Overrides::default()).unwrap();
+    let mut relay = Relay::bind(&config).unwrap();
+    let target = relay.local_addr();
+    let socket = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let packet = |i: u64| {
+        let mut buf = [0u8; 324];
+        let mut p = Packet::new_checked(&mut buf[..], Format::Fh6).unwrap();
+        p.set_is_race_on(i32::from(i % 50 < 40));
+        p.set_timestamp_ms(i as u32);
+        p.set_speed(i as f32).unwrap();
+        p.set_current_engine_rpm(1_000.0 + i as f32);
+        p.set_car_class(6);
+        buf
+    };
+    // The broker connected (its first frame went) before the count.
+    let sent_to = |relay: &Relay, name: &str| {
+        relay
+            .snapshot()
+            .destination(name)
+            .map_or(0, |d| d.stats.sent)
+    };
+    if broker.is_some() {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let mut i = 0;
+        while sent_to(&relay, "broker") == 0 {
+            assert!(Instant::now() < deadline, "the broker never took a frame");
+            socket.send_to(&packet(i), target).unwrap();
+            i += 1;
+            relay.poll_once(Some(Duration::from_millis(10)));
+        }
+    }
+    let sender = thread::spawn(move || {
+        for i in 0..(WARM_UP + MEASURED + 200) {
+            socket.send_to(&packet(i), target).unwrap();
+            if i % 20 == 19 {
+                thread::sleep(Duration::from_millis(1));
+            }
+        }
+    });
+    let allocations = measure(&mut relay, Relay::poll_once);
+    let received = relay.input_stats().received;
+    sender.join().unwrap();
+    for _ in 0..20 {
+        relay.poll_once(Some(Duration::from_millis(10)));
+    }
+    stop.store(true, Ordering::SeqCst);
+    let counts: Vec<u64> = receivers.into_iter().map(|r| r.1.join().unwrap()).collect();
+    let report = relay.snapshot();
+
+    assert!(
+        received >= WARM_UP + MEASURED,
+        "only {received} packets arrived"
+    );
+    assert_eq!(allocations, 0, "{allocations} allocations while relaying");
+    let sent = |name: &str| report.destination(name).unwrap().stats.sent;
+    for name in ["same", "json", "json-few"] {
+        assert!(sent(name) >= WARM_UP + MEASURED, "{name}: {report}");
+    }
+    assert!(
+        sent("influx") > 0 && sent("influx") < sent("same"),
+        "{report}"
+    );
+    assert!(
+        sent("influx-slow") > 0 && sent("influx-slow") < sent("same"),
+        "{report}"
+    );
+    if broker.is_some() {
+        assert!(sent("broker") >= WARM_UP + MEASURED / 2, "{report}");
+    }
+    assert!(counts.iter().all(|&n| n > 0), "receivers got {counts:?}");
+}
+
+/// Issue 25: how the loop hands an MQTT destination's frames to its client
+/// thread. The payload is copied into the outbox, a byte ring made once when
+/// the publisher starts, behind its length, and the thread is woken with a
+/// tokio `Notify` (a permit when it is busy, the waiting task woken when it
+/// waits); a ring without room refuses the frame. None of it allocates on the
+/// loop's thread, whether the publisher waits, is busy or is behind: 3,000
+/// frames pushed by this thread, armed, in bursts that fill the ring and with
+/// pauses that let the publisher wait again; the broker gets what was taken.
+#[test]
+fn the_hand_off_to_the_mqtt_thread_allocates_nothing() {
+    use forza_relay::output::mqtt::{Broker, MqttPublisher, MqttSettings};
+
+    let Some(broker) = Mosquitto::start() else {
+        return;
+    };
+    let settings = MqttSettings::new(
+        Broker {
+            host: "127.0.0.1".to_owned(),
+            port: broker.1,
+            tls: false,
+        },
+        format!("forza-relay-no-alloc/{}/hand-off", std::process::id()),
+    );
+    let (publisher, mut outbox) = MqttPublisher::start(settings).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !outbox.is_connected() {
+        assert!(Instant::now() < deadline, "the broker never connected");
+        thread::sleep(Duration::from_millis(10));
+    }
+    // An all-column JSON frame is about 2.5 kB: 26 fill the 64 KiB ring.
+    let payload = |i: u32, len: usize| {
+        let mut p = [b' '; 2_600];
+        let head = format!("{{\"TimestampMS\":{i}}}");
+        p[..head.len()].copy_from_slice(head.as_bytes());
+        (p, len)
+    };
+    let frames: Vec<_> = (0..3_000u32)
+        .map(|i| payload(i, if i % 3 == 0 { 2_600 } else { 200 }))
+        .collect();
+    let mut pushed = 0u64;
+    let mut refused = 0u64;
+    ALLOCATIONS.store(0, Ordering::SeqCst);
+    ARMED.with(|a| a.set(true));
+    for (i, (p, len)) in frames.iter().enumerate() {
+        if outbox.push(&p[..*len]) {
+            pushed += 1;
+        } else {
+            refused += 1;
+        }
+        // Bursts of 100, then a pause: the publisher empties the ring and
+        // waits for the next wake-up.
+        if i % 100 == 99 {
+            thread::sleep(Duration::from_millis(5));
+        }
+    }
+    ARMED.with(|a| a.set(false));
+    let allocations = ALLOCATIONS.load(Ordering::SeqCst);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while publisher.counts().taken < pushed {
+        assert!(Instant::now() < deadline, "{:?}", publisher.counts());
+        thread::sleep(Duration::from_millis(10));
+    }
+    let counts = publisher.stop();
+    assert_eq!(
+        allocations, 0,
+        "{allocations} allocations handing frames over"
+    );
+    assert_eq!(pushed + refused, 3_000);
+    assert!(pushed >= 1_000, "{pushed} pushed, {refused} refused");
+    assert_eq!(counts.taken, pushed, "{counts:?}");
+    assert_eq!(
+        counts.published + counts.not_published,
+        pushed,
+        "{counts:?}"
+    );
+    drop(broker);
 }
 
 #[test]

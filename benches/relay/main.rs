@@ -28,13 +28,16 @@
 //!    `work-counts` for the counts alone): instructions, calls and cache
 //!    lines per packet under valgrind, beside samplicator, the C relay and
 //!    floor.c, then CPU per packet pinned (see `work`).
+//! 7. A `json` destination beside a `same` one (issue 25): CPU per packet and
+//!    p50 against `same` alone, in the same rounds (see `json`).
 //!
 //! `cargo bench --bench relay -- latency` (or `syscalls`, `throughput`,
-//! `freshness`, `work`) runs one section. Aims are printed as PASS/MISS beside the figures; nothing here
+//! `freshness`, `json`, `work`) runs one section. Aims are printed as PASS/MISS beside the figures; nothing here
 //! asserts.
 //! The `/proc` figures are Linux only; elsewhere they print "n/a".
 
 mod freshness;
+mod json;
 mod peers;
 mod process;
 mod report;
@@ -181,6 +184,9 @@ fn main() {
     let loads = wanted("throughput").then(|| throughput_section(&tools, epoch));
     if wanted("freshness") {
         freshness::section(tools.socat, tools.python, epoch);
+    }
+    if wanted("json") {
+        json::section(epoch);
     }
     // Minutes under valgrind: only when asked for by name.
     if only.iter().any(|o| o == "work") {

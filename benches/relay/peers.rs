@@ -9,7 +9,7 @@ use std::process::Command;
 
 use forza_relay::wire::Format;
 
-use crate::traffic::INPUT;
+use crate::traffic::{Arrive, INPUT};
 
 /// The four destinations of a multi-destination forza-relay run: the `format=`
 /// given to it and the format that arrives.
@@ -57,6 +57,9 @@ pub enum Peer {
     /// As `ForzaAllSame`, the first destination with `max-age` (the
     /// freshness section's [`crate::freshness::MAX_AGE`]).
     ForzaAged,
+    /// This tree's forza-relay to two destinations: `same`, and `json` (every
+    /// column: issue 25's JSON output beside the bytes as they came).
+    ForzaJson,
     /// An older forza-relay binary (no JSON stats: counted at the receivers).
     Baseline(PathBuf),
     /// `socat -u UDP4-RECV:IN UDP4-SENDTO:127.0.0.1:OUT`: one destination only.
@@ -84,6 +87,7 @@ impl Peer {
             Peer::Forza => "forza-relay",
             Peer::ForzaAllSame => "forza-relay, all same",
             Peer::ForzaAged => "forza-relay",
+            Peer::ForzaJson => "forza-relay, same + json",
             Peer::Baseline(_) => "forza-relay c4441a5",
             Peer::Socat => "socat",
             Peer::Python => "python relay",
@@ -97,27 +101,34 @@ impl Peer {
     pub fn serves(&self, dests: usize) -> bool {
         match self {
             Peer::Direct | Peer::Socat => dests == 1,
+            Peer::ForzaJson => dests == 2,
             _ => true,
         }
     }
 
     /// What arrives at each of `dests` destinations.
-    pub fn arriving(&self, dests: usize) -> Vec<Format> {
+    pub fn arriving(&self, dests: usize) -> Vec<Arrive> {
         match self {
-            Peer::Forza | Peer::Baseline(_) => MIX[..dests].iter().map(|m| m.1).collect(),
-            _ => vec![INPUT; dests],
+            Peer::Forza | Peer::Baseline(_) => {
+                MIX[..dests].iter().map(|m| Arrive::Packet(m.1)).collect()
+            }
+            Peer::ForzaJson => vec![Arrive::Packet(INPUT), Arrive::Json],
+            _ => vec![Arrive::Packet(INPUT); dests],
         }
     }
 
     /// Whether it prints its final counters as JSON (`--stats-format json`).
     pub fn has_json(&self) -> bool {
-        matches!(self, Peer::Forza | Peer::ForzaAllSame | Peer::ForzaAged)
+        matches!(
+            self,
+            Peer::Forza | Peer::ForzaAllSame | Peer::ForzaAged | Peer::ForzaJson
+        )
     }
 
     /// The command that starts it listening on `listen` and sending to `to`;
     /// `None` for direct.
     pub fn command(&self, listen: SocketAddr, to: &[SocketAddr]) -> Option<Command> {
-        let forza = |binary: &std::ffi::OsStr, all_same: bool, aged: bool| {
+        let forza = |binary: &std::ffi::OsStr, all_same: bool, aged: bool, json: bool| {
             let mut cmd = Command::new(binary);
             cmd.args(["run", "--listen", &listen.to_string()]).args([
                 "--input",
@@ -126,7 +137,9 @@ impl Peer {
                 "0",
             ]);
             for (i, addr) in to.iter().enumerate() {
-                let output = if all_same {
+                let output = if json && i == 1 {
+                    "json"
+                } else if all_same {
                     "same"
                 } else {
                     MIX[i % MIX.len()].0
@@ -143,16 +156,17 @@ impl Peer {
         };
         match self {
             Peer::Direct => None,
-            Peer::Forza | Peer::ForzaAllSame | Peer::ForzaAged => {
+            Peer::Forza | Peer::ForzaAllSame | Peer::ForzaAged | Peer::ForzaJson => {
                 let mut cmd = forza(
                     env!("CARGO_BIN_EXE_forza-relay").as_ref(),
                     *self != Peer::Forza,
                     *self == Peer::ForzaAged,
+                    *self == Peer::ForzaJson,
                 );
                 cmd.args(["--stats-format", "json"]);
                 Some(cmd)
             }
-            Peer::Baseline(path) => Some(forza(path.as_os_str(), false, false)),
+            Peer::Baseline(path) => Some(forza(path.as_os_str(), false, false, false)),
             Peer::Socat => {
                 let mut cmd = Command::new("socat");
                 cmd.arg("-u")

@@ -47,10 +47,34 @@ pub enum Wake {
     Polling,
 }
 
+/// What arrives at one receiving socket.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Arrive {
+    /// Packets of this format.
+    Packet(Format),
+    /// JSON objects (a `json` destination, issue 25): the sequence number is
+    /// the object's `TimestampMS`.
+    Json,
+}
+
+/// The value of `"TimestampMS":` in a JSON object, read without a parser.
+fn json_timestamp(bytes: &[u8]) -> Option<u32> {
+    const KEY: &[u8] = b"\"TimestampMS\":";
+    let at = bytes.windows(KEY.len()).position(|w| w == KEY)? + KEY.len();
+    let digits = bytes[at..]
+        .iter()
+        .take_while(|b| b.is_ascii_digit())
+        .count();
+    std::str::from_utf8(&bytes[at..at + digits])
+        .ok()?
+        .parse()
+        .ok()
+}
+
 /// What arrived on one receiving socket.
 pub struct Arrivals {
-    /// The format the datagrams are read as.
-    pub format: Format,
+    /// What the datagrams are read as.
+    pub arrive: Arrive,
     /// Arrival time (ns since the epoch) by sequence number; 0 = never arrived.
     pub at: Vec<u64>,
     /// Measured datagrams, each sequence number once.
@@ -65,11 +89,16 @@ pub struct Arrivals {
 
 impl Arrivals {
     fn record(&mut self, bytes: &[u8], at: u64) {
-        let Ok(packet) = Packet::new_checked(bytes, self.format) else {
+        let seq = match self.arrive {
+            Arrive::Packet(format) => Packet::new_checked(bytes, format)
+                .ok()
+                .map(|p| p.timestamp_ms()),
+            Arrive::Json => json_timestamp(bytes),
+        };
+        let Some(seq) = seq else {
             self.malformed += 1;
             return;
         };
-        let seq = packet.timestamp_ms();
         if seq == WARM_UP_SEQ {
             self.warm.fetch_add(1, Ordering::Relaxed);
             return;
@@ -109,17 +138,17 @@ pub struct Receivers {
 }
 
 impl Receivers {
-    /// One socket per entry of `formats` (what arrives there), with tables for
-    /// `capacity` sequence numbers.
+    /// One socket per entry of `arriving` (what arrives there), with tables
+    /// for `capacity` sequence numbers.
     pub fn spawn(
-        formats: &[Format],
+        arriving: &[Arrive],
         wake: Wake,
         capacity: usize,
         epoch: Instant,
     ) -> io::Result<Self> {
         let stop = Arc::new(AtomicBool::new(false));
         let (mut addrs, mut warm, mut measured, mut threads) = (vec![], vec![], vec![], vec![]);
-        for (i, &format) in formats.iter().enumerate() {
+        for (i, &arrive) in arriving.iter().enumerate() {
             let socket = Socket::new(Domain::IPV4, Type::DGRAM, Some(Protocol::UDP))?;
             // Best effort: a smaller buffer still works, and a loss shows in the
             // socket's kernel drop counter.
@@ -132,7 +161,7 @@ impl Receivers {
             let socket = UdpSocket::from(socket);
             let addr = socket.local_addr()?;
             let arrivals = Arrivals {
-                format,
+                arrive,
                 at: vec![0; capacity],
                 received: 0,
                 duplicates: 0,
@@ -207,7 +236,8 @@ fn receive(
     epoch: Instant,
     stop: &AtomicBool,
 ) -> Arrivals {
-    let mut buf = [0u8; 2048];
+    // An all-column JSON frame is ~2.5 kB.
+    let mut buf = [0u8; 8192];
     while !stop.load(Ordering::Relaxed) {
         match socket.recv(&mut buf) {
             Ok(len) => arrivals.record(&buf[..len], nanos_since(epoch)),

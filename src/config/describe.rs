@@ -1,6 +1,8 @@
 //! What a configuration makes the relay do, in words, as `check` prints it.
 
 use super::{Config, Input, Output, StatsFormat};
+use crate::fanout::Target;
+use crate::output::Encoding;
 
 impl Config {
     /// What this configuration makes the relay do, as `check` prints it.
@@ -28,15 +30,54 @@ impl Config {
         }
         s.push(':');
         for d in &self.destinations {
-            let _ = write!(s, "\n  {:<16} {:<22} ", d.name, d.addr.to_string());
+            let _ = write!(s, "\n  {:<16} {:<22} ", d.name, d.target.to_string());
             match d.output {
                 Output::Same => s.push_str("same (byte-for-byte)"),
                 Output::Format(f) => {
                     let _ = write!(s, "{f} (translated)");
                 }
+                Output::Text(Encoding::Json) => s.push_str("json (one JSON object per frame)"),
+                Output::Text(Encoding::Influx) => {
+                    s.push_str("influx (one InfluxDB line per frame)");
+                }
             }
-            if d.addr_text != d.addr.to_string() && d.addr_text != d.name {
-                let _ = write!(s, ", from {:?}", d.addr_text);
+            if d.output.is_text() {
+                match &d.fields {
+                    Some(f) => {
+                        let _ = write!(s, " of {}", f.names.join(", "));
+                    }
+                    None => s.push_str(" of every column"),
+                }
+            }
+            match &d.target {
+                Target::Udp(addr) => {
+                    if d.addr_text != addr.to_string() && d.addr_text != d.name {
+                        let _ = write!(s, ", from {:?}", d.addr_text);
+                    }
+                }
+                Target::Mqtt(m) => {
+                    let _ = write!(
+                        s,
+                        ", published on {:?} (status on {:?})",
+                        m.topic,
+                        m.status_topic()
+                    );
+                    if let Some(user) = &m.username {
+                        let _ = write!(s, ", as {user:?}");
+                        match (&m.password_env, &m.password) {
+                            (Some(var), _) => {
+                                let _ = write!(s, " with the password in ${var}");
+                            }
+                            (None, Some(_)) => s.push_str(" with a password"),
+                            (None, None) => {}
+                        }
+                    }
+                    if let Some(ca) = m.ca_file() {
+                        let _ = write!(s, ", trusting {}", ca.display());
+                    } else if m.broker.tls {
+                        s.push_str(", trusting the system's certificates");
+                    }
+                }
             }
             if d.only_race_on {
                 s.push_str(", only while racing");

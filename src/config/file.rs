@@ -17,6 +17,7 @@ use super::{
     escape_controls, system_look_up, Config, ConfigError, LookUp, Overrides, Reloaded,
     MAX_FILE_BYTES,
 };
+use crate::output::mqtt::Secret;
 
 /// The TOML file as written.
 #[derive(Debug, Default, Deserialize)]
@@ -97,6 +98,11 @@ fn explain_toml(line: &str, message: &str) -> Option<String> {
         "interval" if message.contains("integer") => {
             Some(whole("0 (no summary) or a whole number of seconds"))
         }
+        "fields" if message.contains("sequence") || message.contains("string") => Some(format!(
+            "fields must be a list of names in brackets, like fields = [\"Speed\", \
+             \"gear_label\"]: {}",
+            message.split(',').next().unwrap_or(message)
+        )),
         _ => None,
     }
 }
@@ -148,6 +154,20 @@ pub struct DestinationFile {
     pub max_rate: Option<Spanned<u32>>,
     /// `"50ms"`: frames older than this are not sent; default none.
     pub max_age: Option<Spanned<String>>,
+    /// `["Speed", "gear_label"]`: the columns of a `json` or `influx` output;
+    /// default every column.
+    pub fields: Option<Spanned<Vec<String>>>,
+    /// MQTT: the topic frames are published on; default `forza-relay/<name>`.
+    pub topic: Option<Spanned<String>>,
+    /// MQTT: the login's user name.
+    pub username: Option<Spanned<String>>,
+    /// MQTT: the password (or `password_env`).
+    pub password: Option<Spanned<String>>,
+    /// MQTT: the environment variable holding the password, read at load.
+    pub password_env: Option<Spanned<String>>,
+    /// MQTT over TLS: a PEM file of the CA certificates to trust, relative
+    /// to the configuration file's folder; default the system's.
+    pub ca_file: Option<Spanned<String>>,
 }
 
 /// The text of the config file at `path`, and its name for messages.
@@ -311,6 +331,10 @@ impl Config {
                             &format!("destination[{}].{key}", i + 1),
                         )
                     };
+                    let text = |v: &Option<Spanned<String>>, name: &str| {
+                        v.as_ref()
+                            .map(|v| (key(Some(v.span()), name), v.get_ref().clone()))
+                    };
                     RawDestination {
                         name_place: key(table.name.as_ref().map(|v| v.span()), "name"),
                         addr_place: key(Some(table.addr.span()), "addr"),
@@ -319,12 +343,21 @@ impl Config {
                         addr: table.addr.get_ref().0.clone(),
                         format: table.format.as_ref().map(|f| f.get_ref().clone()),
                         only_race_on: table.only_race_on.unwrap_or(false),
-                        max_rate: table.max_rate.as_ref().map_or(0, |m| *m.get_ref()),
-                        max_age: table
-                            .max_age
+                        max_rate: table.max_rate.as_ref().map(|m| *m.get_ref()),
+                        max_age: text(&table.max_age, "max_age"),
+                        fields: table
+                            .fields
                             .as_ref()
-                            .map(|v| (key(Some(v.span()), "max_age"), v.get_ref().clone())),
+                            .map(|v| (key(Some(v.span()), "fields"), v.get_ref().clone())),
+                        topic: text(&table.topic, "topic"),
+                        username: text(&table.username, "username"),
+                        password: text(&table.password, "password")
+                            .map(|(place, p)| (place, Secret::new(p))),
+                        password_env: text(&table.password_env, "password_env"),
+                        ca_file: text(&table.ca_file, "ca_file")
+                            .map(|(place, path)| (place, path, folder.map(Path::to_path_buf))),
                         known: None,
+                        known_password: None,
                     }
                 })
                 .collect(),

@@ -60,6 +60,11 @@ impl Config {
     }
 }
 
+/// The options a `--to` value takes, as its error lists them.
+const QUICK_OPTIONS: &str = "format=ID, only-race-on, max-rate=HZ, max-age=DURATION, name=NAME, \
+     fields=A+B+C, and for mqtt:// topic=TOPIC, username=USER, password-env=VARIABLE, \
+     ca-file=PEM";
+
 /// Parses one `--to` value.
 fn parse_to(spec: &str) -> Result<RawDestination, Problem> {
     let place = format!("--to {spec:?}");
@@ -69,13 +74,8 @@ fn parse_to(spec: &str) -> Result<RawDestination, Problem> {
         name_place: place.clone(),
         addr_place: place.clone(),
         format_place: place.clone(),
-        name: None,
         addr,
-        format: None,
-        only_race_on: false,
-        max_rate: 0,
-        max_age: None,
-        known: None,
+        ..RawDestination::default()
     };
     for part in parts {
         let (key, value) = match part.split_once('=') {
@@ -93,18 +93,37 @@ fn parse_to(spec: &str) -> Result<RawDestination, Problem> {
                 })?
             }
             ("max-rate", Some(v)) => {
-                d.max_rate = v.parse().map_err(|_| Problem {
+                d.max_rate = Some(v.parse().map_err(|_| Problem {
                     place: place.clone(),
-                    message: format!("max-rate={v:?} must be a whole number of Hz (0 = every frame)"),
-                })?
+                    message: format!(
+                        "max-rate={v:?} must be a whole number of Hz (0 = every frame)"
+                    ),
+                })?)
             }
             ("max-age", Some(v)) => d.max_age = Some((place.clone(), v.to_owned())),
+            // Commas separate the options: the names are joined with `+`.
+            ("fields", Some(v)) => {
+                d.fields = Some((place.clone(), v.split('+').map(str::to_owned).collect()))
+            }
+            ("topic", Some(v)) => d.topic = Some((place.clone(), v.to_owned())),
+            ("username", Some(v)) => d.username = Some((place.clone(), v.to_owned())),
+            ("password-env", Some(v)) => d.password_env = Some((place.clone(), v.to_owned())),
+            // A command line is seen by every process of the computer: no
+            // password on it, and none repeated in the message.
+            ("password", _) => {
+                return Err(Problem {
+                    place: "--to".to_owned(),
+                    message: "password= is not taken on the command line, where every program \
+                              of this computer can read it: put the password in an environment \
+                              variable and write password-env=VARIABLE"
+                        .to_owned(),
+                })
+            }
+            ("ca-file", Some(v)) => d.ca_file = Some((place.clone(), v.to_owned(), None)),
             _ => {
                 return Err(Problem {
                     place,
-                    message: format!(
-                        "unknown option {part:?} (options: format=ID, only-race-on, max-rate=HZ, max-age=DURATION, name=NAME)"
-                    ),
+                    message: format!("unknown option {part:?} (options: {QUICK_OPTIONS})"),
                 })
             }
         }
@@ -150,6 +169,12 @@ mod tests {
             &Overrides::default(),
         )
         .unwrap_err();
-        assert_eq!(e.to_string(), "--to \"127.0.0.1:1,fromat=fh5\": unknown option \"fromat=fh5\" (options: format=ID, only-race-on, max-rate=HZ, max-age=DURATION, name=NAME)");
+        assert_eq!(
+            e.to_string(),
+            format!(
+                "--to \"127.0.0.1:1,fromat=fh5\": unknown option \"fromat=fh5\" (options: \
+                 {QUICK_OPTIONS})"
+            )
+        );
     }
 }

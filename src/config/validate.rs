@@ -14,10 +14,14 @@ use super::{
     Overrides, Problem, Reloaded, StatsFormat, DEFAULT_LISTEN, DEFAULT_PORT,
     DEFAULT_STATS_INTERVAL, DEFAULT_WEB, MAX_MAX_AGE, MAX_STATS_INTERVAL, MIN_MAX_AGE,
 };
-use crate::fanout;
+use crate::fanout::{self, Fields, Target};
+use crate::output::mqtt::{self, Broker, MqttSettings, Roots, Secret, DEFAULT_MAX_RATE};
+use crate::output::{Encoding, Selection};
+use crate::watch::columns::Column;
 use crate::wire::{Format, FORMAT_IDS};
 
 /// A destination before validation, from the file or from `--to`.
+#[derive(Default)]
 pub(super) struct RawDestination {
     /// Where its `name`, `addr` and `format` keys were written, e.g.
     /// `relay.toml:12: destination[2].addr`, or `--to "…"`.
@@ -28,12 +32,26 @@ pub(super) struct RawDestination {
     pub(super) addr: String,
     pub(super) format: Option<String>,
     pub(super) only_race_on: bool,
-    pub(super) max_rate: u32,
+    /// `None`: the default (every frame; 20 a second for MQTT).
+    pub(super) max_rate: Option<u32>,
     /// Where `max_age` was written, and its text.
     pub(super) max_age: Option<(String, String)>,
+    /// Where `fields` was written, and the names.
+    pub(super) fields: Option<(String, Vec<String>)>,
+    /// MQTT's keys, each with where it was written: `topic`, `username`,
+    /// `password`, `password_env` (the variable's name), `ca_file` (with the
+    /// folder a relative path is in).
+    pub(super) topic: Option<(String, String)>,
+    pub(super) username: Option<(String, String)>,
+    pub(super) password: Option<(String, Secret)>,
+    pub(super) password_env: Option<(String, String)>,
+    pub(super) ca_file: Option<(String, String, Option<PathBuf>)>,
     /// The address `addr` resolved to when the running configuration was
     /// loaded: an edit of another destination looks nothing up again.
     pub(super) known: Option<SocketAddr>,
+    /// The password `password_env` held when the running configuration was
+    /// loaded: an edit of another destination reads no variable again.
+    pub(super) known_password: Option<Secret>,
 }
 
 /// The settings before validation.
@@ -224,7 +242,8 @@ pub(super) fn validate_destinations(
     warnings: &mut Vec<Problem>,
 ) -> Vec<Destination> {
     let mut destinations: Vec<Destination> = Vec::new();
-    // Every name and address seen so far, valid or not, to catch duplicates.
+    // Every name and UDP address seen so far, valid or not, to catch
+    // duplicates (brokers are shared by design: one topic each).
     let mut seen: Vec<(String, Option<SocketAddr>)> = Vec::new();
     for d in raws {
         let raw_name = d.name.as_deref().unwrap_or(&d.addr);
@@ -234,47 +253,33 @@ pub(super) fn validate_destinations(
         // Stored escaped, so that every place that shows them is safe.
         let name = escape_controls(raw_name);
         let addr_text = escape_controls(&d.addr);
-        let output = match d.format.as_deref().map(str::trim) {
-            None => Some(Output::Same),
-            Some(s) if s.eq_ignore_ascii_case("same") => Some(Output::Same),
-            Some(s) => match s.parse::<Format>() {
-                Ok(f) => Some(Output::Format(f)),
-                Err(_) => {
+        let is_mqtt = Broker::is_broker(&d.addr);
+        let output = output(d, is_mqtt, problem);
+        let target = if is_mqtt {
+            mqtt_settings(d, &name, problem).map(|s| Target::Mqtt(Box::new(s)))
+        } else {
+            for (key, place) in [
+                ("topic", d.topic.as_ref().map(|t| &t.0)),
+                ("username", d.username.as_ref().map(|t| &t.0)),
+                ("password", d.password.as_ref().map(|t| &t.0)),
+                ("password_env", d.password_env.as_ref().map(|t| &t.0)),
+                ("ca_file", d.ca_file.as_ref().map(|t| &t.0)),
+            ] {
+                if let Some(place) = place {
                     problem(
-                        &d.format_place,
-                        format!("{s:?} is not a format (valid: same, {FORMAT_IDS})"),
+                        place,
+                        format!(
+                            "{key} is for an MQTT destination (addr = \"mqtt://HOST:PORT\"); \
+                             {:?} is a UDP address",
+                            d.addr
+                        ),
                     );
-                    None
-                }
-            },
-        };
-        let resolved = match d.known {
-            Some(known) => Ok(known),
-            None => resolve(&d.addr, look_up),
-        };
-        let addr = match resolved {
-            Ok(a) => Some(a),
-            Err(message) => {
-                // The same text resolved before, so only the look-up failed.
-                let before =
-                    previous.and_then(|p| p.destinations.iter().find(|x| x.addr_text == addr_text));
-                match before {
-                    Some(before) => {
-                        warnings.push(Problem {
-                            place: d.addr_place.clone(),
-                            message: format!(
-                                "{:?}: {message}; keeping its previous address {}",
-                                d.addr, before.addr
-                            ),
-                        });
-                        Some(before.addr)
-                    }
-                    None => {
-                        problem(&d.addr_place, format!("{:?}: {message}", d.addr));
-                        None
-                    }
                 }
             }
+            udp_addr(
+                d, &addr_text, listen, previous, look_up, &seen, problem, warnings,
+            )
+            .map(Target::Udp)
         };
         if seen.iter().any(|(n, _)| *n == name) {
             problem(
@@ -282,30 +287,29 @@ pub(super) fn validate_destinations(
                 format!("{name:?} is already the name of another destination"),
             );
         }
-        if let Some(addr) = addr {
-            if let Some((other, _)) = seen.iter().find(|(_, a)| *a == Some(addr)) {
+        seen.push((name.clone(), target.as_ref().and_then(Target::udp)));
+        let fields = match (&d.fields, output) {
+            (None, _) => Some(None),
+            (Some((place, names)), Some(Output::Text(_))) => match fields(names) {
+                Ok(f) => Some(Some(f)),
+                Err(message) => {
+                    problem(place, message);
+                    None
+                }
+            },
+            (Some((place, _)), Some(other)) => {
                 problem(
-                    &d.addr_place,
+                    place,
                     format!(
-                        "{:?} ({addr}) is the same address as destination {other:?}",
-                        d.addr
+                        "fields is for format = \"json\" or \"influx\": format {:?} sends \
+                         whole packets",
+                        other.to_string()
                     ),
                 );
+                None
             }
-            if let Some(listen) = listen {
-                if fanout::is_loop(listen, addr, is_own_address) {
-                    problem(
-                        &d.addr_place,
-                        format!(
-                            "{:?} ({addr}) is forza-relay's own listen address {listen}: \
-                             packets would loop forever",
-                            d.addr
-                        ),
-                    );
-                }
-            }
-        }
-        seen.push((name.clone(), addr));
+            (Some(_), None) => None,
+        };
         let max_age = match &d.max_age {
             None => Some(None),
             Some((place, text)) => match parse_max_age(text) {
@@ -316,19 +320,308 @@ pub(super) fn validate_destinations(
                 }
             },
         };
-        if let (Some(addr), Some(output), Some(max_age)) = (addr, output, max_age) {
+        let default_rate = if is_mqtt { DEFAULT_MAX_RATE } else { 0 };
+        if let (Some(target), Some(output), Some(fields), Some(max_age)) =
+            (target, output, fields, max_age)
+        {
             destinations.push(Destination {
                 name,
                 addr_text,
-                addr,
+                target,
                 output,
+                fields,
                 only_race_on: d.only_race_on,
-                max_rate: d.max_rate,
+                max_rate: d.max_rate.unwrap_or(default_rate),
                 max_age,
             });
         }
     }
     destinations
+}
+
+/// What `d` receives: its `format` (json by default for MQTT, which sends
+/// text only).
+fn output(
+    d: &RawDestination,
+    is_mqtt: bool,
+    problem: &mut dyn FnMut(&str, String),
+) -> Option<Output> {
+    let format = d.format.as_deref().map(str::trim);
+    let output = match format {
+        None if is_mqtt => Output::Text(Encoding::Json),
+        None => Output::Same,
+        Some(s) if s.eq_ignore_ascii_case("same") => Output::Same,
+        Some(s) => match (s.parse::<Encoding>(), s.parse::<Format>()) {
+            (Ok(encoding), _) => Output::Text(encoding),
+            (_, Ok(f)) => Output::Format(f),
+            _ => {
+                problem(
+                    &d.format_place,
+                    format!("{s:?} is not a format (valid: same, json, influx, {FORMAT_IDS})"),
+                );
+                return None;
+            }
+        },
+    };
+    if is_mqtt && !output.is_text() {
+        problem(
+            &d.format_place,
+            format!(
+                "an MQTT destination publishes json or influx, not {:?}: write format = \"json\" \
+                 (or leave format out) or \"influx\"",
+                output.to_string()
+            ),
+        );
+        return None;
+    }
+    Some(output)
+}
+
+/// The columns `names` choose, or what is wrong with them, naming every name
+/// that is no column.
+fn fields(names: &[String]) -> Result<Fields, String> {
+    match Selection::names(names.iter().map(String::as_str)) {
+        Ok(selection) => Ok(Fields {
+            names: names.iter().map(|n| n.trim().to_owned()).collect(),
+            selection,
+        }),
+        Err(e) if e.unknown.is_empty() => Err(
+            "fields is empty: leave it out to write every column, or name some, like \
+             [\"Speed\", \"gear_label\"]"
+                .to_owned(),
+        ),
+        Err(e) => {
+            let named: Vec<String> = e
+                .unknown
+                .iter()
+                .map(|n| match closest_column(n) {
+                    Some(close) => format!("{n:?} (did you mean {close:?}?)"),
+                    None => format!("{n:?}"),
+                })
+                .collect();
+            Err(format!(
+                "no field named {}: the names are export's (`forza-relay export --fields`), \
+                 listed in docs/formats.md and docs/outputs.md; a per-wheel field such as \
+                 TireTemp chooses its four wheels",
+                named.join(", ")
+            ))
+        }
+    }
+}
+
+/// The column name closest to `name` (at most two letters off), if any.
+fn closest_column(name: &str) -> Option<String> {
+    let name = name.trim().to_ascii_lowercase();
+    let mut candidates: Vec<String> = Column::all().iter().map(Column::name).collect();
+    candidates.extend(
+        Column::all()
+            .iter()
+            .filter_map(|c| c.group().map(str::to_owned)),
+    );
+    candidates
+        .into_iter()
+        .map(|c| (edit_distance(&name, &c.to_ascii_lowercase()), c))
+        .filter(|(d, _)| *d <= 2)
+        .min_by_key(|(d, _)| *d)
+        .map(|(_, c)| c)
+}
+
+/// Levenshtein distance between `a` and `b`, by bytes.
+fn edit_distance(a: &str, b: &str) -> usize {
+    let (a, b) = (a.as_bytes(), b.as_bytes());
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, &x) in a.iter().enumerate() {
+        let mut diagonal = row[0];
+        row[0] = i + 1;
+        for (j, &y) in b.iter().enumerate() {
+            let above = row[j + 1];
+            row[j + 1] = (above + 1)
+                .min(row[j] + 1)
+                .min(diagonal + usize::from(x != y));
+            diagonal = above;
+        }
+    }
+    row[b.len()]
+}
+
+/// An MQTT destination's broker, topic, login and certificates, or `None`
+/// with every problem said.
+fn mqtt_settings(
+    d: &RawDestination,
+    name: &str,
+    problem: &mut dyn FnMut(&str, String),
+) -> Option<MqttSettings> {
+    let mut ok = true;
+    let mut fail = |place: &str, message: String| {
+        ok = false;
+        problem(place, message);
+    };
+    let broker = match Broker::parse(d.addr.trim()) {
+        Ok(b) => Some(b),
+        Err(message) => {
+            fail(&d.addr_place, message);
+            None
+        }
+    };
+    let topic = match &d.topic {
+        Some((place, topic)) => {
+            if let Some(message) = mqtt::topic_problem(topic) {
+                fail(place, message);
+            }
+            escape_controls(topic)
+        }
+        None => mqtt::default_topic(name),
+    };
+    let username = d.username.as_ref().map(|(_, u)| u.clone());
+    let password = match (&d.password, &d.password_env) {
+        (Some((place, _)), Some(_)) => {
+            fail(
+                place,
+                "write password or password_env, not both (password_env keeps it out of the file)"
+                    .to_owned(),
+            );
+            None
+        }
+        (Some((_, p)), None) => Some(p.clone()),
+        (None, Some((place, var))) => match &d.known_password {
+            Some(known) => Some(known.clone()),
+            None => match std::env::var(var.trim()) {
+                Ok(p) => Some(Secret::new(p)),
+                Err(std::env::VarError::NotPresent) => {
+                    fail(
+                        place,
+                        format!(
+                            "the environment variable {var:?} is not set: set it to the \
+                             broker's password before starting forza-relay"
+                        ),
+                    );
+                    None
+                }
+                Err(std::env::VarError::NotUnicode(_)) => {
+                    fail(
+                        place,
+                        format!("the environment variable {var:?} is not UTF-8 text"),
+                    );
+                    None
+                }
+            },
+        },
+        (None, None) => None,
+    };
+    if let (None, Some(place)) = (
+        &username,
+        d.password
+            .as_ref()
+            .map(|p| &p.0)
+            .or(d.password_env.as_ref().map(|p| &p.0)),
+    ) {
+        fail(
+            place,
+            "a password goes with a username: add username = \"…\"".to_owned(),
+        );
+    }
+    let roots = match &d.ca_file {
+        None => Roots::System,
+        Some((place, text, folder)) => {
+            let path = PathBuf::from(text.trim());
+            let path = match folder {
+                Some(folder) if path.is_relative() && !folder.as_os_str().is_empty() => {
+                    folder.join(path)
+                }
+                _ => path,
+            };
+            if broker.as_ref().is_some_and(|b| !b.tls) {
+                fail(
+                    place,
+                    format!(
+                        "ca_file is for TLS: write the address as mqtts:// (it is {:?})",
+                        d.addr
+                    ),
+                );
+            } else if let Err(e) = mqtt::load_ca_file(&path) {
+                fail(place, format!("{}: {e}", path.display()));
+            }
+            Roots::CaFile(path)
+        }
+    };
+    let broker = broker?;
+    ok.then(|| MqttSettings {
+        broker,
+        roots,
+        username,
+        password,
+        password_env: d.password_env.as_ref().map(|(_, v)| v.trim().to_owned()),
+        topic,
+    })
+}
+
+/// A UDP destination's address, resolved: not the same as another's, not the
+/// relay's own.
+#[allow(clippy::too_many_arguments)]
+fn udp_addr(
+    d: &RawDestination,
+    addr_text: &str,
+    listen: Option<SocketAddr>,
+    previous: Option<&Config>,
+    look_up: &LookUp,
+    seen: &[(String, Option<SocketAddr>)],
+    problem: &mut dyn FnMut(&str, String),
+    warnings: &mut Vec<Problem>,
+) -> Option<SocketAddr> {
+    let resolved = match d.known {
+        Some(known) => Ok(known),
+        None => resolve(&d.addr, look_up),
+    };
+    let addr = match resolved {
+        Ok(a) => a,
+        Err(message) => {
+            // The same text resolved before, so only the look-up failed.
+            let before = previous.and_then(|p| {
+                p.destinations
+                    .iter()
+                    .filter(|x| x.addr_text == addr_text)
+                    .find_map(|x| x.target.udp())
+            });
+            match before {
+                Some(before) => {
+                    warnings.push(Problem {
+                        place: d.addr_place.clone(),
+                        message: format!(
+                            "{:?}: {message}; keeping its previous address {before}",
+                            d.addr
+                        ),
+                    });
+                    before
+                }
+                None => {
+                    problem(&d.addr_place, format!("{:?}: {message}", d.addr));
+                    return None;
+                }
+            }
+        }
+    };
+    if let Some((other, _)) = seen.iter().find(|(_, a)| *a == Some(addr)) {
+        problem(
+            &d.addr_place,
+            format!(
+                "{:?} ({addr}) is the same address as destination {other:?}",
+                d.addr
+            ),
+        );
+    }
+    if let Some(listen) = listen {
+        if fanout::is_loop(listen, addr, is_own_address) {
+            problem(
+                &d.addr_place,
+                format!(
+                    "{:?} ({addr}) is forza-relay's own listen address {listen}: \
+                     packets would loop forever",
+                    d.addr
+                ),
+            );
+        }
+    }
+    Some(addr)
 }
 
 /// A listen address: `IP:PORT`, `[IPv6]:PORT`, or a bare `PORT` (all interfaces).
@@ -454,6 +747,7 @@ mod tests {
     use super::*;
     use crate::config::system_look_up;
     use crate::config::testing::{parse, problems};
+    use crate::output::mqtt::Roots;
 
     #[test]
     fn every_mistake_is_reported_with_its_line_and_value() {
@@ -485,7 +779,7 @@ addr = "localhost"
         for expect in [
             "test.toml:3: listen.format: unknown input format \"fh7\" (valid: auto, sled",
             "test.toml:4: listen.allow: \"10.0.0.0/33\" is not an IP address or CIDR range",
-            "test.toml:9: destination[1].format: \"fm8\" is not a format (valid: same, sled",
+            "test.toml:9: destination[1].format: \"fm8\" is not a format (valid: same, json, influx, sled",
             "test.toml:12: destination[2].name: \"a\" is already the name of another destination",
             "test.toml:13: destination[2].addr: \"127.0.0.1:8000\" (127.0.0.1:8000) is the same \
              address as destination \"a\"",
@@ -688,5 +982,252 @@ addr = "localhost"
                 .to_string();
             assert!(e.contains("max_age") && e.contains(says), "{text}: {e}");
         }
+    }
+
+    #[test]
+    fn json_and_influx_destinations_take_fields_by_exports_names() {
+        let c = parse(
+            r#"[[destination]]
+name = "script"
+addr = "127.0.0.1:9999"
+format = "json"
+fields = ["Speed", "TireTemp", "gear_label"]
+[[destination]]
+name = "telegraf"
+addr = "127.0.0.1:8094"
+format = "Influx"
+"#,
+        )
+        .unwrap();
+        let script = &c.destinations[0];
+        assert_eq!(script.output, Output::Text(Encoding::Json));
+        let f = script.fields.as_ref().expect("fields");
+        assert_eq!(f.names, ["Speed", "TireTemp", "gear_label"]);
+        let names: Vec<String> = f.selection.columns().iter().map(Column::name).collect();
+        assert_eq!(
+            names,
+            [
+                "Speed",
+                "TireTempFL",
+                "TireTempFR",
+                "TireTempRL",
+                "TireTempRR",
+                "gear_label"
+            ]
+        );
+        let telegraf = &c.destinations[1];
+        assert_eq!(telegraf.output, Output::Text(Encoding::Influx));
+        assert_eq!((telegraf.fields.as_ref(), telegraf.max_rate), (None, 0));
+        assert_eq!(
+            telegraf.target,
+            Target::Udp("127.0.0.1:8094".parse().unwrap())
+        );
+    }
+
+    #[test]
+    fn fields_unknown_empty_or_on_a_binary_format_are_refused_naming_the_value() {
+        let p = problems(
+            r#"[[destination]]
+addr = "127.0.0.1:9999"
+format = "json"
+fields = ["Speed", "Sped", "gear_lable", "Nonsense"]
+[[destination]]
+addr = "127.0.0.1:9998"
+format = "influx"
+fields = []
+[[destination]]
+addr = "127.0.0.1:9997"
+format = "fh5"
+fields = ["Speed"]
+"#,
+        );
+        assert_eq!(p.len(), 3, "{p:#?}");
+        assert!(
+            p[0].starts_with(
+                "test.toml:4: destination[1].fields: no field named \"Sped\" (did you mean \
+                 \"Speed\"?), \"gear_lable\" (did you mean \"gear_label\"?), \"Nonsense\": "
+            ),
+            "{}",
+            p[0]
+        );
+        assert!(
+            p[1].starts_with("test.toml:8: destination[2].fields: fields is empty"),
+            "{}",
+            p[1]
+        );
+        assert_eq!(
+            p[2],
+            "test.toml:12: destination[3].fields: fields is for format = \"json\" or \
+             \"influx\": format \"fh5\" sends whole packets"
+        );
+        let p = problems("[[destination]]\naddr = \"127.0.0.1:1\"\nfields = \"Speed\"\n");
+        assert!(
+            p[0].contains("fields must be a list of names in brackets"),
+            "{p:?}"
+        );
+    }
+
+    #[test]
+    fn an_mqtt_destination_reads_its_broker_topic_login_and_rate() {
+        let c = parse(
+            r#"[[destination]]
+name = "league"
+addr = "mqtt://broker.example.com"
+username = "driver7"
+password = "s3cret"
+[[destination]]
+name = "home/assistant"
+addr = "mqtts://[::1]:8884"
+format = "influx"
+topic = "ha/forza"
+max_rate = 0
+fields = ["speed_kmh"]
+[[destination]]
+name = "from-env"
+addr = "MQTT://10.0.0.2:1884"
+username = "me"
+password_env = "PATH"
+"#,
+        )
+        .unwrap();
+        let league = &c.destinations[0];
+        assert_eq!(
+            league.output,
+            Output::Text(Encoding::Json),
+            "json by default"
+        );
+        assert_eq!(league.max_rate, DEFAULT_MAX_RATE, "20 a second by default");
+        assert_eq!(league.target.udp(), None);
+        let m = league.target.mqtt().expect("a broker");
+        assert_eq!(
+            m.broker,
+            Broker {
+                host: "broker.example.com".into(),
+                port: 1883,
+                tls: false
+            }
+        );
+        assert_eq!(m.topic, "forza-relay/league");
+        assert_eq!(m.username.as_deref(), Some("driver7"));
+        assert_eq!(m.password.as_ref().map(Secret::expose), Some("s3cret"));
+        assert_eq!((m.password_env.as_ref(), &m.roots), (None, &Roots::System));
+        let ha = &c.destinations[1];
+        assert_eq!(
+            (ha.output, ha.max_rate),
+            (Output::Text(Encoding::Influx), 0)
+        );
+        let m = ha.target.mqtt().unwrap();
+        assert_eq!(
+            (m.broker.host.as_str(), m.broker.port, m.broker.tls),
+            ("::1", 8884, true)
+        );
+        assert_eq!(m.topic, "ha/forza");
+        let env = c.destinations[2].target.mqtt().unwrap();
+        assert_eq!(env.password_env.as_deref(), Some("PATH"));
+        assert_eq!(
+            env.password.as_ref().map(Secret::expose),
+            std::env::var("PATH").ok().as_deref(),
+            "read when the configuration is loaded"
+        );
+        // Never in a description or a debug print.
+        for shown in [c.describe(), format!("{c:?}")] {
+            assert!(!shown.contains("s3cret"), "{shown}");
+        }
+        assert!(
+            c.describe().contains("as \"driver7\" with a password"),
+            "{}",
+            c.describe()
+        );
+        assert!(
+            c.describe().contains("with the password in $PATH"),
+            "{}",
+            c.describe()
+        );
+    }
+
+    #[test]
+    fn mqtt_mistakes_are_refused_naming_the_value() {
+        let unset = format!("FORZA_RELAY_TEST_UNSET_{}", std::process::id());
+        let p = problems(&format!(
+            r#"[[destination]]
+name = "a"
+addr = "mqtt://"
+[[destination]]
+name = "b"
+addr = "mqtt://broker:1883"
+format = "fh5"
+[[destination]]
+name = "c"
+addr = "mqtt://broker:1883"
+username = "me"
+password_env = "{unset}"
+[[destination]]
+name = "d"
+addr = "mqtt://broker:1883"
+ca_file = "ca.pem"
+topic = "league/+"
+[[destination]]
+name = "e"
+addr = "127.0.0.1:9000"
+topic = "league"
+[[destination]]
+name = "f"
+addr = "mqtt://broker:1883"
+password = "x"
+"#
+        ));
+        let all = p.join("\n");
+        for expect in [
+            "test.toml:3: destination[1].addr: \"mqtt://\": no broker host name or address in it",
+            "test.toml:7: destination[2].format: an MQTT destination publishes json or influx, \
+             not \"fh5\"",
+            &format!(
+                "test.toml:12: destination[3].password_env: the environment variable \
+                 \"{unset}\" is not set"
+            ),
+            "test.toml:16: destination[4].ca_file: ca_file is for TLS: write the address as \
+             mqtts://",
+            "test.toml:17: destination[4].topic: \"league/+\" holds a wildcard",
+            "test.toml:21: destination[5].topic: topic is for an MQTT destination",
+            "test.toml:25: destination[6].password: a password goes with a username",
+        ] {
+            assert!(all.contains(expect), "missing {expect:?} in\n{all}");
+        }
+        assert_eq!(p.len(), 7, "{all}");
+        let p =
+            problems("[[destination]]\naddr = \"mqtts://broker\"\nca_file = \"no-such-ca.pem\"\n");
+        assert!(
+            p[0].starts_with("test.toml:3: destination[1].ca_file: no-such-ca.pem: cannot read it"),
+            "{p:?}"
+        );
+    }
+
+    #[test]
+    fn the_quick_form_takes_fields_and_mqtt_keys() {
+        let c = Config::from_args(
+            &[
+                "127.0.0.1:9999,format=json,fields=Speed+gear_label".to_owned(),
+                "mqtt://127.0.0.1,topic=league/7,username=me,password-env=PATH,max-rate=5"
+                    .to_owned(),
+            ],
+            &Overrides::default(),
+        )
+        .unwrap();
+        let names = &c.destinations[0].fields.as_ref().unwrap().names;
+        assert_eq!(names, &["Speed", "gear_label"]);
+        let m = c.destinations[1].target.mqtt().unwrap();
+        assert_eq!(
+            (m.topic.as_str(), m.username.as_deref()),
+            ("league/7", Some("me"))
+        );
+        assert_eq!(c.destinations[1].max_rate, 5);
+        let e = Config::from_args(
+            &["mqtt://h,password=secret".to_owned()],
+            &Overrides::default(),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("password-env=VARIABLE"), "{e}");
+        assert!(!e.contains("secret"), "never said back: {e}");
     }
 }

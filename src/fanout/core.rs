@@ -4,7 +4,7 @@
 //! moment. See the documentation of [`crate::fanout`].
 
 use std::net::SocketAddr;
-use std::time::Instant;
+use std::time::{Instant, SystemTime};
 
 use ipnet::IpNet;
 use log::trace;
@@ -12,17 +12,20 @@ use log::trace;
 use super::sink::send;
 use super::{Destination, DestinationId, HeldFrame, Output, Report, Routes, Sink};
 use crate::filter::{AgeLimit, RaceFilter, RateLimiter};
+use crate::output::{Encoder, Encoding, Frame, Selection};
 use crate::stats::{
-    DestinationSnapshot, DestinationStats, DropReason, Health, InputStats, Latencies, LatencyWindow,
+    DestinationSnapshot, DestinationStats, DropReason, Health, InputStats, Latencies,
+    LatencyWindow, MqttRow,
 };
 use crate::translate::translate;
 use crate::wire::{Acceptor, Format, Input, Packet, Reading, MAX_LEN};
 
 /// One datagram as the loop hands it to the core: its bytes and sender, lent,
-/// and when it reached the machine on the loop's monotonic clock, which ages
-/// and latencies are measured on. Not a [`crate::tap::Datagram`] (the same
-/// datagram on the wall clock, with where it was sent, as taps, captures and
-/// viewers keep it): an arrival never leaves the loop.
+/// and when it reached the machine, on the loop's monotonic clock (which ages
+/// and latencies are measured on) and on the wall clock (the time a text
+/// output writes). Not a [`crate::tap::Datagram`] (the same datagram with
+/// where it was sent, as taps, captures and viewers keep it): an arrival never
+/// leaves the loop.
 #[derive(Debug, Clone, Copy)]
 pub struct Arrival<'a> {
     /// Its bytes.
@@ -32,16 +35,90 @@ pub struct Arrival<'a> {
     /// When it reached the machine: the kernel's receive time where there is
     /// one, else when the shell read it.
     pub received: Instant,
+    /// The same moment on the wall clock: the kernel's receive time itself,
+    /// or the wall clock read with the batch. No offset between the two
+    /// clocks is kept, so a step of the wall clock shows from the next
+    /// datagram on.
+    pub wall: SystemTime,
 }
 
 impl<'a> Arrival<'a> {
-    /// `data` from `from`, received at `received`.
-    pub fn new(data: &'a [u8], from: SocketAddr, received: Instant) -> Self {
+    /// `data` from `from`, received at `received` (`wall` on the wall clock).
+    pub fn new(data: &'a [u8], from: SocketAddr, received: Instant, wall: SystemTime) -> Self {
         Arrival {
             data,
             from,
             received,
+            wall,
         }
+    }
+}
+
+/// What a text output's pending frame is: the datagram it holds is encoded
+/// only if its rate slot comes.
+#[derive(Debug, Clone, Copy)]
+struct Source {
+    /// The format it was read as.
+    format: Format,
+    /// When it was received, on the wall clock.
+    wall: SystemTime,
+    /// Its packet number, so that a slot encodes one frame once.
+    packet: u64,
+}
+
+impl Source {
+    const NONE: Source = Source {
+        format: Format::Fh6,
+        wall: SystemTime::UNIX_EPOCH,
+        packet: 0,
+    };
+}
+
+/// The text of the current frame for one (encoding, selection), made at most
+/// once per frame for every destination that shares them, the first time one
+/// of them is due to send it: the encoder and the buffer are made at commit,
+/// and kept across a commit while some destination still writes them.
+pub(super) struct TextSlot {
+    encoding: Encoding,
+    selection: Selection,
+    encoder: Encoder,
+    buf: Vec<u8>,
+    /// The packet number the text is of; 0: none.
+    built_for: u64,
+    /// Whether it could be encoded.
+    ok: bool,
+}
+
+impl TextSlot {
+    fn new(encoding: Encoding, selection: Selection) -> TextSlot {
+        // An all-column frame is ~2.5 kB; a value is at most ~30 bytes and
+        // each key is written with it.
+        let room = 256 + selection.columns().len() * 64;
+        TextSlot {
+            encoder: Encoder::new(encoding, &selection),
+            encoding,
+            selection,
+            buf: Vec::with_capacity(room),
+            built_for: 0,
+            ok: false,
+        }
+    }
+
+    /// The text of packet number `packet`, `payload` read as `source`
+    /// says, made now unless it was already; `None` when it can't be made
+    /// (an influx line with no value).
+    #[inline]
+    fn text(&mut self, payload: &[u8], source: Source) -> Option<&[u8]> {
+        if self.built_for != source.packet {
+            self.built_for = source.packet;
+            let frame = Frame {
+                payload,
+                format: source.format,
+                time: source.wall,
+            };
+            self.ok = self.encoder.encode(&frame, &mut self.buf).is_ok();
+        }
+        self.ok.then_some(self.buf.as_slice())
     }
 }
 
@@ -51,9 +128,14 @@ pub(super) struct DestinationState {
     pub(super) race: RaceFilter,
     pub(super) rate: RateLimiter,
     pub(super) age: AgeLimit,
-    /// The newest frame waiting for its `max_rate` slot, if `has_pending`.
+    /// The newest frame waiting for its `max_rate` slot, if `has_pending`:
+    /// the bytes to send, or for a text output the datagram to encode.
     pending: Box<HeldFrame>,
     has_pending: bool,
+    /// What a text output's pending datagram is.
+    pending_source: Source,
+    /// A text output's slot in [`Fanout`]'s texts.
+    pub(super) text: Option<usize>,
     /// When the pending frame came: its deadline when the limiter names none
     /// (a reload changed `max_rate` while it waited, so the limiter is new and
     /// the frame may go at once).
@@ -76,6 +158,8 @@ impl DestinationState {
             age: AgeLimit::new(config.max_age),
             pending: Box::new(HeldFrame::EMPTY),
             has_pending: false,
+            pending_source: Source::NONE,
+            text: None,
             pending_at: None,
             queued: 0,
             stats: DestinationStats::default(),
@@ -113,9 +197,52 @@ impl DestinationState {
         }
     }
 
+    /// As [`DestinationState::deliver`] for a text output: the datagram
+    /// `data`, read as `source` says, is encoded in `slot` (once for every
+    /// destination sharing it) only when it is due to be sent now; a frame
+    /// that must wait for its rate slot waits as the datagram.
+    #[allow(clippy::too_many_arguments)]
+    fn deliver_text(
+        &mut self,
+        id: DestinationId,
+        slot: &mut TextSlot,
+        data: &[u8],
+        source: Source,
+        received: Instant,
+        now: Instant,
+        sink: &mut impl Sink,
+    ) {
+        if self.age.is_stale(received, now) {
+            self.stats.drop(DropReason::Stale);
+            return;
+        }
+        self.forget_pending();
+        if self.rate.is_due(now) {
+            match slot.text(data, source) {
+                Some(text) => {
+                    self.rate.sent(now);
+                    self.send(id, text, received, sink);
+                }
+                None => self.stats.drop(DropReason::Untranslatable),
+            }
+        } else if self.pending.store(data, received) {
+            self.has_pending = true;
+            self.pending_at = Some(now);
+            self.pending_source = source;
+        } else {
+            self.stats.drop(DropReason::RateLimited);
+        }
+    }
+
     /// Hands over the pending frame if its slot has come, unless it has grown
-    /// too old.
-    fn due(&mut self, id: DestinationId, now: Instant, sink: &mut impl Sink) {
+    /// too old; a text output's is encoded (in its slot in `texts`) now.
+    fn due(
+        &mut self,
+        id: DestinationId,
+        now: Instant,
+        texts: &mut [TextSlot],
+        sink: &mut impl Sink,
+    ) {
         if !self.has_pending || !self.rate.is_due(now) {
             return;
         }
@@ -126,19 +253,33 @@ impl DestinationState {
             self.stats.drop(DropReason::Stale);
             return;
         }
-        self.rate.sent(now);
         let DestinationState {
             pending,
+            pending_source,
+            text,
             stats,
             queued,
             age,
             latency,
             health,
+            rate,
             ..
         } = self;
+        let bytes = match text.and_then(|i| texts.get_mut(i)) {
+            Some(slot) => match slot.text(pending.bytes(), *pending_source) {
+                Some(text) => text,
+                None => {
+                    // Its slot stays free for a frame that can be sent.
+                    stats.drop(DropReason::Untranslatable);
+                    return;
+                }
+            },
+            None => pending.bytes(),
+        };
+        rate.sent(now);
         send(
             id,
-            pending.bytes(),
+            bytes,
             received,
             Report::new(stats, queued, *age, latency, health),
             sink,
@@ -190,9 +331,15 @@ impl DestinationState {
         let c = &self.config;
         DestinationSnapshot {
             name: c.name.clone(),
-            addr: c.addr,
+            addr: c.target.udp(),
             addr_text: c.addr_text.clone(),
             output: c.output,
+            fields: c
+                .fields
+                .as_ref()
+                .map(|f| f.names.clone())
+                .unwrap_or_default(),
+            mqtt: c.target.mqtt().map(MqttRow::of),
             only_race_on: c.only_race_on,
             max_rate: c.max_rate,
             max_age: c.max_age,
@@ -207,9 +354,17 @@ impl DestinationState {
     fn snapshot_into(&self, window: LatencyWindow, now: Instant, into: &mut DestinationSnapshot) {
         let c = &self.config;
         into.name.clone_from(&c.name);
-        into.addr = c.addr;
+        into.addr = c.target.udp();
         into.addr_text.clone_from(&c.addr_text);
         into.output = c.output;
+        match &c.fields {
+            Some(f) => into.fields.clone_from(&f.names),
+            None => into.fields.clear(),
+        }
+        match (c.target.mqtt(), &mut into.mqtt) {
+            (Some(settings), Some(row)) => row.fill(settings),
+            (settings, row) => *row = settings.map(MqttRow::of),
+        }
         into.only_race_on = c.only_race_on;
         into.max_rate = c.max_rate;
         into.max_age = c.max_age;
@@ -263,6 +418,8 @@ pub struct Fanout {
     pub(super) acceptor: Acceptor,
     pub(super) allow: Vec<IpNet>,
     outputs: [OutputSlot; Format::ALL.len()],
+    /// One per (encoding, selection) the text outputs write, made at commit.
+    pub(super) texts: Vec<TextSlot>,
     /// Indexed by [`DestinationId`]; `None` for a free id.
     pub(super) dests: Vec<Option<DestinationState>>,
     /// Live ids in configuration order: the order of sends and of reports.
@@ -292,6 +449,7 @@ impl Fanout {
                 len: 0,
                 packet: 0,
             }),
+            texts: Vec::new(),
             dests: Vec::new(),
             order: Vec::new(),
             stats: InputStats::default(),
@@ -313,6 +471,7 @@ impl Fanout {
             data,
             from,
             received,
+            wall,
         } = arrival;
         let len = data.len();
         self.stats.received += 1;
@@ -351,6 +510,7 @@ impl Fanout {
         trace!("packet {packet} from {from}: {len} bytes, {reading:?}");
         let Fanout {
             outputs,
+            texts,
             dests,
             order,
             ..
@@ -366,6 +526,21 @@ impl Fanout {
             }
             let bytes: &[u8] = match dest.config.output {
                 Output::Same => data,
+                Output::Text(_) => {
+                    let (Some(r), Some(slot)) = (reading, dest.text.and_then(|i| texts.get_mut(i)))
+                    else {
+                        // Not a packet of the input: there is nothing to write.
+                        dest.stats.drop(DropReason::Untranslatable);
+                        continue;
+                    };
+                    let source = Source {
+                        format: r.format,
+                        wall,
+                        packet,
+                    };
+                    dest.deliver_text(id, slot, data, source, received, now, sink);
+                    continue;
+                }
                 Output::Format(to) => {
                     // A guessed Horizon input is not rewritten into another Horizon
                     // format: fh5 and fh6 differ only in CarClass (and puddles,
@@ -448,10 +623,15 @@ impl Fanout {
     /// Hands over every pending frame whose rate slot has come by `now`; a
     /// pending frame grown older than its `max_age` is dropped instead.
     pub fn due(&mut self, now: Instant, sink: &mut impl Sink) {
-        let Fanout { dests, order, .. } = self;
+        let Fanout {
+            dests,
+            order,
+            texts,
+            ..
+        } = self;
         for &id in order.iter() {
             if let Some(dest) = dests[id.0].as_mut() {
-                dest.due(id, now, sink);
+                dest.due(id, now, texts, sink);
             }
         }
     }
@@ -584,6 +764,45 @@ impl Fanout {
         }
     }
 
+    /// Makes the text slots the destinations' outputs need, one per
+    /// (encoding, selection), keeping each slot (its encoder, its buffer)
+    /// that some destination still writes, and points every text output at
+    /// its slot. At commit only.
+    pub(super) fn rebuild_texts(&mut self) {
+        let mut old: Vec<Option<TextSlot>> = std::mem::take(&mut self.texts)
+            .into_iter()
+            .map(Some)
+            .collect();
+        let Fanout {
+            texts,
+            dests,
+            order,
+            ..
+        } = self;
+        for id in order.iter() {
+            let Some(dest) = dests[id.0].as_mut() else {
+                continue;
+            };
+            let Output::Text(encoding) = dest.config.output else {
+                dest.text = None;
+                continue;
+            };
+            let selection = dest.config.selection();
+            let same = |s: &TextSlot| s.encoding == encoding && s.selection == selection;
+            dest.text = Some(match texts.iter().position(same) {
+                Some(i) => i,
+                None => {
+                    let kept = old
+                        .iter_mut()
+                        .find(|s| s.as_ref().is_some_and(same))
+                        .and_then(Option::take);
+                    texts.push(kept.unwrap_or_else(|| TextSlot::new(encoding, selection)));
+                    texts.len() - 1
+                }
+            });
+        }
+    }
+
     pub(super) fn states(&self) -> impl Iterator<Item = (DestinationId, &DestinationState)> {
         self.order
             .iter()
@@ -601,8 +820,15 @@ impl Fanout {
         at: Instant,
         sink: &mut impl Sink,
     ) -> Verdict {
-        self.handle(Arrival::new(data, from, at), at, sink)
+        self.handle(Arrival::new(data, from, at, test_wall()), at, sink)
     }
+}
+
+/// The wall-clock time of every datagram [`Fanout::handle_at`] hands in:
+/// 2023-11-14T22:13:20Z.
+#[cfg(test)]
+pub(crate) fn test_wall() -> SystemTime {
+    SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(1_700_000_000)
 }
 
 #[cfg(test)]
@@ -637,7 +863,7 @@ mod tests {
         let ms = Duration::from_millis;
         let handle = |core: &mut Fanout, sink: &mut Recorder, ts: u32, received: u64, now: u64| {
             let packet = fh6(ts, true);
-            let arrival = Arrival::new(&packet, SENDER, t0 + ms(received));
+            let arrival = Arrival::new(&packet, SENDER, t0 + ms(received), test_wall());
             core.handle(arrival, t0 + ms(now), sink);
         };
         // Live: every destination gets it.
@@ -731,7 +957,11 @@ mod tests {
             let mut sink = Timed {
                 took: Duration::from_micros(us),
             };
-            core.handle(Arrival::new(&packet, SENDER, t0), t0, &mut sink);
+            core.handle(
+                Arrival::new(&packet, SENDER, t0, test_wall()),
+                t0,
+                &mut sink,
+            );
         }
         let l = core.counters().destinations[0].latency;
         assert_eq!(
@@ -985,6 +1215,198 @@ mod tests {
         assert_eq!(stats(&c, "stuck").dropped(DropReason::Backlog), 2);
         assert_eq!(stats(&c, "stays").dropped(DropReason::Backlog), 5);
         assert_balanced(&c);
+    }
+
+    fn json(bytes: &[u8]) -> serde_json::Map<String, serde_json::Value> {
+        match serde_json::from_slice(bytes) {
+            Ok(serde_json::Value::Object(o)) => o,
+            other => panic!("not a JSON object: {other:?}"),
+        }
+    }
+
+    /// Issue 25: a frame's text is made once for every destination that
+    /// shares its encoding and fields, and each gets it field by field.
+    #[test]
+    fn text_outputs_share_one_encoding_per_encoding_and_fields() {
+        let r = routes(
+            &("[listen]\nformat = \"fh6\"\n".to_owned()
+                + &destination_toml("json-a", 9001, "json", "")
+                + &destination_toml("json-b", 9002, "json", "")
+                + &destination_toml("narrow", 9003, "json", "fields = [\"speed\", \"Gear\"]")
+                + &destination_toml("narrow-too", 9004, "JSON", "fields = [\"Speed\", \"gear\"]")
+                + &destination_toml("influx", 9005, "influx", "")
+                + &destination_toml("fh5", 9006, "fh5", "")),
+        );
+        let mut core = Fanout::new(&r);
+        assert_eq!(core.texts.len(), 3, "json, json of two fields, influx");
+        let mut sink = Recorder::default();
+        core.handle_at(&fh6(7, true), SENDER, Instant::now(), &mut sink);
+        let (a, b) = (sink.to(&core, "json-a"), sink.to(&core, "json-b"));
+        assert_eq!(a, b);
+        assert_eq!(sink.at[0], sink.at[1], "json-a and json-b share one text");
+        assert_eq!(sink.at[2], sink.at[3], "so do the two narrow ones");
+        assert_ne!(sink.at[0], sink.at[2]);
+        let o = json(&a[0]);
+        assert_eq!(o["TimestampMS"], 7);
+        assert_eq!(o["IsRaceOn"], 1);
+        assert_eq!(o["Speed"], 41.5);
+        assert_eq!(o["speed_kmh"].as_f64().unwrap() as f32, 41.5 * 3.6);
+        assert_eq!(o["format"], "fh6");
+        assert_eq!(
+            o["recv_time"], "2023-11-14T22:13:20.000000Z",
+            "the arrival's wall time"
+        );
+        assert_eq!(o["recv_s"], 0.0);
+        let narrow = String::from_utf8(sink.to(&core, "narrow")[0].clone()).unwrap();
+        assert_eq!(narrow, r#"{"Speed":41.5,"Gear":0}"#);
+        let line = String::from_utf8(sink.to(&core, "influx")[0].clone()).unwrap();
+        let p = crate::output::influx::parse::line(&line);
+        assert_eq!(p.measurement, "forza");
+        assert_eq!(p.tags["game"], "fh6");
+        assert_eq!(p.tags["class"], "R");
+        assert_eq!(p.timestamp, Some(1_700_000_000_000_000_000));
+        assert_eq!(
+            p.fields["TimestampMS"],
+            crate::output::influx::parse::Value::Integer(7)
+        );
+        let fh5 = sink.to(&core, "fh5");
+        assert_eq!(
+            fh5[0].len(),
+            Format::Fh5.len(),
+            "the binary outputs as before"
+        );
+        assert_balanced(&core.counters());
+    }
+
+    /// A text output that waits for its rate slot keeps the datagram and
+    /// encodes only the frame it sends, when it sends it.
+    #[test]
+    fn a_rate_limited_text_output_encodes_only_what_it_sends() {
+        let r = routes(
+            &("[listen]\nformat = \"fh6\"\n".to_owned()
+                + &destination_toml(
+                    "slow",
+                    9001,
+                    "json",
+                    "max_rate = 10\nfields = [\"TimestampMS\"]",
+                )),
+        );
+        let mut core = Fanout::new(&r);
+        let mut sink = Recorder::default();
+        let t0 = Instant::now();
+        let ms = Duration::from_millis;
+        for (ts, at) in [(1, 0), (2, 10), (3, 20)] {
+            core.handle_at(&fh6(ts, true), SENDER, t0 + ms(at), &mut sink);
+        }
+        assert_eq!(sink.got.len(), 1, "only the first went at once");
+        assert_eq!(
+            core.texts[0].built_for, 1,
+            "frames 2 and 3 were not encoded"
+        );
+        core.due(t0 + ms(100), &mut sink);
+        let got: Vec<String> = sink
+            .to(&core, "slow")
+            .into_iter()
+            .map(|b| String::from_utf8(b).unwrap())
+            .collect();
+        assert_eq!(got, [r#"{"TimestampMS":1}"#, r#"{"TimestampMS":3}"#]);
+        assert_eq!(core.texts[0].built_for, 3);
+        let s = stats(&core.counters(), "slow");
+        assert_eq!(
+            (s.sent, s.dropped(DropReason::RateLimited), s.held),
+            (2, 1, 0)
+        );
+    }
+
+    /// A datagram that is no packet of the input, and an influx line with no
+    /// value to write (a sled packet has no Speed), are untranslatable.
+    #[test]
+    fn frames_a_text_output_cannot_write_are_untranslatable() {
+        let r = routes(
+            &("[listen]\nformat = \"auto\"\n".to_owned()
+                + &destination_toml("json", 9001, "json", "")
+                + &destination_toml("speed", 9002, "influx", "fields = [\"Speed\"]")
+                + &destination_toml(
+                    "slow-speed",
+                    9003,
+                    "influx",
+                    "fields = [\"Speed\"]\nmax_rate = 1",
+                )),
+        );
+        let mut core = Fanout::new(&r);
+        let mut sink = Recorder::default();
+        let t0 = Instant::now();
+        core.handle_at(b"not a packet", SENDER, t0, &mut sink);
+        core.handle_at(&[0u8; 232], SENDER, t0, &mut sink);
+        // Waits for its slot, then can't be written.
+        core.handle_at(
+            &[0u8; 232],
+            SENDER,
+            t0 + Duration::from_millis(1),
+            &mut sink,
+        );
+        core.due(t0 + Duration::from_secs(1), &mut sink);
+        let c = core.counters();
+        let json = stats(&c, "json");
+        assert_eq!(
+            (json.sent, json.dropped(DropReason::Untranslatable)),
+            (2, 1)
+        );
+        let speed = stats(&c, "speed");
+        assert_eq!(
+            (speed.sent, speed.dropped(DropReason::Untranslatable)),
+            (0, 3)
+        );
+        let slow = stats(&c, "slow-speed");
+        assert_eq!(
+            (slow.sent, slow.dropped(DropReason::Untranslatable)),
+            (0, 3)
+        );
+        assert_eq!(core.next_deadline(), None, "nothing waits");
+        assert_balanced(&c);
+    }
+
+    /// Encoders are made at commit and kept while some destination writes
+    /// them: `recv_s` goes on counting across a reload.
+    #[test]
+    fn a_text_slot_is_kept_across_a_commit_while_it_is_written() {
+        let one = destination_toml("json", 9001, "json", "fields = [\"recv_s\"]");
+        let r = routes(&one);
+        let mut core = Fanout::new(&r);
+        let mut sink = Recorder::default();
+        let t0 = Instant::now();
+        let packet = fh6(1, true);
+        let wall = test_wall();
+        core.handle(Arrival::new(&packet, SENDER, t0, wall), t0, &mut sink);
+        let buf = core.texts[0].buf.as_ptr();
+        let more = one.clone() + &destination_toml("other", 9002, "influx", "");
+        core.apply(&routes(&more));
+        assert_eq!(core.texts.len(), 2);
+        assert_eq!(core.texts[0].buf.as_ptr(), buf, "the same slot");
+        let later = wall + Duration::from_millis(1_500);
+        core.handle(Arrival::new(&packet, SENDER, t0, later), t0, &mut sink);
+        assert_eq!(
+            sink.to(&core, "json")
+                .last()
+                .map(|b| String::from_utf8(b.clone()).unwrap()),
+            Some(r#"{"recv_s":1.5}"#.to_owned()),
+            "counted from the first frame, before the reload"
+        );
+        core.apply(&routes(&destination_toml(
+            "json",
+            9001,
+            "json",
+            "fields = [\"Speed\"]",
+        )));
+        assert_eq!(
+            core.texts.len(),
+            1,
+            "one slot per (encoding, fields) written"
+        );
+        assert_eq!(
+            core.texts[0].selection,
+            crate::output::Selection::names(["Speed"]).unwrap()
+        );
     }
 
     #[test]

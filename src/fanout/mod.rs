@@ -23,6 +23,18 @@
 //! ([`crate::query`]): [`Verdict::Query`], sent nowhere, counted nowhere, so
 //! a packet's way pays nothing for it.
 //!
+//! A text output (`json`, `influx`, issue 25) is made the same way, once per
+//! frame for every destination sharing its encoding and fields, but only
+//! when one of them is due to send it: a frame waiting for its rate slot
+//! waits as the datagram, and is encoded only if its slot comes. Its
+//! encoder and buffer are made at commit and kept while some destination
+//! writes them. The wall-clock time a text output writes comes with the
+//! [`Arrival`]: the kernel's receive time, or the wall clock the shell reads
+//! once per batch; the core reads no clock. An MQTT destination is a
+//! destination like any other here ([`Target::Mqtt`]): its filters, its text
+//! and its counters are the core's; only its link, a publisher's ring
+//! instead of a socket, is the shell's.
+//!
 //! The age limit (`max_age`, issue 15) keeps a motion rig on live data: a
 //! frame older than the limit when it would be sent (on arrival after a stall,
 //! waiting for its rate slot, or in the shell's backlog) is dropped and counted
@@ -76,5 +88,5 @@ mod testing;
 
 pub use self::core::{Arrival, Counters, Fanout, Verdict};
 pub use plan::{Action, Changed, Changes, Plan, Removed, Step};
-pub use routes::{is_loop, Destination, DestinationId, Output, Routes};
+pub use routes::{is_loop, Destination, DestinationId, Fields, Output, Routes, Target};
 pub use sink::{Fate, HeldFrame, Report, Sink, FRAME_CAPACITY};

@@ -5,8 +5,6 @@
 //! applies the plan and returns the [`Changes`]. How a change reads is in
 //! [`crate::stats`], with the rest of the wording.
 
-use std::net::SocketAddr;
-
 use super::core::DestinationState;
 use super::{Destination, DestinationId, Fanout, Routes};
 use crate::filter::{AgeLimit, RaceFilter, RateLimiter};
@@ -16,9 +14,10 @@ use crate::wire::{Acceptor, Input};
 /// What the shell must do with one destination's socket for a [`Plan`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Action {
-    /// Open a socket to this address: for a new destination, or one whose
-    /// address changed (whose old socket closes, with what it held).
-    Open(SocketAddr),
+    /// Open its link (a socket to its address, or a publisher to its
+    /// broker): for a new destination, or one whose address (or broker
+    /// settings) changed, whose old link closes with what it held.
+    Open,
     /// The same socket stays.
     Keep {
         /// The frames the shell holds for it are dropped: they are in the old
@@ -154,9 +153,9 @@ impl Fanout {
         let steps = kept
             .iter()
             .map(|d| match named(&d.name) {
-                Some((id, before)) if before.addr != d.addr => Step {
+                Some((id, before)) if before.target != d.target => Step {
                     id,
-                    action: Action::Open(d.addr),
+                    action: Action::Open,
                 },
                 Some((id, before)) => Step {
                     id,
@@ -167,7 +166,7 @@ impl Fanout {
                 },
                 None => Step {
                     id: free.next().expect("ids never run out"),
-                    action: Action::Open(d.addr),
+                    action: Action::Open,
                 },
             })
             .collect();
@@ -234,12 +233,12 @@ impl Fanout {
             if state.config == d {
                 continue;
             }
-            if state.config.output != d.output || state.config.addr != d.addr {
+            if state.config.output != d.output || state.config.target != d.target {
                 // The waiting frame is in the old format, or for the old address.
                 state.forget_pending();
             }
             let dropped_by_shell = match step.action {
-                Action::Open(_) => true,
+                Action::Open => true,
                 Action::Keep {
                     discard_backlog, ..
                 } => discard_backlog,
@@ -262,6 +261,7 @@ impl Fanout {
                 after: d,
             });
         }
+        self.rebuild_texts();
         changes
     }
 
@@ -313,7 +313,7 @@ mod tests {
                     Step {
                         // c takes the id d leaves.
                         id: ids[2],
-                        action: Action::Open("127.0.0.1:9003".parse().unwrap())
+                        action: Action::Open
                     }
                 ),
                 (
@@ -402,7 +402,7 @@ mod tests {
             steps,
             [Step {
                 id: id_of(&core, "a"),
-                action: Action::Open("127.0.0.1:9005".parse().unwrap())
+                action: Action::Open
             }]
         );
         let rate_only = routes(

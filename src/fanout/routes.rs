@@ -1,8 +1,10 @@
 //! What the core is built from and reconfigured with: [`Routes`] (the input
 //! format, who may send, the destinations), each [`Destination`] as validated,
-//! what it receives ([`Output`]), the [`DestinationId`] the shell knows it by,
-//! and the one rule that says a destination would loop back ([`is_loop`]).
-//! Plain data: nothing here depends on the core or on the counters.
+//! where it is ([`Target`]: a UDP address or an MQTT broker), what it receives
+//! ([`Output`]: the datagram, a Forza layout, or text with its [`Fields`]), the
+//! [`DestinationId`] the shell knows it by, and the one rule that says a
+//! destination would loop back ([`is_loop`]). Plain data: nothing here
+//! depends on the core or on the counters.
 
 use std::fmt;
 use std::net::{IpAddr, SocketAddr};
@@ -10,6 +12,8 @@ use std::time::Duration;
 
 use ipnet::IpNet;
 
+use crate::output::mqtt::MqttSettings;
+use crate::output::{Encoding, Selection};
 use crate::wire::{Format, Input};
 
 /// A destination's name for as long as it exists; the shell indexes its sockets
@@ -36,6 +40,16 @@ pub enum Output {
     Same,
     /// Packets translated to this format.
     Format(Format),
+    /// Each frame as text: export's JSON object or an InfluxDB line (issue 25),
+    /// of the destination's [`Fields`].
+    Text(Encoding),
+}
+
+impl Output {
+    /// True for the text outputs (`json`, `influx`), which take `fields`.
+    pub fn is_text(self) -> bool {
+        matches!(self, Output::Text(_))
+    }
 }
 
 impl fmt::Display for Output {
@@ -43,8 +57,58 @@ impl fmt::Display for Output {
         match self {
             Output::Same => f.write_str("same"),
             Output::Format(format) => format.fmt(f),
+            Output::Text(encoding) => encoding.fmt(f),
         }
     }
+}
+
+/// Where a destination is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Target {
+    /// A UDP address, resolved: its own connected socket sends there.
+    Udp(SocketAddr),
+    /// An MQTT broker: a publisher on a thread of its own holds the
+    /// connection, fed by the destination's link (see
+    /// [`crate::output::mqtt`]).
+    Mqtt(Box<MqttSettings>),
+}
+
+impl Target {
+    /// The UDP address, if it is one.
+    pub fn udp(&self) -> Option<SocketAddr> {
+        match self {
+            Target::Udp(addr) => Some(*addr),
+            Target::Mqtt(_) => None,
+        }
+    }
+
+    /// The broker's settings, if it is one.
+    pub fn mqtt(&self) -> Option<&MqttSettings> {
+        match self {
+            Target::Mqtt(settings) => Some(settings),
+            Target::Udp(_) => None,
+        }
+    }
+}
+
+impl fmt::Display for Target {
+    /// The resolved address, or the broker's.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Target::Udp(addr) => addr.fmt(f),
+            Target::Mqtt(settings) => settings.broker.fmt(f),
+        }
+    }
+}
+
+/// The columns a text output writes (`fields = [...]`): the names as written,
+/// and the columns they choose.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Fields {
+    /// As written (`"TireTemp"` stays one name).
+    pub names: Vec<String>,
+    /// The columns chosen, in order.
+    pub selection: Selection,
 }
 
 impl serde::Serialize for Output {
@@ -61,10 +125,13 @@ pub struct Destination {
     pub name: String,
     /// The address as the user wrote it (a hostname stays a hostname here).
     pub addr_text: String,
-    /// The resolved address.
-    pub addr: SocketAddr,
+    /// Where it is: the resolved address, or the broker.
+    pub target: Target,
     /// What it receives.
     pub output: Output,
+    /// The columns of a text output; `None`: every column (and for the
+    /// binary outputs, which take none).
+    pub fields: Option<Fields>,
     /// Drop frames with IsRaceOn = 0, except the first one after racing.
     pub only_race_on: bool,
     /// At most this many frames per second, the newest; 0 = every frame.
@@ -72,6 +139,15 @@ pub struct Destination {
     /// Frames older than this when they would be sent are dropped (stale),
     /// and after a stall only the newest goes; `None` = frames of any age.
     pub max_age: Option<Duration>,
+}
+
+impl Destination {
+    /// The columns its text output writes: its `fields`, or every column.
+    pub fn selection(&self) -> Selection {
+        self.fields
+            .as_ref()
+            .map_or_else(Selection::all, |f| f.selection.clone())
+    }
 }
 
 /// What the core is built from and reconfigured with.

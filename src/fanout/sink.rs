@@ -57,6 +57,13 @@ impl Report<'_> {
         self.health.failed(kind, at);
     }
 
+    /// The destination can't take frames now (an MQTT broker that is not
+    /// connected): its status is failing, with no send error counted (the
+    /// frame's own outcome is reported apart, as a drop).
+    pub fn unavailable(&mut self, at: Instant) {
+        self.health.failed(SendErrorKind::Other, at);
+    }
+
     /// True when the destination has a `max_age`: the shell may hold back
     /// frames for destinations without one while a backlog is drained, so
     /// that those with one reach the newest frame first.
@@ -79,7 +86,7 @@ impl Report<'_> {
     /// a send that returned at `sent`: its latency. `Some(n)` when the
     /// destination, refused `n` times, is receiving again (said once; see
     /// [`Health::sent`]).
-    #[inline]
+    #[inline(always)]
     pub fn record_latency(&mut self, received: Instant, sent: Instant) -> Option<u64> {
         self.latency.record(received, sent);
         self.health.sent(sent)

@@ -24,7 +24,7 @@
 use std::fmt::{self, Write as _};
 use std::time::UNIX_EPOCH;
 
-use super::{Key, Read};
+use super::{f32_at, Key, Read};
 use crate::watch::columns::{Cell, Column, Derived, Row};
 use crate::wire::Scalar;
 
@@ -66,8 +66,8 @@ impl Kind {
 /// The line of a column selection.
 #[derive(Debug, Clone)]
 pub struct Line {
-    /// The selected columns that are fields: the key, escaped, with its `=`;
-    /// how the value is read; how it is written.
+    /// The selected columns that are fields: the key, escaped, after a `,`
+    /// and with its `=`; how the value is read; how it is written.
     fields: Vec<(Key, Read, Kind)>,
 }
 
@@ -78,7 +78,7 @@ impl Line {
             .iter()
             .filter_map(|column| {
                 let kind = Kind::of(column)?;
-                let mut key = Vec::new();
+                let mut key = vec![b','];
                 escape(&mut key, &column.name(), Escape::Key);
                 key.push(b'=');
                 Some((Key::new(&key), Read::new(column), kind))
@@ -104,20 +104,30 @@ impl Line {
             out.extend_from_slice(b",class=");
             escape(out, class, Escape::Tag);
         }
-        let mut separator = b' ';
+        // Each key comes after a `,`; the first field written is after a
+        // space instead, put in its place at the end.
+        let fields_at = out.len();
+        let (bytes, format) = (row.packet.as_bytes(), row.packet.format().index());
         for (key, column, kind) in &self.fields {
             let mark = out.len();
-            out.push(separator);
             key.write(out);
-            if write_value(column.cell(row), *kind, out) {
-                separator = b',';
-            } else {
+            let written = match column {
+                // Most fields: an F32 straight from the packet.
+                Read::F32(places) => places[format]
+                    .and_then(|at| f32_at(bytes, at))
+                    .is_some_and(|v| write_float(v, out)),
+                _ => write_value(column.cell(row), *kind, out),
+            };
+            if !written {
                 out.truncate(mark);
             }
         }
-        if separator == b' ' {
-            out.truncate(at);
-            return false;
+        match out.get_mut(fields_at) {
+            Some(first) => *first = b' ',
+            None => {
+                out.truncate(at);
+                return false;
+            }
         }
         // Before 1970 or after 2554 (no u64 of nanoseconds): left to the server.
         let nanos = row
@@ -134,6 +144,17 @@ impl Line {
     }
 }
 
+/// Appends `v` as a float field value; false (nothing written) when it is
+/// not a finite number.
+#[inline(always)]
+fn write_float(v: f32, out: &mut Vec<u8>) -> bool {
+    if !v.is_finite() {
+        return false;
+    }
+    out.extend_from_slice(zmij::Buffer::new().format_finite(v).as_bytes());
+    true
+}
+
 /// Appends `cell` as a `kind` field value; false when there is nothing to write.
 fn write_value(cell: Cell, kind: Kind, out: &mut Vec<u8>) -> bool {
     match (cell, kind) {
@@ -145,12 +166,7 @@ fn write_value(cell: Cell, kind: Kind, out: &mut Vec<u8>) -> bool {
         (Cell::Int(v), Kind::Float) => {
             out.extend_from_slice(itoa::Buffer::new().format(v).as_bytes());
         }
-        (Cell::Float(v), Kind::Float) => {
-            if !v.is_finite() {
-                return false;
-            }
-            out.extend_from_slice(zmij::Buffer::new().format_finite(v).as_bytes());
-        }
+        (Cell::Float(v), Kind::Float) => return write_float(v, out),
         (Cell::Seconds(v), Kind::Float) => {
             // Rounded to the microsecond, as in JSON.
             let v = (v * 1e6).round() / 1e6;

@@ -9,7 +9,7 @@
 use serde::Serialize;
 use serde_json::ser::{CompactFormatter, Formatter as _};
 
-use super::{Key, Read};
+use super::{f32_at, Key, Read};
 use crate::watch::columns::{Cell, Column, Row};
 
 /// The JSON object of a column selection.
@@ -42,9 +42,19 @@ impl Object {
             out.extend_from_slice(b"{}");
             return;
         }
+        let (bytes, format) = (row.packet.as_bytes(), row.packet.format().index());
         for (key, column) in &self.columns {
             key.write(out);
-            write_value(column.cell(row), out);
+            match column {
+                // Most fields: an F32 straight from the packet.
+                Read::F32(places) => match places[format].and_then(|at| f32_at(bytes, at)) {
+                    Some(v) if v.is_finite() => {
+                        out.extend_from_slice(zmij::Buffer::new().format_finite(v).as_bytes());
+                    }
+                    _ => out.extend_from_slice(b"null"),
+                },
+                _ => write_value(column.cell(row), out),
+            }
         }
         out.push(b'}');
     }

@@ -104,7 +104,11 @@ impl Selection {
 /// other column by the column itself. The values are [`Column::value`]'s.
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum Read {
-    /// A field of the table: where it is and how it is typed, by
+    /// A field of the table that is an F32 in every format that has it
+    /// (most of them): where it is, by [`Format::index`]; `None` where the
+    /// format lacks it. Read straight into the float, without a [`Cell`].
+    F32([Option<usize>; Format::ALL.len()]),
+    /// Any other field of the table: where it is and how it is typed, by
     /// [`Format::index`]; `None` where the format lacks it.
     Raw([Option<(usize, Scalar)>; Format::ALL.len()]),
     /// Every other column.
@@ -116,7 +120,12 @@ impl Read {
     pub(crate) fn new(column: &Column) -> Read {
         match *column {
             Column::Raw { field, wheel } => {
-                Read::Raw(Format::ALL.map(|f| columns::raw_location(&field, wheel, f)))
+                let places = Format::ALL.map(|f| columns::raw_location(&field, wheel, f));
+                if places.iter().flatten().all(|&(_, s)| s == Scalar::F32) {
+                    Read::F32(places.map(|p| p.map(|(at, _)| at)))
+                } else {
+                    Read::Raw(places)
+                }
             }
             other => Read::Column(other),
         }
@@ -126,6 +135,10 @@ impl Read {
     #[inline]
     pub(crate) fn cell(&self, row: &Row<'_>) -> Cell {
         match self {
+            Read::F32(places) => match places[row.packet.format().index()] {
+                Some(at) => columns::read_scalar(row.packet.as_bytes(), at, Scalar::F32),
+                None => Cell::Null,
+            },
             Read::Raw(places) => match places[row.packet.format().index()] {
                 Some((at, scalar)) => columns::read_scalar(row.packet.as_bytes(), at, scalar),
                 None => Cell::Null,
@@ -133,6 +146,14 @@ impl Read {
             Read::Column(column) => column.value(row),
         }
     }
+}
+
+/// The F32 at `at` of `bytes` (a packet, checked for its format's length);
+/// `None` when it is not there.
+#[inline(always)]
+pub(crate) fn f32_at(bytes: &[u8], at: usize) -> Option<f32> {
+    let b = bytes.get(at..at + 4)?;
+    Some(f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
 }
 
 /// Bytes a [`Key`] copies with one fixed-size copy: room for the longest

@@ -11,6 +11,7 @@ use std::fmt;
 use toml_edit::{ArrayOfTables, DocumentMut, Item, Table};
 
 use crate::config::DestinationSpec;
+use crate::output::mqtt::{default_topic, Broker, Secret, DEFAULT_MAX_RATE};
 
 /// One change.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -116,7 +117,20 @@ fn set(table: &mut Table, key: &str, v: impl Into<toml_edit::Value>) {
     table[key] = Item::Value(new);
 }
 
-/// Sets `table`'s keys to `d`, leaving out the defaults.
+/// Sets `key` to `v` when there is one (not empty), else removes it.
+fn set_or_remove(table: &mut Table, key: &str, v: Option<&str>) {
+    match v.map(str::trim).filter(|v| !v.is_empty()) {
+        Some(v) => set(table, key, v),
+        None => {
+            table.remove(key);
+        }
+    }
+}
+
+/// Sets `table`'s keys to `d`, leaving out the defaults. A password is
+/// written only when the editor gives one; otherwise the table keeps its
+/// own (an editor never sees it), unless the password now comes from
+/// `password_env` or there is no username any more.
 fn fill(table: &mut Table, d: &DestinationSpec) {
     set(table, "name", d.name.as_str());
     set(table, "addr", d.addr.as_str());
@@ -132,18 +146,46 @@ fn fill(table: &mut Table, d: &DestinationSpec) {
             table.remove("only_race_on");
         }
     }
-    match d.max_rate {
-        0 => {
+    let default_rate = if Broker::is_broker(&d.addr) {
+        DEFAULT_MAX_RATE
+    } else {
+        0
+    };
+    match d.max_rate.filter(|&rate| rate != default_rate) {
+        None => {
             table.remove("max_rate");
         }
-        rate => set(table, "max_rate", i64::from(rate)),
+        Some(rate) => set(table, "max_rate", i64::from(rate)),
     }
-    match d.max_age.as_deref() {
-        Some(age) if !age.trim().is_empty() => set(table, "max_age", age),
-        _ => {
-            table.remove("max_age");
+    set_or_remove(table, "max_age", d.max_age.as_deref());
+    let fields: Vec<&str> = d
+        .fields
+        .iter()
+        .map(|f| f.trim())
+        .filter(|f| !f.is_empty())
+        .collect();
+    if fields.is_empty() {
+        table.remove("fields");
+    } else {
+        set(table, "fields", toml_edit::Array::from_iter(fields));
+    }
+    let topic = d
+        .topic
+        .as_deref()
+        .filter(|t| t.trim() != default_topic(&d.name));
+    set_or_remove(table, "topic", topic);
+    set_or_remove(table, "username", d.username.as_deref());
+    set_or_remove(table, "password_env", d.password_env.as_deref());
+    let no_username = table.get("username").is_none();
+    let from_env = table.get("password_env").is_some();
+    match d.password.as_ref().map(Secret::expose) {
+        _ if no_username || from_env => {
+            table.remove("password");
         }
+        Some(p) if !p.is_empty() => set(table, "password", p),
+        _ => {}
     }
+    set_or_remove(table, "ca_file", d.ca_file.as_deref());
 }
 
 /// `text` (a TOML body, without its byte-order mark) with `edit` made,
@@ -218,8 +260,9 @@ addr = \"127.0.0.1:8000\"
             addr: addr.to_owned(),
             format: Some("fh5".to_owned()),
             only_race_on: true,
-            max_rate: 30,
+            max_rate: Some(30),
             max_age: Some("50ms".to_owned()),
+            ..DestinationSpec::default()
         }
     }
 
@@ -269,6 +312,72 @@ addr = \"127.0.0.1:8000\"
             changed,
             text.replace("127.0.0.1:8000", "127.0.0.1:8001"),
             "only the address changed"
+        );
+    }
+
+    #[test]
+    fn an_mqtt_destination_is_written_with_its_keys_and_keeps_its_password() {
+        let spec = DestinationSpec {
+            name: "league".to_owned(),
+            addr: "mqtt://127.0.0.1:1883".to_owned(),
+            format: Some("influx".to_owned()),
+            fields: vec!["Speed".to_owned(), "gear_label".to_owned()],
+            topic: Some("league/7".to_owned()),
+            username: Some("driver7".to_owned()),
+            password: Some(Secret::new("s3cret")),
+            max_rate: Some(20),
+            ..DestinationSpec::default()
+        };
+        let added = edit_text(FILE, &Edit::Add(spec.clone())).unwrap();
+        assert!(
+            added.contains("fields = [\"Speed\", \"gear_label\"]"),
+            "{added}"
+        );
+        assert!(added.contains("password = \"s3cret\""), "{added}");
+        assert!(!added.contains("max_rate"), "20 is MQTT's default: {added}");
+        let config = Config::from_toml(&added, "t", &Overrides::default()).unwrap();
+        let m = config.destinations[1].target.mqtt().unwrap();
+        assert_eq!(
+            (m.topic.as_str(), m.username.as_deref()),
+            ("league/7", Some("driver7"))
+        );
+        assert_eq!(config.destinations[1].max_rate, 20);
+
+        // The page never sees the password: a change without one keeps it.
+        let unseen = DestinationSpec {
+            password: None,
+            topic: Some("league/8".to_owned()),
+            max_rate: Some(0),
+            ..spec.clone()
+        };
+        let changed = edit_text(&added, &Edit::Change("league".to_owned(), unseen)).unwrap();
+        assert!(changed.contains("password = \"s3cret\""), "{changed}");
+        assert!(changed.contains("topic = \"league/8\""), "{changed}");
+        assert!(
+            changed.contains("max_rate = 0"),
+            "every frame, said: {changed}"
+        );
+        // From a variable, or without a username: no password in the file.
+        let env = DestinationSpec {
+            password: None,
+            password_env: Some("FORZA_MQTT_PASSWORD".to_owned()),
+            ..spec.clone()
+        };
+        let changed = edit_text(&added, &Edit::Change("league".to_owned(), env)).unwrap();
+        assert!(!changed.contains("s3cret"), "{changed}");
+        assert!(
+            changed.contains("password_env = \"FORZA_MQTT_PASSWORD\""),
+            "{changed}"
+        );
+        let anonymous = DestinationSpec {
+            username: None,
+            password: None,
+            ..spec
+        };
+        let changed = edit_text(&added, &Edit::Change("league".to_owned(), anonymous)).unwrap();
+        assert!(
+            !changed.contains("s3cret") && !changed.contains("username"),
+            "{changed}"
         );
     }
 

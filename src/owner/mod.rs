@@ -120,7 +120,7 @@ enum Event {
     /// SIGHUP: read the file now.
     ReadAgain,
     /// An editor's change, and where to answer.
-    Edit(Edit, Answer),
+    Edit(Box<Edit>, Answer),
     /// The owner is being dropped.
     Stop,
 }
@@ -144,7 +144,7 @@ impl Editor {
     /// Makes `edit` and waits (at most [`EDIT_WAIT`]) for what the relay did.
     pub fn edit(&self, edit: Edit) -> Result<Edited, EditError> {
         let (tx, rx) = mpsc::channel();
-        if self.0.send(Event::Edit(edit, tx)).is_err() {
+        if self.0.send(Event::Edit(Box::new(edit), tx)).is_err() {
             return Err(EditError::new(Failed::Unavailable, "the relay is stopping"));
         }
         match rx.recv_timeout(EDIT_WAIT) {

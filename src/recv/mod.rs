@@ -59,9 +59,18 @@ impl Moment {
     /// When datagram `i` of `batch` reached the machine, on the loop's clock:
     /// the kernel's receive time, or this moment when there is none.
     pub fn received(&self, batch: &Batch, i: usize) -> Instant {
-        batch
-            .received(i)
-            .map_or(self.instant, |t| self.instant_of(t))
+        self.times(batch, i).0
+    }
+
+    /// When datagram `i` of `batch` reached the machine, on the loop's clock
+    /// and on the wall clock: the kernel's receive time, or this moment when
+    /// there is none. Nothing is read from a clock here.
+    #[inline]
+    pub fn times(&self, batch: &Batch, i: usize) -> (Instant, SystemTime) {
+        match batch.received(i) {
+            Some(wall) => (self.instant_of(wall), wall),
+            None => (self.instant, self.wall),
+        }
     }
 }
 

@@ -9,8 +9,8 @@ use std::time::{Duration, Instant};
 
 use log::info;
 
-use super::link::{check_loop, Link};
-use super::{bind_listener, hold_back_age, Shell, StartError, DEFAULT_WARN_INTERVAL};
+use super::link::check_loop;
+use super::{bind_listener, hold_back_age, put, Opened, Shell, StartError, DEFAULT_WARN_INTERVAL};
 use crate::config::Config;
 use crate::fanout::{Action, Changes, Routes};
 
@@ -89,8 +89,8 @@ impl Shell {
         let plan = self.core.plan(&setup.routes);
         let mut opened = Vec::new();
         let opening = plan.steps().try_for_each(|(d, step)| match step.action {
-            Action::Open(_) => {
-                Link::open(step.id, d, listen).map(|link| opened.push((step.id, link)))
+            Action::Open => {
+                Opened::open(step.id, d, listen).map(|link| opened.push((step.id, link)))
             }
             // The same socket stays; a new listen address may make it a loop.
             Action::Keep { .. } => check_loop(d, listen),
@@ -118,6 +118,10 @@ impl Shell {
             if let Some(mut link) = self.links.get_mut(id.index()).and_then(Option::take) {
                 link.clear_backlog(&self.registry);
             }
+            // Its publisher says "offline" and ends by itself.
+            if let Some(broker) = self.brokers.get_mut(id.index()).and_then(Option::take) {
+                broker.replaced_by(None);
+            }
         }
         for (_, step) in plan.steps() {
             if let Action::Keep {
@@ -132,11 +136,26 @@ impl Shell {
             }
         }
         for (id, link) in opened {
-            if self.links.len() <= id.index() {
-                self.links.resize_with(id.index() + 1, || None);
-            }
-            if let Some(mut old) = self.links[id.index()].replace(link) {
+            // What it had before goes: a socket with what it held, a
+            // publisher (quiet when the new one says "online" on its topic).
+            let old_link = self.links.get_mut(id.index()).and_then(Option::take);
+            let old_broker = self.brokers.get_mut(id.index()).and_then(Option::take);
+            if let Some(mut old) = old_link {
                 old.clear_backlog(&self.registry);
+            }
+            match link {
+                Opened::Udp(link) => {
+                    put(&mut self.links, id, link);
+                    if let Some(old) = old_broker {
+                        old.replaced_by(None);
+                    }
+                }
+                Opened::Broker(broker) => {
+                    if let Some(old) = old_broker {
+                        old.replaced_by(Some(&broker));
+                    }
+                    put(&mut self.brokers, id, broker);
+                }
             }
         }
         let changes = self.core.commit(plan);

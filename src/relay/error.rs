@@ -27,6 +27,15 @@ pub enum StartError {
         /// The OS error.
         source: io::Error,
     },
+    /// An MQTT destination's publisher could not be started (no thread).
+    Broker {
+        /// Its name.
+        name: String,
+        /// Its broker, `mqtt://HOST:PORT`.
+        broker: String,
+        /// The OS error.
+        source: io::Error,
+    },
     /// A destination is this computer on the listen port: packets would loop.
     Loop {
         /// Its name.
@@ -56,6 +65,14 @@ impl fmt::Display for StartError {
                     "destination {name:?} ({addr}): cannot set up a socket: {source}"
                 )
             }
+            StartError::Broker {
+                name,
+                broker,
+                source,
+            } => write!(
+                f,
+                "destination {name:?} ({broker}): cannot start its MQTT publisher: {source}"
+            ),
             StartError::Loop { name, addr } => write!(
                 f,
                 "destination {name:?} ({addr}) is this computer, on the port forza-relay \

@@ -15,6 +15,7 @@ use ringbuf::storage::Heap;
 use ringbuf::traits::{Consumer, Observer, Producer, RingBuffer};
 use ringbuf::LocalRb;
 
+use super::broker::BrokerLink;
 use super::warn::{Clock, Throttle, Warner};
 use super::{token_of, StartError, FRAME_CAPACITY};
 use crate::config;
@@ -88,13 +89,16 @@ fn send_now(
 /// [`fanout::is_loop`]; config validation applies it too, but can't know a
 /// port 0 will be bound.
 pub(super) fn check_loop(d: &Destination, listen: SocketAddr) -> Result<(), StartError> {
-    if fanout::is_loop(listen, d.addr, config::is_own_address) {
-        return Err(StartError::Loop {
-            name: d.name.clone(),
-            addr: d.addr,
-        });
+    match d.target.udp() {
+        Some(addr) if fanout::is_loop(listen, addr, config::is_own_address) => {
+            Err(StartError::Loop {
+                name: d.name.clone(),
+                addr,
+            })
+        }
+        // A broker is reached over TCP: never the relay's UDP port.
+        _ => Ok(()),
     }
-    Ok(())
 }
 
 /// Frames held back for a destination without `max_age` while a backlog is
@@ -143,20 +147,21 @@ pub(super) struct Link {
 }
 
 impl Link {
-    /// Opens the connected socket for destination `id`, `d`, refusing one that
-    /// would loop back to `listen`.
+    /// Opens the connected socket for destination `id`, `d`, at `addr`,
+    /// refusing one that would loop back to `listen`.
     pub(super) fn open(
         id: DestinationId,
         d: &Destination,
+        addr: SocketAddr,
         listen: SocketAddr,
     ) -> Result<Link, StartError> {
         let err = |source| StartError::Destination {
             name: d.name.clone(),
-            addr: d.addr,
+            addr,
             source,
         };
         check_loop(d, listen)?;
-        let socket = UdpSocket::from_std(socket::connect_destination(d.addr).map_err(err)?);
+        let socket = UdpSocket::from_std(socket::connect_destination(addr).map_err(err)?);
         Ok(Link {
             socket,
             token: token_of(id),
@@ -165,7 +170,7 @@ impl Link {
             watched: false,
             warner: Warner {
                 name: d.name.clone(),
-                addr: d.addr,
+                addr,
                 throttle: Throttle::default(),
             },
         })
@@ -323,9 +328,11 @@ impl Link {
     }
 }
 
-/// The shell's side of the core's [`Sink`]: each destination's link.
+/// The shell's side of the core's [`Sink`]: each destination's link, a UDP
+/// one or a broker's.
 pub(super) struct Links<'a> {
     pub(super) links: &'a mut [Option<Link>],
+    pub(super) brokers: &'a mut [Option<BrokerLink>],
     pub(super) registry: &'a Registry,
     pub(super) clock: Clock,
     /// A backlog is being drained: frames for destinations without `max_age`
@@ -351,8 +358,11 @@ impl Sink for Links<'_> {
                 link.release(report, registry, clock);
                 link.send(bytes, received, report, registry, clock)
             }
-            // Every destination of the core has a link (see `Shell::apply`).
-            _ => Fate::Dropped(DropReason::SendError),
+            _ => match self.brokers.get_mut(id.index()) {
+                Some(Some(broker)) => broker.deliver(bytes, received, report, clock),
+                // Every destination of the core has a link (see `Shell::apply`).
+                _ => Fate::Dropped(DropReason::SendError),
+            },
         }
     }
 }
@@ -364,7 +374,9 @@ mod tests {
     use mio::Poll;
 
     use super::*;
-    use crate::fanout::{Arrival, Fanout, Output, Routes};
+    use std::time::SystemTime;
+
+    use crate::fanout::{Arrival, Fanout, Output, Routes, Target};
     use crate::relay::DEFAULT_WARN_INTERVAL;
     use crate::stats::DestinationStats;
     use crate::wire::Input;
@@ -393,8 +405,9 @@ mod tests {
             destinations: vec![Destination {
                 name: "rig".to_owned(),
                 addr_text: addr.to_string(),
-                addr,
+                target: Target::Udp(addr),
                 output: Output::Same,
+                fields: None,
                 only_race_on: false,
                 max_rate: 0,
                 max_age,
@@ -402,7 +415,7 @@ mod tests {
         });
         let (id, d) = core.destinations().next().unwrap();
         let listen = "127.0.0.1:5400".parse().unwrap();
-        let link = Link::open(id, d, listen).unwrap();
+        let link = Link::open(id, d, addr, listen).unwrap();
         (core, id, link, receiver)
     }
 
@@ -531,7 +544,7 @@ mod tests {
         let t0 = Instant::now() - ms(200);
         for (i, at) in [0, 10, 60, 70].into_iter().enumerate() {
             let packet = [i as u8; 324];
-            let arrival = Arrival::new(&packet, FROM, t0 + ms(at));
+            let arrival = Arrival::new(&packet, FROM, t0 + ms(at), SystemTime::now());
             core.handle(arrival, t0 + ms(at), &mut WouldBlock(&mut link));
         }
         assert_eq!(stats(&core).held, 4);
@@ -574,8 +587,9 @@ mod tests {
             Destination {
                 name: name.to_owned(),
                 addr_text: addr.to_string(),
-                addr,
+                target: Target::Udp(addr),
                 output: Output::Same,
+                fields: None,
                 only_race_on: false,
                 max_rate: 0,
                 max_age,
@@ -592,7 +606,7 @@ mod tests {
         let listen = "127.0.0.1:5400".parse().unwrap();
         let mut links: Vec<Option<Link>> = core
             .destinations()
-            .map(|(id, d)| Some(Link::open(id, d, listen).unwrap()))
+            .map(|(id, d)| Some(Link::open(id, d, d.target.udp().unwrap(), listen).unwrap()))
             .collect();
         let [rig, plain] = [0, 1].map(DestinationId::from_index);
         // A stall: 30 frames 10 ms apart, read 300 ms after the first came.
@@ -604,9 +618,11 @@ mod tests {
         };
         for i in 0..30u8 {
             let packet = [i; 324];
-            let arrival = Arrival::new(&packet, FROM, t0 + ms(10) * u32::from(i));
+            let arrival =
+                Arrival::new(&packet, FROM, t0 + ms(10) * u32::from(i), SystemTime::now());
             let mut sink = Links {
                 links: &mut links,
+                brokers: &mut [],
                 registry: poll.registry(),
                 clock,
                 hold_back: true,
@@ -649,11 +665,16 @@ mod tests {
             let packet = [i as u8; 16];
             let mut sink = Links {
                 links: &mut links,
+                brokers: &mut [],
                 registry: poll.registry(),
                 clock,
                 hold_back: true,
             };
-            core.handle(Arrival::new(&packet, FROM, now), now, &mut sink);
+            core.handle(
+                Arrival::new(&packet, FROM, now, SystemTime::now()),
+                now,
+                &mut sink,
+            );
         }
         let s = counts(&core, 1);
         assert_eq!(

@@ -23,6 +23,13 @@
 //! against its destination alone, a bad datagram against the input, a failed
 //! `poll` is logged and the loop goes on.
 //!
+//! An MQTT destination's link is its publisher (issue 25): a thread of its
+//! own holds the broker's connection, fed through a ring the loop pushes the
+//! frame's text into (`broker.rs`); the loop never waits on TCP, DNS or TLS,
+//! a broker that is not connected costs a count (`broker_unavailable`), and
+//! when the relay stops every publisher says "offline" before the final
+//! snapshot.
+//!
 //! Each destination has its own connected UDP socket, so the ICMP "port
 //! unreachable" of a closed consumer lands on that socket only (it comes back
 //! from its next send), never on the listening one (which on Windows would fail
@@ -61,7 +68,8 @@
 //!
 //! Where things are: the loop's turn (waiting, draining, handing batches to
 //! the core, the taps, the timers) in `turn.rs`; each destination's link
-//! (socket, backlog, hold-back) in `link.rs`; the command channel
+//! (socket, backlog, hold-back) in `link.rs`, an MQTT destination's in
+//! `broker.rs`; the command channel
 //! ([`Control`], [`Snapshots`]) in `control.rs`; taking a new configuration
 //! ([`Applied`]) in `apply.rs`; the throttled warnings in `warn.rs`; why the
 //! relay could not start ([`StartError`]) in `error.rs`. The loop's state
@@ -84,7 +92,7 @@ use mio::net::UdpSocket;
 use mio::{Events, Interest, Poll, Registry, Token, Waker};
 
 use crate::config::Config;
-use crate::fanout::{DestinationId, Fanout, Verdict};
+use crate::fanout::{Destination, DestinationId, Fanout, Target, Verdict};
 use crate::recv::wait::{RecvTimeout, WakeFilter};
 use crate::recv::{self, Batch};
 use crate::socket;
@@ -93,6 +101,7 @@ use crate::tap::TapProducer;
 use crate::wire::Reading;
 
 mod apply;
+mod broker;
 mod control;
 mod error;
 mod link;
@@ -101,6 +110,7 @@ mod warn;
 
 pub use apply::Applied;
 use apply::LoopConfig;
+use broker::BrokerLink;
 use control::Command;
 pub use control::{Control, Snapshots};
 pub use error::StartError;
@@ -177,8 +187,11 @@ struct Shell {
     /// What the core decided about each datagram of the last batch.
     verdicts: [Verdict; Batch::SIZE],
     core: Fanout,
-    /// Indexed by [`DestinationId`], as the core's destinations are.
+    /// The UDP destinations' links, indexed by [`DestinationId`], as the
+    /// core's destinations are.
     links: Vec<Option<Link>>,
+    /// The MQTT destinations' links, indexed the same way.
+    brokers: Vec<Option<BrokerLink>>,
     commands: mpsc::Receiver<Command>,
     control: Control,
     stopping: bool,
@@ -251,10 +264,16 @@ impl Relay {
         let (listener, listen) = bind_listener(&registry, setup.listen, &setup.listen_place)?;
         let core = Fanout::new(&setup.routes);
         let mut links = Vec::new();
+        let mut brokers = Vec::new();
         for (id, d) in core.destinations() {
-            let link = Link::open(id, d, listen)?;
-            links.resize_with(links.len().max(id.index() + 1), || None);
-            links[id.index()] = Some(link);
+            match Opened::open(id, d, listen)? {
+                Opened::Udp(link) => {
+                    put(&mut links, id, link);
+                }
+                Opened::Broker(broker) => {
+                    put(&mut brokers, id, broker);
+                }
+            }
         }
         let (tx, commands) = mpsc::channel();
         let now = Instant::now();
@@ -275,6 +294,7 @@ impl Relay {
                 config_state: ConfigState::default(),
                 core,
                 links,
+                brokers,
                 commands,
                 control: Control {
                     commands: tx,
@@ -354,6 +374,31 @@ impl Relay {
     pub fn snapshot(&self) -> Snapshot {
         self.shell.snapshot(LatencyWindow::Interval)
     }
+}
+
+/// A destination's new link.
+enum Opened {
+    Udp(Link),
+    Broker(BrokerLink),
+}
+
+impl Opened {
+    /// Opens destination `id`'s link: its socket (refusing one that would
+    /// loop back to `listen`), or its broker's publisher.
+    fn open(id: DestinationId, d: &Destination, listen: SocketAddr) -> Result<Opened, StartError> {
+        match &d.target {
+            Target::Udp(addr) => Link::open(id, d, *addr, listen).map(Opened::Udp),
+            Target::Mqtt(settings) => BrokerLink::open(d, settings).map(Opened::Broker),
+        }
+    }
+}
+
+/// Puts `item` at `id`'s place in `table`, returning what was there.
+fn put<T>(table: &mut Vec<Option<T>>, id: DestinationId, item: T) -> Option<T> {
+    if table.len() <= id.index() {
+        table.resize_with(id.index() + 1, || None);
+    }
+    table[id.index()].replace(item)
 }
 
 /// The smallest `max_age` of `core`'s destinations when some have one and

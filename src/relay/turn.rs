@@ -19,9 +19,10 @@ use super::{
     WAKER,
 };
 use crate::fanout::{Arrival, Counters, DestinationId, Report, Verdict};
+use crate::output::mqtt::MqttPublisher;
 use crate::recv::wait::{self, RecvTimeout};
 use crate::recv::{Batch, Moment, WAITS};
-use crate::stats::{LatencyWindow, Snapshot};
+use crate::stats::{DestinationSnapshot, LatencyWindow, Snapshot, Status};
 use crate::tap::TapProducer;
 
 impl Relay {
@@ -123,6 +124,7 @@ impl Shell {
         into.listen = self.listen;
         into.elapsed = now.saturating_duration_since(self.started);
         into.input = self.core.counters_into(window, now, &mut into.destinations);
+        self.brokers_status(&mut into.destinations);
         into.tap_dropped =
             self.tap_dropped + self.taps.iter().map(TapProducer::dropped).sum::<u64>();
         into.not_recorded =
@@ -135,8 +137,9 @@ impl Shell {
         let now = Instant::now();
         let Counters {
             input,
-            destinations,
+            mut destinations,
         } = self.core.counters_over(window, now);
+        self.brokers_status(&mut destinations);
         Snapshot {
             listen: self.listen,
             elapsed: now.saturating_duration_since(self.started),
@@ -146,6 +149,22 @@ impl Shell {
             not_recorded: self.not_recorded
                 + self.taps.iter().map(TapProducer::not_recorded).sum::<u64>(),
             config: self.config_state.clone(),
+        }
+    }
+
+    /// An MQTT destination whose broker can't be reached is failing, even
+    /// while no frame comes to tell (the core's status follows its frames).
+    /// `rows` are the core's, in its order.
+    fn brokers_status(&self, rows: &mut [DestinationSnapshot]) {
+        if self.brokers.iter().all(Option::is_none) {
+            return;
+        }
+        for (row, (id, _)) in rows.iter_mut().zip(self.core.destinations()) {
+            if let Some(Some(broker)) = self.brokers.get(id.index()) {
+                if broker.is_down() && row.status != Status::Refused {
+                    row.status = Status::Failing;
+                }
+            }
         }
     }
 
@@ -379,6 +398,7 @@ impl Shell {
             verdicts,
             core,
             links,
+            brokers,
             registry,
             warn_every,
             wake,
@@ -387,6 +407,7 @@ impl Shell {
         } = self;
         let mut sink = Links {
             links,
+            brokers,
             registry,
             clock: Clock {
                 now,
@@ -400,7 +421,8 @@ impl Shell {
                 *verdict = Verdict::Disallowed;
                 continue;
             }
-            let arrival = Arrival::new(data, from, moment.received(batch, i));
+            let (received, wall) = moment.times(batch, i);
+            let arrival = Arrival::new(data, from, received, wall);
             *verdict = core.handle(arrival, now, &mut sink);
         }
         if self.core.queries() != self.answered {
@@ -508,6 +530,7 @@ impl Shell {
             let Shell {
                 core,
                 links,
+                brokers,
                 registry,
                 holding_back,
                 ..
@@ -516,6 +539,7 @@ impl Shell {
                 now,
                 &mut Links {
                     links,
+                    brokers,
                     registry,
                     clock,
                     hold_back: holding_back.is_some(),
@@ -559,6 +583,14 @@ impl Shell {
             link.clear_backlog(&self.registry);
         }
         self.core.finish();
+        // Every publisher says "offline" and disconnects, together, within
+        // a second or two whatever the brokers do.
+        MqttPublisher::stop_all(
+            self.brokers
+                .iter_mut()
+                .filter_map(Option::take)
+                .map(|b| b.publisher),
+        );
         self.last_words();
     }
 }

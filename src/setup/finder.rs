@@ -685,14 +685,14 @@ mod tests {
         assert_eq!(
             (
                 hub.name.as_str(),
-                hub.addr,
+                hub.target.udp(),
                 hub.only_race_on,
                 hub.max_rate,
                 hub.max_age
             ),
             (
                 "hub",
-                at("127.0.0.1:8000"),
+                Some(at("127.0.0.1:8000")),
                 true,
                 30,
                 Some(std::time::Duration::from_millis(50))

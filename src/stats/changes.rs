@@ -5,7 +5,7 @@ use std::fmt;
 use std::time::Duration;
 
 use crate::fanout::plan::Changes;
-use crate::fanout::routes::Destination;
+use crate::fanout::routes::{Destination, Fields};
 
 impl Changes {
     /// Writes each change, every one after `sep` (then `", "`); `sep` is left
@@ -67,8 +67,26 @@ impl fmt::Display for DestinationDiff<'_> {
         if a.output != b.output {
             part(f, format_args!("{} -> {}", a.output, b.output))?;
         }
-        if a.addr != b.addr || a.addr_text != b.addr_text {
+        if a.addr_text != b.addr_text {
             part(f, format_args!("{} -> {}", a.addr_text, b.addr_text))?;
+        } else if a.target != b.target {
+            match (a.target.mqtt(), b.target.mqtt()) {
+                (Some(x), Some(y)) if x.topic != y.topic => {
+                    part(f, format_args!("topic {} -> {}", x.topic, y.topic))?;
+                }
+                (Some(_), Some(_)) => part(f, format_args!("broker login or certificates"))?,
+                _ => part(f, format_args!("{} -> {}", a.target, b.target))?,
+            }
+        }
+        if a.fields != b.fields {
+            let names = |f: &Option<Fields>| {
+                f.as_ref()
+                    .map_or_else(|| "every column".to_owned(), |f| f.names.join(", "))
+            };
+            part(
+                f,
+                format_args!("fields {} -> {}", names(&a.fields), names(&b.fields)),
+            )?;
         }
         if a.only_race_on != b.only_race_on {
             part(f, format_args!("only_race_on {}", b.only_race_on))?;

@@ -263,7 +263,7 @@ impl Column {
 
     /// The name of the group a per-wheel column belongs to (`TireTemp`,
     /// `tire_temp_c`), which `--fields` accepts for all four.
-    fn group(&self) -> Option<&'static str> {
+    pub(crate) fn group(&self) -> Option<&'static str> {
         match *self {
             Column::Raw {
                 field,

@@ -971,9 +971,11 @@ pub(crate) mod fixtures {
     pub(crate) fn destination(name: &str, output: Output, sent: u64) -> DestinationSnapshot {
         DestinationSnapshot {
             name: name.to_owned(),
-            addr: "127.0.0.1:9002".parse().expect("an address"),
+            addr: Some("127.0.0.1:9002".parse().expect("an address")),
             addr_text: "127.0.0.1:9002".to_owned(),
             output,
+            fields: Vec::new(),
+            mqtt: None,
             only_race_on: false,
             max_rate: 0,
             max_age: None,

@@ -8,6 +8,7 @@ use serde_json::{json, Map, Value};
 
 use super::Shared;
 use crate::config::{field, DestinationSpec};
+use crate::output::mqtt::Secret;
 use crate::owner::{Edit, EditError, Failed};
 
 /// The label of the form's `max_rate` field, for its errors.
@@ -56,6 +57,47 @@ fn number(
     }
 }
 
+/// A list of names: a JSON array of texts, or one text with the names
+/// separated by commas.
+fn names(
+    form: &Map<String, Value>,
+    key: &str,
+    label: &'static str,
+) -> Result<Vec<String>, EditError> {
+    let split = |s: &str| -> Vec<String> {
+        s.split(',')
+            .map(str::trim)
+            .filter(|n| !n.is_empty())
+            .map(str::to_owned)
+            .collect()
+    };
+    match form.get(key) {
+        None | Some(Value::Null) => Ok(Vec::new()),
+        Some(Value::String(s)) => Ok(split(s)),
+        Some(Value::Array(items)) => items
+            .iter()
+            .map(|v| match v {
+                Value::String(s) => Ok(s.trim().to_owned()),
+                other => Err(EditError::field(label, format!("{other} is not a name"))),
+            })
+            .filter(|n| n.as_ref().map_or(true, |n| !n.is_empty()))
+            .collect(),
+        Some(other) => Err(EditError::field(
+            label,
+            format!("{other} is not a list of names"),
+        )),
+    }
+}
+
+/// A text field that may be left out (absent, null or empty: `None`).
+fn optional(
+    form: &Map<String, Value>,
+    key: &str,
+    label: &'static str,
+) -> Result<Option<String>, EditError> {
+    Ok(Some(text(form, key, label)?).filter(|t| !t.is_empty()))
+}
+
 /// The destination the form describes.
 fn spec(form: &Map<String, Value>) -> Result<DestinationSpec, EditError> {
     let max_rate = number(
@@ -64,7 +106,9 @@ fn spec(form: &Map<String, Value>) -> Result<DestinationSpec, EditError> {
         MAX_RATE,
         "a whole number of frames a second",
     )?;
-    let max_rate = u32::try_from(max_rate.unwrap_or(0))
+    let max_rate = max_rate
+        .map(u32::try_from)
+        .transpose()
         .map_err(|_| EditError::field(MAX_RATE, "is more frames a second than any game sends"))?;
     let max_age = number(
         form,
@@ -78,14 +122,27 @@ fn spec(form: &Map<String, Value>) -> Result<DestinationSpec, EditError> {
             format!("{ms} ms is out of range: 1 to {MAX_AGE_MS} (empty: frames of any age)"),
         ));
     }
-    let format = text(form, "format", field::FORMAT)?;
+    // The password is taken as typed (spaces are a password's own); an
+    // empty one keeps what the destination has.
+    let password = match form.get("password") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(p)) if p.is_empty() => None,
+        Some(Value::String(p)) => Some(Secret::new(p.clone())),
+        Some(_) => return Err(EditError::field(field::PASSWORD, "is not text")),
+    };
     Ok(DestinationSpec {
         name: text(form, "name", field::NAME)?,
         addr: text(form, "addr", field::ADDRESS)?,
-        format: (!format.is_empty()).then_some(format),
+        format: optional(form, "format", field::FORMAT)?,
         only_race_on: matches!(form.get("only_race_on"), Some(Value::Bool(true))),
         max_rate,
         max_age: max_age.map(|ms| format!("{ms}ms")),
+        fields: names(form, "fields", field::FIELDS)?,
+        topic: optional(form, "topic", field::TOPIC)?,
+        username: optional(form, "username", field::USERNAME)?,
+        password,
+        password_env: optional(form, "password_env", field::PASSWORD)?,
+        ca_file: optional(form, "ca_file", field::CA_FILE)?,
     })
 }
 
@@ -154,10 +211,45 @@ mod tests {
             addr: "127.0.0.1:5301".to_owned(),
             format: Some("fh5".to_owned()),
             only_race_on: true,
-            max_rate: 30,
+            max_rate: Some(30),
             max_age: Some("50ms".to_owned()),
+            ..DestinationSpec::default()
         };
         assert_eq!(edit, Edit::Change("dash".to_owned(), expected));
+    }
+
+    #[test]
+    fn an_mqtt_destination_comes_with_its_keys_and_an_empty_password_keeps_the_old() {
+        let edit = edit_of(&json!({
+            "action": "add", "name": "league", "addr": "mqtt://broker:1883",
+            "format": "influx", "fields": "Speed, gear_label,", "topic": "league/7",
+            "username": "driver7", "password": "p4ss word", "password_env": "",
+            "ca_file": "", "max_rate": ""
+        }))
+        .unwrap();
+        let Edit::Add(d) = edit else {
+            panic!("an add");
+        };
+        assert_eq!(d.fields, ["Speed", "gear_label"]);
+        assert_eq!(d.topic.as_deref(), Some("league/7"));
+        assert_eq!(d.username.as_deref(), Some("driver7"));
+        assert_eq!(d.password.as_ref().map(Secret::expose), Some("p4ss word"));
+        assert_eq!(
+            (&d.password_env, &d.ca_file, d.max_rate),
+            (&None, &None, None)
+        );
+        assert!(!format!("{d:?}").contains("p4ss"), "never in a debug print");
+        let Edit::Change(_, d) = edit_of(&json!({
+            "action": "change", "name": "league", "addr": "mqtt://broker:1883",
+            "fields": ["Speed"], "password": ""
+        }))
+        .unwrap() else {
+            panic!("a change");
+        };
+        assert_eq!((d.password, d.fields), (None, vec!["Speed".to_owned()]));
+        let e = edit_of(&json!({"action": "add", "name": "a", "addr": "b:1", "fields": 5}))
+            .unwrap_err();
+        assert_eq!(e.field, Some(field::FIELDS));
     }
 
     #[test]
@@ -168,7 +260,7 @@ mod tests {
         else {
             panic!("an add");
         };
-        assert_eq!((d.max_age, d.max_rate, d.format), (None, 0, None));
+        assert_eq!((d.max_age, d.max_rate, d.format), (None, None, None));
         let e = edit_of(&json!({"action": "add", "name": "a", "addr": "b:1", "max_rate": -5}))
             .unwrap_err();
         assert_eq!(e.field, Some(MAX_RATE));

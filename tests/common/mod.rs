@@ -486,6 +486,31 @@ impl Running {
         Sender::new(self.addr)
     }
 
+    /// Its counters now.
+    #[track_caller]
+    pub fn snapshot(&self) -> Snapshot {
+        self.handle
+            .snapshot(Duration::from_secs(10))
+            .expect("the relay answers within 10 s")
+    }
+
+    /// Waits (at most 30 s) until `done` holds for its counters; returns them.
+    #[track_caller]
+    pub fn wait_until(&self, what: &str, done: impl Fn(&Snapshot) -> bool) -> Snapshot {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let now = self.snapshot();
+            if done(&now) {
+                return now;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{what}: never so in 30 s:\n{now}"
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
     /// Stops the relay and returns its final report. Call it only once every
     /// datagram sent has been handled (a later one was received somewhere): the
     /// loop may stop before draining what is still queued.

@@ -523,6 +523,11 @@ fn the_page_in_chromium_shows_the_car_and_adds_and_removes_a_destination() {
         receives(&second, ADDED_WITHIN),
         "nothing reached the destination added from the page within {ADDED_WITHIN:?}"
     );
+    // The relay takes the edit before the file is replaced: the page says
+    // "saved in" once it is.
+    driver.wait_for("//*[@id='form-result']", |t| {
+        t.starts_with("added destination \"second\"") && t.contains("saved in")
+    });
     let written = std::fs::read_to_string(file.path()).unwrap();
     assert!(written.starts_with(&text), "comments kept:\n{written}");
     assert!(
@@ -570,7 +575,9 @@ fn the_page_in_chromium_shows_the_car_and_adds_and_removes_a_destination() {
     driver.type_into(&address, &third_addr.to_string());
     driver.click_at("//button[normalize-space()='Save']");
     // The page answers once the change is applied and saved (issue 23).
-    driver.wait_for("//*[@id='form-result']", |t| t.contains("saved in"));
+    driver.wait_for("//*[@id='form-result']", |t| {
+        t.starts_with("changed destination \"second\"") && t.contains("saved in")
+    });
     assert!(
         receives(&third, ADDED_WITHIN),
         "nothing reached the new address of the destination edited on the page within \
@@ -604,6 +611,10 @@ fn the_page_in_chromium_shows_the_car_and_adds_and_removes_a_destination() {
         receives(&third, ADDED_WITHIN),
         "nothing reached the destination back by Undo"
     );
+    // Applied first, then saved: the answer says when it is.
+    driver.wait_for("//*[@id='form-result']", |t| {
+        t.starts_with("added destination \"second\"") && t.contains("saved in")
+    });
     let written = std::fs::read_to_string(file.path()).unwrap();
     assert!(
         written.contains(&format!("addr = \"{third_addr}\""))
@@ -617,6 +628,9 @@ fn the_page_in_chromium_shows_the_car_and_adds_and_removes_a_destination() {
     driver.click_at("//tr[@data-name='second']//button[normalize-space()='Remove']");
     bin.wait_for_line("configuration applied: - second");
     assert!(stops(&third), "still sent to a removed destination");
+    driver.wait_for("//*[@id='form-result']", |t| {
+        t.starts_with("removed destination \"second\"") && t.contains("saved in")
+    });
     assert!(
         receives(&first, Duration::from_secs(1)),
         "first still relayed to"
@@ -631,6 +645,153 @@ fn the_page_in_chromium_shows_the_car_and_adds_and_removes_a_destination() {
     bin.signal("INT");
     let done = bin.wait();
     assert_eq!(done.code(), 0, "{}", done.stderr);
+}
+
+/// Issue 25: the page's form offers MQTT (its keys shown for an mqtt://
+/// address) and json/influx with their fields; the password typed goes to
+/// the file, never back to the page, and a change that doesn't type it keeps
+/// it. Frames reach a real broker on the topic the page gave.
+#[test]
+fn the_page_adds_an_mqtt_destination_and_never_shows_its_password() {
+    if !require_tool(
+        "chromium",
+        runs(chromium()) && runs("chromedriver"),
+        "install Debian's chromium and chromium-driver",
+    ) || !crate::mqtt::mosquitto_available()
+    {
+        return;
+    }
+    let dir = TempPath::dir("mosquitto-page");
+    let broker = crate::mqtt::Mosquitto::start(dir.path(), free_port(), "allow_anonymous true");
+    let (first, first_addr) = receiver();
+    let text = format!(
+        "{}\n{}",
+        listen_toml("fh6"),
+        destination_toml("first", first_addr, "same", "")
+    )
+    .replace("[stats]", "[web]\naddr = \"127.0.0.1:0\"\n\n[stats]");
+    let file = TempPath::file("mqtt-page.toml", &text);
+    let (bin, listen, url) = relay_with_page_file(&file);
+    let drive = Drive::start(listen);
+    let driver = Driver::start();
+    driver.session("POST", "/url", &json!({ "url": url }));
+    driver.wait_for("//tr[@data-name='first']/td[@class='rate']", |t| {
+        t.parse::<f64>().is_ok_and(|v| v > 0.0)
+    });
+    let shown = |id: &str| {
+        driver.run(&format!("return !document.getElementById('{id}').hidden;")) == json!(true)
+    };
+    assert!(
+        !shown("dest-topic") && !shown("dest-fields"),
+        "nothing to show yet"
+    );
+    let topic = crate::mqtt::topic("page");
+    driver.type_into(&driver.labelled("Name"), "league");
+    driver.type_into(&driver.labelled("Address"), &broker.addr());
+    assert!(
+        shown("dest-topic") && shown("dest-password"),
+        "the broker's keys"
+    );
+    assert!(
+        shown("dest-fields"),
+        "an MQTT destination sends json by default"
+    );
+    driver.type_into(&driver.labelled("Topic"), &topic);
+    driver.type_into(&driver.labelled("Username"), "driver7");
+    driver.type_into(&driver.labelled("Password"), "s3cret pass");
+    driver.type_into(
+        &driver.labelled("Fields (empty = all)"),
+        "TimestampMS, speed_kmh",
+    );
+    let data = crate::mqtt::Sub::start(broker.port, &topic, &[]);
+    driver.click_at("//button[normalize-space()='Add']");
+    driver.wait_for("//*[@id='form-result']", |t| {
+        t.starts_with("added destination \"league\"") && t.contains("saved in")
+    });
+    let m = data.next();
+    let o: Value = serde_json::from_str(&m.payload).unwrap();
+    assert!(o["TimestampMS"].is_u64() && o["speed_kmh"].is_f64(), "{o}");
+    assert_eq!(o.as_object().unwrap().len(), 2, "the fields asked for: {o}");
+    let written = std::fs::read_to_string(file.path()).unwrap();
+    for part in [
+        format!("addr = \"{}\"", broker.addr()),
+        format!("topic = \"{topic}\""),
+        "username = \"driver7\"".to_owned(),
+        "password = \"s3cret pass\"".to_owned(),
+        "fields = [\"TimestampMS\", \"speed_kmh\"]".to_owned(),
+    ] {
+        assert!(written.contains(&part), "{part} not in:\n{written}");
+    }
+    assert!(
+        !written.contains("max_rate"),
+        "MQTT's default rate: {written}"
+    );
+    driver.wait_for("//tr[@data-name='league']/td[@data-label='Address']", |t| {
+        t.ends_with(&format!("→ {topic}"))
+    });
+    driver.wait_for("//tr[@data-name='league']/td[@data-label='Format']", |t| {
+        t == "json: TimestampMS, speed_kmh"
+    });
+
+    // Edit: the form is filled from the relay's snapshot, which has no
+    // password; Save with another format keeps the one in the file.
+    driver.click_at("//tr[@data-name='league']//button[normalize-space()='Edit']");
+    driver.wait_for("//*[@id='add']", |t| t == "Save");
+    let password = driver.run(
+        "const p = document.getElementById('dest-password'); return [p.value, p.placeholder];",
+    );
+    assert_eq!(password, json!(["", "unchanged"]));
+    let page = driver.run("return document.documentElement.outerHTML;");
+    assert!(
+        !page.to_string().contains("s3cret"),
+        "the password is on the page"
+    );
+    let format = driver.labelled("Format");
+    let influx = driver
+        .find("//*[@id='dest-format']/option[@value='influx']")
+        .expect("influx in the Format list");
+    driver.click(&format);
+    driver.click(&influx);
+    driver.click_at("//button[normalize-space()='Save']");
+    driver.wait_for("//*[@id='form-result']", |t| {
+        t.starts_with("changed destination \"league\"") && t.contains("saved in")
+    });
+    let written = std::fs::read_to_string(file.path()).unwrap();
+    assert!(
+        written.contains("password = \"s3cret pass\"") && written.contains("format = \"influx\""),
+        "{written}"
+    );
+    loop {
+        let m = data.next();
+        if m.payload.starts_with("forza,game=fh6") {
+            break;
+        }
+    }
+    let web: SocketAddr = url
+        .trim_start_matches("http://")
+        .split('/')
+        .next()
+        .and_then(|a| a.parse().ok())
+        .expect("the page's address");
+    let snapshot = http::get(web, "/api/snapshot", &[]);
+    assert_eq!(snapshot.status, 200);
+    assert!(
+        snapshot.body.contains("\"password_set\":true"),
+        "{}",
+        snapshot.body
+    );
+    assert!(!snapshot.body.contains("s3cret"), "{}", snapshot.body);
+    drive.stop();
+    drop(driver);
+    bin.signal("INT");
+    let done = bin.wait();
+    drop(first);
+    assert_eq!(done.code(), 0, "{}", done.stderr);
+    assert!(!done.stderr.contains("s3cret"), "{}", done.stderr);
+    assert_eq!(
+        crate::mqtt::Sub::retained(broker.port, &format!("{topic}/status"), &[]).payload,
+        "offline"
+    );
 }
 
 /// The relay running `file`'s text (its `[web]` on loopback), with the page's

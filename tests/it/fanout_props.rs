@@ -9,7 +9,7 @@ use crate::common;
 use crate::fanout_check;
 
 use std::net::SocketAddr;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use forza_relay::fanout::{Arrival, DestinationId, Fanout, Fate};
 use forza_relay::wire::Format;
@@ -242,10 +242,18 @@ fn issue9_a_frame_waiting_for_its_rate_slot_still_goes_after_max_rate_changes() 
     let from: SocketAddr = "127.0.0.1:50000".parse().expect("an address");
     let t0 = Instant::now();
     let first = Spec::new(Format::Fh6, 1).build();
-    core.handle(Arrival::new(&first, from, t0), t0, &mut sink);
+    core.handle(
+        Arrival::new(&first, from, t0, SystemTime::now()),
+        t0,
+        &mut sink,
+    );
     let waiting = Spec::new(Format::Fh6, 2).build();
     let t10 = t0 + Duration::from_millis(10);
-    core.handle(Arrival::new(&waiting, from, t10), t10, &mut sink);
+    core.handle(
+        Arrival::new(&waiting, from, t10, SystemTime::now()),
+        t10,
+        &mut sink,
+    );
     assert_eq!(
         core.next_deadline(),
         Some(t0 + Duration::from_millis(100)),

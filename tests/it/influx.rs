@@ -1,7 +1,8 @@
 //! Issue 25: influx lines read by a real InfluxDB. Debian's `influxd` (1.6) is
 //! started on loopback ports of its own, with a temporary folder and two UDP
-//! listeners; frames encoded by `forza_relay::output` are sent to them as the
-//! relay will send them, and read back over HTTP with InfluxQL.
+//! listeners; frames are sent to them by the real binary with an `influx`
+//! destination, and encoded by `forza_relay::output` for every format, and
+//! read back over HTTP with InfluxQL.
 
 use crate::common;
 
@@ -10,7 +11,8 @@ use std::process::{Child, Command, Stdio};
 use std::thread;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use common::{free_port, http, require_tool, Spec, TempPath, CAR_ORDINAL, SPEED};
+use common::bin::Bin;
+use common::{free_port, http, require_tool, Sender, Spec, TempPath, CAR_ORDINAL, SPEED};
 use forza_relay::output::{Encoder, Encoding, Frame, Selection};
 use forza_relay::wire::{Format, Packet, Puddle};
 use serde_json::Value;
@@ -280,6 +282,69 @@ fn influxdb_reads_every_frame_of_120_with_their_values_tags_and_times() {
     assert_eq!(types["WheelInPuddleFL"], "float");
     assert_eq!(types["gear_label"], "string");
     assert!(!types.contains_key("recv_time"), "{types:?}");
+}
+
+/// Through the real binary: a relay with an `influx` destination pointed at
+/// influxd's UDP listener, 120 frames at 120 a second; InfluxDB counts them
+/// all, and the last one's rpm, tags and time read back as sent.
+#[test]
+fn influxdb_counts_all_120_frames_the_relay_sends_as_influx_lines() {
+    if !influxd_available() {
+        return;
+    }
+    let influxd = Influxd::start();
+    let to = format!("{},format=influx,name=influxdb", influxd.udp);
+    let mut bin = Bin::spawn(
+        &[
+            "run",
+            "--listen",
+            "127.0.0.1:0",
+            "--input",
+            "fh6",
+            "--to",
+            &to,
+            "--stats-interval",
+            "0",
+        ],
+        None,
+    );
+    let listen = bin.wait_until_running();
+    let sender = Sender::new(listen);
+    let before = SystemTime::now();
+    let start = Instant::now();
+    for i in 0..120 {
+        let mut bytes = Spec::new(Format::Fh6, 1_000 + i).build();
+        Packet::new_checked(&mut bytes[..], Format::Fh6)
+            .unwrap()
+            .set_current_engine_rpm(rpm(i));
+        let due = start + Duration::from_secs(u64::from(i)) / 120;
+        thread::sleep(due.saturating_duration_since(Instant::now()));
+        sender.send(&bytes);
+    }
+    let count = influxd.query_until("forza", r#"SELECT count("Speed") FROM forza"#, |s| {
+        s[0]["values"][0][1] == 120
+    });
+    assert_eq!(count[0]["values"][0][1], 120, "{count}");
+    let last = influxd.query(
+        "forza",
+        &format!(
+            r#"SELECT last("CurrentEngineRpm") FROM forza WHERE game = 'fh6' AND car = '{CAR_ORDINAL}' AND class = 'S2'"#
+        ),
+    );
+    let row = &last[0]["values"][0];
+    assert_eq!(row[1].as_f64().unwrap() as f32, rpm(119), "{last}");
+    let newest = influxd.query("forza", r#"SELECT last("TimestampMS") FROM forza"#);
+    assert_eq!(newest[0]["values"][0][1], 1_119, "{newest}");
+    // Stamped with when the relay received it.
+    let stamp = row[0].as_i64().unwrap();
+    assert!(
+        stamp >= nanos(before) && stamp <= nanos(SystemTime::now()),
+        "{stamp} is not a receive time of this run"
+    );
+    bin.signal("INT");
+    let done = bin.wait();
+    assert_eq!(done.code(), 0, "{}", done.stderr);
+    done.assert_summary_line("influxdb", influxd.udp, "influx", 120);
 }
 
 /// One line of every format into one measurement: no field changes type

@@ -1,8 +1,9 @@
-//! Issue 25: the MQTT publisher against a real broker. Debian's `mosquitto` is
+//! Issue 25: MQTT destinations against a real broker. Debian's `mosquitto` is
 //! started on a loopback port of its own (anonymous, with a password file, with
 //! TLS); what arrives is read with `mosquitto_sub`, a client that is not ours.
-//! Frames are fed through a tap, as the relay feeds it. The last test needs no
-//! broker: a stop is prompt whatever the broker does.
+//! Frames go through a relay with MQTT destinations (on a thread, or the real
+//! binary stopped with Ctrl-C). The last test needs no broker: a publisher's
+//! stop is prompt whatever the broker does.
 
 use crate::common;
 
@@ -11,17 +12,20 @@ use std::io::{BufRead, BufReader};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::mpsc::{self, Receiver};
 use std::sync::Arc;
 use std::thread::{self, JoinHandle};
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
-use common::{free_port, require_tool, Spec, TempPath, CAR_ORDINAL, GEAR, SPEED};
-use forza_relay::output::mqtt::{Broker, MqttCounts, MqttPublisher, MqttSettings, Roots};
-use forza_relay::output::Encoding;
-use forza_relay::tap::{self, TapProducer, DEFAULT_CAPACITY};
-use forza_relay::wire::{Format, Input, Packet};
+use common::bin::Bin;
+use common::{
+    config, destination, free_port, listen_toml, receiver, recv, require_tool, Running, Sender,
+    Spec, TempPath, CAR_ORDINAL, GEAR, SPEED,
+};
+use forza_relay::output::mqtt::{Broker, MqttPublisher, MqttSettings};
+use forza_relay::stats::{DropReason, Snapshot, Status};
+use forza_relay::wire::{Format, Packet};
 use serde_json::Value;
 
 /// The longest a test waits for a broker to start, a message to arrive or a
@@ -29,7 +33,7 @@ use serde_json::Value;
 const WAIT: Duration = Duration::from_secs(20);
 
 /// Whether `mosquitto` and `mosquitto_sub` can be run here.
-fn mosquitto_available() -> bool {
+pub(crate) fn mosquitto_available() -> bool {
     let runs = |tool: &str, arg: &str| {
         Command::new(tool)
             .arg(arg)
@@ -49,9 +53,9 @@ fn mosquitto_available() -> bool {
 
 /// A running mosquitto with a configuration of the test's, killed (by its id)
 /// when dropped; its folder is the test's.
-struct Mosquitto {
+pub(crate) struct Mosquitto {
     child: Child,
-    port: u16,
+    pub(crate) port: u16,
     config: PathBuf,
     log: PathBuf,
 }
@@ -60,7 +64,7 @@ impl Mosquitto {
     /// Starts mosquitto listening on 127.0.0.1:`port` with `extra` lines of
     /// configuration, writing its log in `dir`; waits until it takes a TCP
     /// connection.
-    fn start(dir: &Path, port: u16, extra: &str) -> Mosquitto {
+    pub(crate) fn start(dir: &Path, port: u16, extra: &str) -> Mosquitto {
         let config = dir.join("mosquitto.conf");
         let log = dir.join("mosquitto.log");
         // `user root`: started as root (CI), mosquitto would otherwise switch to
@@ -127,8 +131,9 @@ impl Mosquitto {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
 
-    fn broker(&self) -> Broker {
-        Broker::parse(&format!("mqtt://127.0.0.1:{}", self.port)).unwrap()
+    /// Its address as a destination writes it.
+    pub(crate) fn addr(&self) -> String {
+        format!("mqtt://127.0.0.1:{}", self.port)
     }
 }
 
@@ -140,22 +145,22 @@ impl Drop for Mosquitto {
 
 /// One message as `mosquitto_sub -F '%r %t %p'` prints it.
 #[derive(Debug, Clone, PartialEq)]
-struct Message {
-    retained: bool,
-    topic: String,
-    payload: String,
+pub(crate) struct Message {
+    pub(crate) retained: bool,
+    pub(crate) topic: String,
+    pub(crate) payload: String,
 }
 
 /// A `mosquitto_sub` reading one topic, its lines read on a thread; killed
 /// when dropped.
-struct Sub {
+pub(crate) struct Sub {
     child: Child,
     messages: Receiver<Message>,
 }
 
 impl Sub {
     /// Subscribes to `topic` at 127.0.0.1:`port` with `args` (login, TLS).
-    fn start(port: u16, topic: &str, args: &[&str]) -> Sub {
+    pub(crate) fn start(port: u16, topic: &str, args: &[&str]) -> Sub {
         let mut child = Command::new("mosquitto_sub")
             .args(["-h", "127.0.0.1", "-p", &port.to_string(), "-t", topic])
             .args(["-F", "%r %t %p"])
@@ -190,7 +195,7 @@ impl Sub {
 
     /// The next message; fails the test after [`WAIT`].
     #[track_caller]
-    fn next(&self) -> Message {
+    pub(crate) fn next(&self) -> Message {
         self.messages
             .recv_timeout(WAIT)
             .unwrap_or_else(|e| panic!("no MQTT message within {WAIT:?}: {e}"))
@@ -198,7 +203,7 @@ impl Sub {
 
     /// The retained message of `topic` as a new subscriber gets it.
     #[track_caller]
-    fn retained(port: u16, topic: &str, args: &[&str]) -> Message {
+    pub(crate) fn retained(port: u16, topic: &str, args: &[&str]) -> Message {
         let sub = Sub::start(port, topic, args);
         let m = sub.next();
         assert!(m.retained, "{topic} is not retained: {m:?}");
@@ -227,71 +232,61 @@ fn frame(i: u32) -> Vec<u8> {
     bytes
 }
 
-/// Pushes frames into the tap as the relay would, one every `every`, until
-/// told to stop or `count` are in; returns how many it pushed.
-struct Feeder {
+/// Sends frames to a relay, one every `every`, until told to stop or
+/// `count` are out; says how many it sent.
+struct Stream {
     stop: Arc<AtomicBool>,
+    sent: Arc<AtomicU32>,
     thread: JoinHandle<u32>,
 }
 
-impl Feeder {
-    fn start(mut producer: TapProducer, every: Duration, count: Option<u32>) -> Feeder {
+impl Stream {
+    fn start(to: SocketAddr, every: Duration, count: Option<u32>) -> Stream {
         let stop = Arc::new(AtomicBool::new(false));
-        let flag = stop.clone();
+        let sent = Arc::new(AtomicU32::new(0));
+        let (flag, counter) = (stop.clone(), sent.clone());
         let thread = thread::spawn(move || {
-            let from: SocketAddr = "127.0.0.1:50000".parse().unwrap();
-            let to: SocketAddr = "127.0.0.1:5400".parse().unwrap();
+            let sender = Sender::new(to);
             let mut i = 0;
             while !flag.load(Ordering::SeqCst) && count.is_none_or(|n| i < n) {
-                producer.push(SystemTime::now(), from, to, &frame(i));
+                sender.send(&frame(i));
                 i += 1;
+                counter.store(i, Ordering::SeqCst);
                 thread::sleep(every);
             }
             i
         });
-        Feeder { stop, thread }
+        Stream { stop, sent, thread }
     }
 
-    /// Stops it; returns how many frames it pushed.
+    /// Frames sent so far.
+    fn sent(&self) -> u32 {
+        self.sent.load(Ordering::SeqCst)
+    }
+
+    /// Stops it; returns how many frames it sent.
     fn finish(self) -> u32 {
         self.stop.store(true, Ordering::SeqCst);
-        self.thread.join().expect("the feeder did not panic")
+        self.thread.join().expect("the stream did not panic")
     }
 
-    /// Waits until it has pushed its count; returns it.
+    /// Waits until it has sent its count; returns it.
     fn wait(self) -> u32 {
-        self.thread.join().expect("the feeder did not panic")
-    }
-}
-
-/// Waits (at most [`WAIT`]) until `done` holds for the publisher's counts.
-#[track_caller]
-fn wait_for(
-    publisher: &MqttPublisher,
-    what: &str,
-    done: impl Fn(&MqttCounts) -> bool,
-) -> MqttCounts {
-    let deadline = Instant::now() + WAIT;
-    loop {
-        let counts = publisher.counts();
-        if done(&counts) {
-            return counts;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{what}: never so in {WAIT:?}: {counts:?}"
-        );
-        thread::sleep(Duration::from_millis(10));
+        self.thread.join().expect("the stream did not panic")
     }
 }
 
 /// A topic of this test's own.
-fn topic(tag: &str) -> String {
+pub(crate) fn topic(tag: &str) -> String {
     format!("forza-relay-test/{}/{tag}", std::process::id())
 }
 
-fn settings(broker: Broker, topic: &str) -> MqttSettings {
-    MqttSettings::new(broker, topic, Input::Fixed(Format::Fh6))
+/// An MQTT `[[destination]]` called `name` publishing to `topic` on `broker`;
+/// `options` are extra lines.
+fn mqtt_toml(name: &str, broker: &str, topic: &str, options: &str) -> String {
+    format!(
+        "\n[[destination]]\nname = \"{name}\"\naddr = \"{broker}\"\ntopic = \"{topic}\"\n{options}\n"
+    )
 }
 
 /// Checks a JSON frame field by field against the frame it says it is (its
@@ -311,8 +306,14 @@ fn check_json(payload: &str) -> u32 {
     i
 }
 
+/// The counters of destination `name` in `s`.
+#[track_caller]
+fn counts(s: &Snapshot, name: &str) -> forza_relay::stats::DestinationStats {
+    destination(s, name).stats
+}
+
 #[test]
-fn mqtt_publishes_json_frames_at_max_rate_and_says_online_then_offline() {
+fn mqtt_destination_publishes_json_frames_at_max_rate_and_says_online_then_offline() {
     if !mosquitto_available() {
         return;
     }
@@ -320,17 +321,25 @@ fn mqtt_publishes_json_frames_at_max_rate_and_says_online_then_offline() {
     let broker = Mosquitto::start(dir.path(), free_port(), "allow_anonymous true");
     let topic = topic("json");
     let data = Sub::start(broker.port, &topic, &[]);
-    let (producer, tap) = tap::tap(DEFAULT_CAPACITY);
-    let started = Instant::now();
-    let publisher = MqttPublisher::start(settings(broker.broker(), &topic), tap).unwrap();
-    wait_for(&publisher, "connected", |c| c.connected);
+    let (raw, raw_addr) = receiver();
+    let relay = Running::start(config(
+        &(listen_toml("fh6")
+            + &common::destination_toml("raw", raw_addr, "same", "")
+            + &mqtt_toml("league", &broker.addr(), &topic, "")),
+    ));
     assert_eq!(
         Sub::retained(broker.port, &format!("{topic}/status"), &[]).payload,
         "online"
     );
+    let league = destination(&relay.snapshot(), "league").clone();
+    assert_eq!(league.output.to_string(), "json", "json by default");
+    assert_eq!(league.max_rate, 20, "20 a second by default");
+    assert_eq!(league.addr, None);
+    assert_eq!(league.mqtt.as_ref().unwrap().topic, topic);
 
     // 150 frames at about 200 a second; at most 20 a second are published.
-    let feeder = Feeder::start(producer, Duration::from_millis(5), Some(150));
+    let started = Instant::now();
+    let stream = Stream::start(relay.addr, Duration::from_millis(5), Some(150));
     let mut seen = Vec::new();
     while seen.len() < 10 {
         let m = data.next();
@@ -338,37 +347,39 @@ fn mqtt_publishes_json_frames_at_max_rate_and_says_online_then_offline() {
         assert!(!m.retained, "frames are not retained: {m:?}");
         seen.push(check_json(&m.payload));
     }
-    assert_eq!(feeder.wait(), 150);
+    assert_eq!(stream.wait(), 150);
+    for _ in 0..150 {
+        recv(&raw);
+    }
     assert!(seen.windows(2).all(|w| w[0] < w[1]), "in order: {seen:?}");
-    // Every frame taken is published or replaced by a newer one: nothing else.
-    let counts = wait_for(&publisher, "all taken", |c| {
-        c.taken == 150 && c.published + c.superseded == 150
-    });
-    let elapsed = started.elapsed().as_secs_f64();
-    assert!(
-        (counts.published as f64) <= elapsed * 20.0 + 2.0,
-        "{} published in {elapsed:.2} s at max_rate 20",
-        counts.published
-    );
-    assert!(counts.superseded > 0, "{counts:?}");
-    assert_eq!(
-        (
-            counts.not_published,
-            counts.ignored,
-            counts.stale,
-            counts.connections
-        ),
-        (0, 0, 0, 1),
-        "{counts:?}"
-    );
-    // The last frame is always published: newest wins.
+    // The newest frame waits for its slot and goes: the last one arrives.
     let mut last = *seen.last().unwrap();
     while last != 149 {
         last = check_json(&data.next().payload);
     }
-
-    let counts = publisher.stop();
-    assert!(!counts.connected);
+    let elapsed = started.elapsed().as_secs_f64();
+    let report = relay.stop();
+    let league = destination(&report, "league");
+    let s = league.stats;
+    assert_eq!(s.received, 150, "{report}");
+    assert_eq!(
+        s.sent + s.dropped(DropReason::RateLimited),
+        150,
+        "published or replaced by a newer one, nothing else: {report}"
+    );
+    assert!(s.is_balanced() && s.held == 0, "{s:?}");
+    assert!(
+        (s.sent as f64) <= elapsed * 20.0 + 2.0,
+        "{} sent in {elapsed:.2} s at max_rate 20",
+        s.sent
+    );
+    assert!(s.dropped(DropReason::RateLimited) > 0, "{s:?}");
+    assert_eq!(
+        counts(&report, "raw").sent,
+        150,
+        "the UDP destination: every frame"
+    );
+    // Ctrl-C or not, a stop says "offline" and disconnects cleanly.
     assert_eq!(
         Sub::retained(broker.port, &format!("{topic}/status"), &[]).payload,
         "offline"
@@ -399,36 +410,31 @@ fn mqtt_with_a_password_connects_with_the_right_one_only_and_sends_influx_lines(
         free_port(),
         &format!("allow_anonymous false\npassword_file {}", passwd.display()),
     );
-    let topic = topic("influx");
+    let (wrong_topic, right_topic) = (topic("wrong"), topic("influx"));
     let login = ["-u", "driver", "-P", "s3cret pass"];
-    let data = Sub::start(broker.port, &topic, &login);
-
-    // The wrong password: never connected, every frame due counted.
-    let (producer, tap) = tap::tap(DEFAULT_CAPACITY);
-    let mut wrong = settings(broker.broker(), &topic);
-    wrong.username = Some("driver".into());
-    wrong.password = Some("wrong".into());
-    let publisher = MqttPublisher::start(wrong, tap).unwrap();
-    let feeder = Feeder::start(producer, Duration::from_millis(5), None);
-    let counts = wait_for(&publisher, "frames not published", |c| c.not_published >= 5);
+    let data = Sub::start(broker.port, &right_topic, &login);
+    let relay = Running::start(config(
+        &(listen_toml("fh6")
+            + &mqtt_toml(
+                "wrong",
+                &broker.addr(),
+                &wrong_topic,
+                "username = \"driver\"\npassword = \"wrong\"",
+            )
+            + &mqtt_toml(
+                "right",
+                &broker.addr(),
+                &right_topic,
+                "username = \"driver\"\npassword = \"s3cret pass\"\nformat = \"influx\"\n\
+                 max_rate = 50",
+            )),
+    ));
+    // Connected before the first frame: none is due while it connects.
     assert_eq!(
-        (counts.connected, counts.connections, counts.published),
-        (false, 0, 0)
+        Sub::retained(broker.port, &format!("{right_topic}/status"), &login).payload,
+        "online"
     );
-    let counts = publisher.stop();
-    feeder.finish();
-    assert_eq!(counts.published, 0, "{counts:?}");
-
-    // The right one, influx lines.
-    let (producer, tap) = tap::tap(DEFAULT_CAPACITY);
-    let mut right = settings(broker.broker(), &topic);
-    right.username = Some("driver".into());
-    right.password = Some("s3cret pass".into());
-    right.encoding = Encoding::Influx;
-    right.max_rate = 50;
-    let publisher = MqttPublisher::start(right, tap).unwrap();
-    wait_for(&publisher, "connected", |c| c.connected);
-    let feeder = Feeder::start(producer, Duration::from_millis(5), None);
+    let stream = Stream::start(relay.addr, Duration::from_millis(5), None);
     for _ in 0..5 {
         let m = data.next();
         let (series, rest) = m.payload.split_once(' ').expect("tags, then fields");
@@ -449,26 +455,69 @@ fn mqtt_with_a_password_connects_with_the_right_one_only_and_sends_influx_lines(
         assert_eq!(fields["Gear"], format!("{GEAR}i"));
         assert_eq!(fields["gear_label"], format!("\"{GEAR}\""));
     }
-    feeder.finish();
-    let counts = publisher.stop();
-    assert_eq!(counts.not_published, 0, "{counts:?}");
+    // The wrong password: never connected, every frame due counted, failing.
+    let now = relay.wait_until("the wrong login counted", |s| {
+        counts(s, "wrong").dropped(DropReason::BrokerUnavailable) >= 5
+    });
+    let wrong = destination(&now, "wrong");
     assert_eq!(
-        Sub::retained(broker.port, &format!("{topic}/status"), &login).payload,
+        (wrong.stats.sent, wrong.status),
+        (0, Status::Failing),
+        "{now}"
+    );
+    assert_eq!(destination(&now, "right").status, Status::Ok, "{now}");
+    // The password is never shown.
+    let json = now.to_json(forza_relay::stats::SnapshotKind::Summary);
+    assert!(
+        !json.contains("s3cret") && !now.to_string().contains("s3cret"),
+        "{json}"
+    );
+    assert!(json.contains("\"password_set\":true"), "{json}");
+    stream.finish();
+    let report = relay.stop();
+    let right = counts(&report, "right");
+    assert_eq!(right.dropped(DropReason::BrokerUnavailable), 0, "{report}");
+    assert!(right.is_balanced(), "{report}");
+    assert_eq!(
+        Sub::retained(broker.port, &format!("{right_topic}/status"), &login).payload,
         "offline"
     );
 }
 
+/// Issue 25, through the real binary: a broker killed for 2 s costs the UDP
+/// destination beside it nothing, the MQTT destination counts what it could
+/// not publish, frames flow again within 6 s of the broker's return, and
+/// Ctrl-C says "offline".
 #[test]
-fn mqtt_counts_what_it_cannot_publish_while_the_broker_is_gone_and_flows_again() {
+fn binary_mqtt_counts_its_drops_while_the_broker_is_gone_and_ctrl_c_says_offline() {
     if !mosquitto_available() {
         return;
     }
     let dir = TempPath::dir("mosquitto-killed");
     let mut broker = Mosquitto::start(dir.path(), free_port(), "allow_anonymous true");
     let topic = topic("killed");
-    let (producer, tap) = tap::tap(DEFAULT_CAPACITY);
-    let publisher = MqttPublisher::start(settings(broker.broker(), &topic), tap).unwrap();
-    let feeder = Feeder::start(producer, Duration::from_millis(10), None);
+    let (raw, raw_addr) = receiver();
+    let file = TempPath::file(
+        "mqtt.toml",
+        &(listen_toml("fh6").replace("interval = 0", "interval = 1")
+            + &common::destination_toml("raw", raw_addr, "same", "")
+            + &mqtt_toml("league", &broker.addr(), &topic, "")),
+    );
+    let mut bin = Bin::spawn(
+        &["--config", &file.display(), "--stats-format", "json"],
+        None,
+    );
+    let listen = bin.wait_until_running();
+    // Every frame reaches the UDP destination, read as it comes.
+    let reading = thread::spawn(move || {
+        let mut got = 0u32;
+        let mut buf = [0u8; 2048];
+        while raw.recv(&mut buf).is_ok() {
+            got += 1;
+        }
+        got
+    });
+    let stream = Stream::start(listen, Duration::from_millis(10), None);
     {
         let data = Sub::start(broker.port, &topic, &[]);
         check_json(&data.next().payload);
@@ -476,10 +525,22 @@ fn mqtt_counts_what_it_cannot_publish_while_the_broker_is_gone_and_flows_again()
 
     broker.kill();
     let killed = Instant::now();
-    let lost = wait_for(&publisher, "frames not published", |c| {
-        !c.connected && c.not_published >= 5
-    });
-    assert_eq!(lost.connections, 1);
+    // The summaries (one a second, JSON on stdout) count the drops.
+    loop {
+        let line = bin.wait_for_stdout_line("\"event\":\"summary\"");
+        let summary: Value = serde_json::from_str(&line).unwrap();
+        let league = summary["destinations"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|d| d["name"] == "league")
+            .expect("league in the summary")
+            .clone();
+        if league["broker_unavailable"].as_u64().unwrap() >= 5 {
+            assert_eq!(league["status"], "failing", "{league}");
+            break;
+        }
+    }
     // Down for 2 s.
     thread::sleep(Duration::from_secs(2).saturating_sub(killed.elapsed()));
     broker.restart();
@@ -496,10 +557,70 @@ fn mqtt_counts_what_it_cannot_publish_while_the_broker_is_gone_and_flows_again()
         Sub::retained(broker.port, &format!("{topic}/status"), &[]).payload,
         "online"
     );
-    feeder.finish();
-    let counts = publisher.stop();
-    assert_eq!(counts.connections, 2, "{counts:?}");
-    assert!(counts.not_published >= lost.not_published, "{counts:?}");
+    let sent = stream.finish();
+    // The last frame is read before the relay stops.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while bin_received(&mut bin) < u64::from(sent) {
+        assert!(
+            Instant::now() < deadline,
+            "the relay did not receive every frame"
+        );
+    }
+    bin.signal("INT");
+    let done = bin.wait();
+    assert_eq!(done.code(), 0, "{}", done.stderr);
+    assert_eq!(
+        Sub::retained(broker.port, &format!("{topic}/status"), &[]).payload,
+        "offline",
+        "Ctrl-C: a clean stop"
+    );
+    assert_eq!(
+        reading.join().unwrap(),
+        sent,
+        "the UDP destination lost nothing"
+    );
+    let last = done
+        .stdout
+        .lines()
+        .find(|l| l.contains("\"event\":\"final\""))
+        .unwrap_or_else(|| panic!("no final line:\n{}", done.stdout));
+    let last: Value = serde_json::from_str(last).unwrap();
+    let dest = |name: &str| {
+        last["destinations"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|d| d["name"] == name)
+            .unwrap()
+            .clone()
+    };
+    assert_eq!(dest("raw")["sent"], sent);
+    let league = dest("league");
+    assert_eq!(league["received"], sent);
+    assert!(
+        league["broker_unavailable"].as_u64().unwrap() >= 5,
+        "{league}"
+    );
+    assert_eq!(league["addr"], broker.addr());
+    assert_eq!(league["topic"], topic.as_str());
+    let total = [
+        "sent",
+        "rate_limited",
+        "broker_unavailable",
+        "stale",
+        "backlog_full",
+    ]
+    .iter()
+    .map(|k| league[*k].as_u64().unwrap())
+    .sum::<u64>();
+    assert_eq!(total, u64::from(sent), "every frame counted once: {league}");
+}
+
+/// What the binary received so far, from its next JSON summary.
+fn bin_received(bin: &mut Bin) -> u64 {
+    let line = bin.wait_for_stdout_line("\"event\":\"summary\"");
+    let summary: Value = serde_json::from_str(&line).unwrap();
+    summary["input"]["received"].as_u64().unwrap()
 }
 
 /// Makes a CA and a certificate for 127.0.0.1 signed by it with `openssl`;
@@ -600,47 +721,52 @@ fn mqtts_with_a_ca_file_reaches_a_tls_broker_that_system_roots_do_not_trust() {
             key.display()
         ),
     );
-    let mqtts = Broker::parse(&format!("mqtts://127.0.0.1:{}", broker.port)).unwrap();
-    let topic = topic("tls");
+    let mqtts = format!("mqtts://127.0.0.1:{}", broker.port);
+    let (system_topic, trusted_topic) = (topic("tls-system"), topic("tls"));
     let tls_args = ["--cafile", ca.to_str().unwrap()];
-
-    // The system's roots do not know this CA: no connection, frames counted.
-    let (producer, tap) = tap::tap(DEFAULT_CAPACITY);
-    let mut system = settings(mqtts.clone(), &topic);
-    system.roots = Roots::System;
-    match MqttPublisher::start(system, tap) {
-        Ok(publisher) => {
-            let feeder = Feeder::start(producer, Duration::from_millis(5), None);
-            let counts = wait_for(&publisher, "refused", |c| c.not_published >= 3);
-            assert_eq!((counts.connections, counts.published), (0, 0), "{counts:?}");
-            feeder.finish();
-            publisher.stop();
-        }
-        // A machine with no root certificate at all says so at the start.
-        Err(e) => assert!(e.to_string().contains("ca_file"), "{e}"),
-    }
-
+    let data = Sub::start(broker.port, &trusted_topic, &tls_args);
+    let relay = Running::start(config(
+        &(listen_toml("fh6")
+            + &mqtt_toml("system", &mqtts, &system_topic, "")
+            + &mqtt_toml(
+                "trusted",
+                &mqtts,
+                &trusted_topic,
+                &format!("ca_file = {:?}", ca.display().to_string()),
+            )),
+    ));
+    let stream = Stream::start(relay.addr, Duration::from_millis(5), None);
     // With the CA as ca_file: connected, over TLS.
-    let data = Sub::start(broker.port, &topic, &tls_args);
-    let (producer, tap) = tap::tap(DEFAULT_CAPACITY);
-    let mut trusted = settings(mqtts, &topic);
-    trusted.roots = Roots::CaFile(ca.clone());
-    let publisher = MqttPublisher::start(trusted, tap).unwrap();
-    wait_for(&publisher, "connected", |c| c.connected);
-    let feeder = Feeder::start(producer, Duration::from_millis(5), None);
     for _ in 0..3 {
         check_json(&data.next().payload);
     }
-    feeder.finish();
-    publisher.stop();
+    // The system's roots do not know this CA: no connection, frames counted.
+    let now = relay.wait_until("system roots refused", |s| {
+        counts(s, "system").dropped(DropReason::BrokerUnavailable) >= 3
+    });
+    assert_eq!(counts(&now, "system").sent, 0, "{now}");
+    assert_eq!(destination(&now, "system").status, Status::Failing, "{now}");
     assert_eq!(
-        Sub::retained(broker.port, &format!("{topic}/status"), &tls_args).payload,
+        destination(&now, "trusted")
+            .mqtt
+            .as_ref()
+            .unwrap()
+            .ca_file
+            .as_deref(),
+        Some(ca.to_str().unwrap())
+    );
+    assert!(stream.sent() > 0);
+    stream.finish();
+    relay.stop();
+    assert_eq!(
+        Sub::retained(broker.port, &format!("{trusted_topic}/status"), &tls_args).payload,
         "offline"
     );
 }
 
-/// A stop is prompt whatever the broker does: nothing listening (every
-/// attempt refused), and a server that takes the connection and never answers.
+/// A publisher's stop is prompt whatever the broker does: nothing listening
+/// (every attempt refused), and a server that takes the connection and never
+/// answers.
 #[test]
 fn mqtt_stops_within_seconds_whatever_the_broker_does() {
     let closed = free_port();
@@ -660,28 +786,33 @@ fn mqtt_stops_within_seconds_whatever_the_broker_does() {
         ("a silent server", silent_port),
     ] {
         let broker = Broker::parse(&format!("mqtt://127.0.0.1:{port}")).unwrap();
-        let (producer, tap) = tap::tap(DEFAULT_CAPACITY);
-        let publisher = MqttPublisher::start(settings(broker, &topic("stop")), tap).unwrap();
-        let feeder = Feeder::start(producer, Duration::from_millis(5), None);
-        let counts = wait_for(&publisher, what, |c| c.not_published >= 3);
-        assert_eq!(
-            (counts.connected, counts.published),
-            (false, 0),
-            "{what}: {counts:?}"
-        );
+        let (publisher, mut outbox) =
+            MqttPublisher::start(MqttSettings::new(broker, topic("stop"))).unwrap();
         if port == silent_port {
             accepted
                 .recv_timeout(WAIT)
                 .expect("the publisher connected to the silent server");
+        } else {
+            let deadline = Instant::now() + WAIT;
+            while !publisher.is_down() {
+                assert!(Instant::now() < deadline, "{what}: never down");
+                thread::sleep(Duration::from_millis(10));
+            }
         }
+        assert!(!outbox.is_connected(), "{what}");
+        // A payload the relay would not hand over; taken and not published.
+        assert!(outbox.push(b"{}"));
         let asked = Instant::now();
         let counts = publisher.stop();
         let took = asked.elapsed();
-        feeder.finish();
         assert!(
             took < Duration::from_secs(3),
             "{what}: the stop took {took:?}"
         );
-        assert_eq!(counts.published, 0);
+        assert_eq!(
+            (counts.published, counts.connected, counts.connections),
+            (0, false, 0),
+            "{what}: {counts:?}"
+        );
     }
 }

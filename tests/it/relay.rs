@@ -696,7 +696,8 @@ fn a_hostname_destination_is_resolved_at_start_and_relayed() {
     let config = config(&toml);
     let d = &config.destinations[0];
     assert_eq!(d.addr_text, format!("localhost:{}", simhub_addr.port()));
-    assert!(d.addr.ip().is_loopback(), "{}", d.addr);
+    let addr = d.target.udp().expect("a UDP address");
+    assert!(addr.ip().is_loopback(), "{addr}");
     // A tool on this PC that listens on 127.0.0.1 must get the packets.
     let relay = Running::start(config);
     let bytes = Spec::new(Format::Fh6, 1).build();
@@ -861,8 +862,135 @@ fn binary_unknown_format_exits_2_listing_the_valid_ones() {
     assert_config_error(
         "[listen]\naddr = \"127.0.0.1:0\"\n\n[[destination]]\naddr = \"127.0.0.1:9\"\nformat = \"fh7\"\n",
         &["{file}:6: destination[1].format: \"fh7\" is not a format \
-           (valid: same, sled, fm7, fm2023, fh4, fh5, fh6)"],
+           (valid: same, json, influx, sled, fm7, fm2023, fh4, fh5, fh6)"],
     );
+}
+
+/// Issue 25: the new keys' mistakes, each named with its file, line and value.
+#[test]
+fn binary_text_and_mqtt_mistakes_exit_2_naming_the_value() {
+    let unset = format!("FORZA_RELAY_TEST_UNSET_{}", std::process::id());
+    assert_config_error(
+        &format!(
+            "[listen]\naddr = \"127.0.0.1:0\"\n\
+             [[destination]]\nname = \"script\"\naddr = \"127.0.0.1:9\"\nformat = \"json\"\n\
+             fields = [\"Speed\", \"CurrentEngineRmp\"]\n\
+             [[destination]]\nname = \"rig\"\naddr = \"127.0.0.1:8\"\nformat = \"sled\"\n\
+             fields = [\"Speed\"]\n\
+             [[destination]]\nname = \"league\"\naddr = \"mqtt://:1883\"\n\
+             [[destination]]\nname = \"team\"\naddr = \"mqtt://127.0.0.1\"\n\
+             username = \"me\"\npassword_env = \"{unset}\"\n"
+        ),
+        &[
+            "{file}:7: destination[1].fields: no field named \"CurrentEngineRmp\" (did you mean \
+             \"CurrentEngineRpm\"?)",
+            "{file}:12: destination[2].fields: fields is for format = \"json\" or \"influx\": \
+             format \"sled\" sends whole packets",
+            "{file}:15: destination[3].addr: \"mqtt://:1883\": no broker host name or address in it",
+            &format!(
+                "{{file}}:20: destination[4].password_env: the environment variable \"{unset}\" \
+                 is not set"
+            ),
+        ],
+    );
+}
+
+/// Issue 25, through the real binary: 120 frames at 120 a second to a `same`
+/// and a `json` destination (and a `json` one narrowed by `fields`): every
+/// frame byte for byte at `same`, and each JSON object with the values sent.
+#[test]
+fn binary_relays_120_frames_byte_for_byte_and_as_json_objects_field_by_field() {
+    let (raw, raw_addr) = receiver();
+    let (json, json_addr) = receiver();
+    let (narrow, narrow_addr) = receiver();
+    let file = TempPath::file(
+        "json.toml",
+        &(listen_toml("fh6")
+            + &destination_toml("raw", raw_addr, "same", "")
+            + &destination_toml("script", json_addr, "json", "")
+            + &destination_toml(
+                "narrow",
+                narrow_addr,
+                "json",
+                "fields = [\"speed_kmh\", \"CurrentEngineRpm\", \"TimestampMS\"]",
+            )),
+    );
+    let mut bin = Bin::spawn(&["--config", &file.display()], None);
+    let listen = bin.wait_until_running();
+    let rpm = |i: u32| 2_000.0 + i as f32 * 37.75;
+    let frames: Vec<Vec<u8>> = (0..120)
+        .map(|i| {
+            let mut bytes = Spec::new(Format::Fh6, 1_000 + i).build();
+            let mut p = Packet::new_checked(&mut bytes[..], Format::Fh6).unwrap();
+            p.set_current_engine_rpm(rpm(i));
+            p.set_speed(20.0 + i as f32 * 0.25).unwrap();
+            bytes
+        })
+        .collect();
+    let sending = {
+        let frames = frames.clone();
+        std::thread::spawn(move || {
+            let sender = Sender::new(listen);
+            let start = Instant::now();
+            for (i, f) in frames.iter().enumerate() {
+                // 120 a second, on a schedule (a late frame does not delay the rest).
+                let due = start + Duration::from_secs(i as u64) / 120;
+                std::thread::sleep(due.saturating_duration_since(Instant::now()));
+                sender.send(f);
+            }
+        })
+    };
+    for (i, sent) in frames.iter().enumerate() {
+        let i = i as u32;
+        assert_eq!(&recv(&raw), sent, "frame {i} at same");
+        let text = recv(&json);
+        let o: serde_json::Value = serde_json::from_slice(&text)
+            .unwrap_or_else(|e| panic!("frame {i}: {e}: {}", String::from_utf8_lossy(&text)));
+        let speed = 20.0 + i as f32 * 0.25;
+        assert_eq!(o["TimestampMS"], 1_000 + i, "frame {i}");
+        assert_eq!(
+            o["Speed"].as_f64().unwrap() as f32,
+            speed,
+            "frame {i}: Speed"
+        );
+        assert_eq!(
+            o["CurrentEngineRpm"].as_f64().unwrap() as f32,
+            rpm(i),
+            "frame {i}: rpm"
+        );
+        assert_eq!(
+            o["speed_kmh"].as_f64().unwrap() as f32,
+            speed * 3.6,
+            "frame {i}: km/h"
+        );
+        assert_eq!(o["format"], "fh6");
+        assert_eq!(o["Gear"], GEAR);
+        assert_eq!(o["CarOrdinal"], CAR_ORDINAL);
+        assert!(
+            o["recv_time"].as_str().is_some_and(|t| t.ends_with('Z')),
+            "{o}"
+        );
+        let text = String::from_utf8(recv(&narrow)).unwrap();
+        let o: serde_json::Map<String, serde_json::Value> = serde_json::from_str(&text).unwrap();
+        assert_eq!(o.len(), 3, "{text}");
+        let at = |key: &str| text.find(&format!("\"{key}\":")).unwrap();
+        assert!(
+            at("speed_kmh") < at("CurrentEngineRpm") && at("CurrentEngineRpm") < at("TimestampMS"),
+            "in the order of fields: {text}"
+        );
+        assert_eq!(o["TimestampMS"], 1_000 + i);
+        assert_eq!(o["CurrentEngineRpm"].as_f64().unwrap() as f32, rpm(i));
+    }
+    sending.join().unwrap();
+    for socket in [&raw, &json, &narrow] {
+        assert_nothing_waiting(socket);
+    }
+    bin.signal("INT");
+    let done = bin.wait();
+    assert_eq!(done.code(), 0, "{}", done.stderr);
+    done.assert_summary_line("raw", raw_addr, "same", 120);
+    done.assert_summary_line("script", json_addr, "json", 120);
+    done.assert_summary_line("narrow", narrow_addr, "json", 120);
 }
 
 #[test]
@@ -1116,7 +1244,7 @@ fn issue3_a_destination_on_our_own_listen_port_is_refused_at_start() {
     let taken = UdpSocket::bind("127.0.0.1:0").unwrap();
     cfg.listen = taken.local_addr().unwrap();
     drop(taken);
-    cfg.destinations[0].addr = cfg.listen;
+    cfg.destinations[0].target = forza_relay::fanout::Target::Udp(cfg.listen);
     let err = Relay::bind(&cfg).err().expect("a loop must not start");
     let msg = err.to_string();
     assert!(

@@ -580,7 +580,7 @@ fn a_hostname_that_stops_resolving_keeps_its_address() {
     );
     assert_eq!(
         destination(&r.applied, "A").addr,
-        a_addr,
+        Some(a_addr),
         "the old address is kept"
     );
     assert_every_packet("A", &r.got[0], r.sent);

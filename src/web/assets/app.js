@@ -84,6 +84,8 @@ function drawMap() {
 // A destination's state, in words: the relay's status, and while nothing is
 // sent because the game is in a menu, that.
 const STATES = { ok: "sending", refused: "refused (nothing listening)", failing: "send errors", idle: "idle" };
+// An MQTT destination's states: its broker, not a socket.
+const BROKER_STATES = { ...STATES, failing: "broker unavailable" };
 
 function stateOf(d, before) {
   if (d.status === "idle" && before && (d.drops?.not_racing ?? 0) > (before.drops?.not_racing ?? 0)) return "not-racing";
@@ -130,11 +132,12 @@ function destinationRow(d, before, history) {
   const state = stateOf(d, before);
   const dot = document.createElement("span");
   dot.className = `dot ${state}`;
-  dot.title = state === "not-racing" ? "not racing (the game is in a menu)" : STATES[state] ?? state;
+  const states = d.topic === undefined ? STATES : BROKER_STATES;
+  dot.title = state === "not-racing" ? "not racing (the game is in a menu)" : states[state] ?? state;
   cell(tr, "", null, "dot-cell").appendChild(dot);
   cell(tr, d.name, null, "name");
-  cell(tr, d.addr, "Address");
-  cell(tr, d.output, "Format");
+  cell(tr, d.topic === undefined ? d.addr : `${d.addr} → ${d.topic}`, "Address");
+  cell(tr, d.fields?.length ? `${d.output}: ${d.fields.join(", ")}` : d.output, "Format");
   cell(tr, filtersOf(d), "Filters");
   cell(tr, fixed(d.packets_per_sec, 1), "Packets/s", "rate");
   const spark = document.createElement("canvas");
@@ -261,7 +264,23 @@ async function post(path, body) {
 
 // The form's fields by their labels: an error starting "Address: …" marks it.
 const FIELDS = { "Name": "dest-name", "Address": "dest-addr", "Format": "dest-format",
-  "Only race on": "dest-race", "Max rate": "dest-rate", "Max age": "dest-age" };
+  "Only race on": "dest-race", "Max rate": "dest-rate", "Max age": "dest-age",
+  "Fields": "dest-fields", "Topic": "dest-topic", "Username": "dest-username",
+  "Password": "dest-password", "CA file": "dest-ca" };
+
+const isBroker = (addr) => /^\s*mqtts?:\/\//i.test(addr);
+
+// The form shows the keys that apply: fields for json and influx, the
+// broker's for an mqtt:// address (which publishes json or influx only).
+function showKeys() {
+  const broker = isBroker($("dest-addr").value);
+  const format = $("dest-format");
+  if (broker && !["json", "influx"].includes(format.value)) format.value = "json";
+  for (const option of format.options) option.disabled = broker && !["json", "influx"].includes(option.value);
+  const text = ["json", "influx"].includes(format.value);
+  for (const e of document.querySelectorAll("#add-form .text-only")) e.hidden = !text;
+  for (const e of document.querySelectorAll("#add-form .mqtt")) e.hidden = !broker;
+}
 
 function showResult(result) {
   const out = $("form-result");
@@ -275,16 +294,27 @@ function showResult(result) {
   }
 }
 
-// What the form sends for a destination.
+// What the form sends for a destination. The password goes only when one
+// is typed (empty: the destination keeps its own); it is never shown back.
 function formFields() {
   const age = $("dest-age").value.trim();
+  const rate = $("dest-rate").value.trim();
+  const broker = isBroker($("dest-addr").value);
+  const text = ["json", "influx"].includes($("dest-format").value);
+  const mqtt = (id) => (broker ? $(id).value : "");
   return {
     name: $("dest-name").value,
     addr: $("dest-addr").value,
     format: $("dest-format").value,
     only_race_on: $("dest-race").checked,
-    max_rate: Number($("dest-rate").value) || 0,
+    max_rate: rate === "" ? null : Number(rate),
     max_age_ms: age === "" ? null : Number(age),
+    fields: text ? $("dest-fields").value : "",
+    topic: mqtt("dest-topic"),
+    username: mqtt("dest-username"),
+    password: mqtt("dest-password"),
+    password_env: mqtt("dest-password-env"),
+    ca_file: mqtt("dest-ca"),
   };
 }
 
@@ -294,7 +324,8 @@ let undoTimer = null;
 
 function offerUndo(d) {
   removed = d;
-  setText("undo-text", `Removed ${d.name} (${d.addr}).`);
+  const lost = d.password_set && !d.password_env ? " Undo adds it back without its password (never sent to this page)." : "";
+  setText("undo-text", `Removed ${d.name} (${d.addr}).${lost}`);
   $("undo-bar").hidden = false;
   clearTimeout(undoTimer);
   undoTimer = setTimeout(() => { $("undo-bar").hidden = true; removed = null; }, 30000);
@@ -313,12 +344,21 @@ function editDestination(d) {
     $("dest-addr").value = d.addr;
     $("dest-format").value = d.output;
     $("dest-race").checked = Boolean(d.only_race_on);
-    $("dest-rate").value = d.max_rate ?? 0;
+    $("dest-rate").value = d.max_rate ?? "";
     $("dest-age").value = d.max_age_ms ?? "";
+    $("dest-fields").value = (d.fields ?? []).join(", ");
+    $("dest-topic").value = d.topic ?? "";
+    $("dest-username").value = d.username ?? "";
+    $("dest-password").value = "";
+    $("dest-password").placeholder = d.password_set ? "unchanged" : "";
+    $("dest-password-env").value = d.password_env ?? "";
+    $("dest-ca").value = d.ca_file ?? "";
     $("dest-addr").focus();
   } else {
     $("add-form").reset();
+    $("dest-password").placeholder = "";
   }
+  showKeys();
 }
 
 // "Start at login": what `forza-relay autostart status` says, and a checkbox
@@ -345,7 +385,10 @@ async function start() {
     $("dest-name").value = p.id;
     $("dest-addr").value = p.addr;
     $("dest-format").value = p.format;
+    showKeys();
   });
+  $("dest-addr").addEventListener("input", showKeys);
+  $("dest-format").addEventListener("change", showKeys);
   $("add-form").addEventListener("submit", async (e) => {
     e.preventDefault();
     // Until the relay answers, the last answer is not this one's.
@@ -377,8 +420,10 @@ async function start() {
     const d = removed;
     const result = await post("/api/destinations", {
       action: "add", name: d.name, addr: d.addr, format: d.output,
-      only_race_on: Boolean(d.only_race_on), max_rate: d.max_rate ?? 0,
-      max_age_ms: d.max_age_ms ?? null,
+      only_race_on: Boolean(d.only_race_on), max_rate: d.max_rate ?? null,
+      max_age_ms: d.max_age_ms ?? null, fields: d.fields ?? [],
+      topic: d.topic ?? "", username: d.username ?? "", password_env: d.password_env ?? "",
+      ca_file: d.ca_file ?? "",
     });
     showResult(result);
     if (result.ok) { $("undo-bar").hidden = true; removed = null; }
