@@ -43,7 +43,8 @@ impl Relay {
     pub fn step(&mut self, timeout: Option<Duration>) {
         let shell = &mut self.shell;
         let now = Instant::now();
-        // Looked up once a turn: it walks every destination.
+        // Looked up once a turn: it walks every destination when one may
+        // wait for its rate slot.
         let deadline = shell.core.next_deadline();
         let until = match (
             shell.next_wake(deadline),
