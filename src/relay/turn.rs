@@ -14,9 +14,8 @@ use ringbuf::traits::Observer;
 use super::link::Links;
 use super::warn::{Clock, Suppressed};
 use super::{
-    destination_of, Link, Relay, Shell, BACKLOG_IN_ROW, DEFAULT_WARN_INTERVAL, DRAIN_BUDGET,
-    HOLD_BACK_MAX, LISTENER, MAX_RECV_ERRORS, MAX_WAIT_SLACK, MIN_WAIT_SLACK, POLL_ERROR_PAUSE,
-    WAKER,
+    destination_of, Link, Relay, Shell, BACKLOG_IN_ROW, DRAIN_BUDGET, HOLD_BACK_MAX, LISTENER,
+    MAX_RECV_ERRORS, POLL_ERROR_PAUSE, WAKER,
 };
 use crate::fanout::{Arrival, Counters, DestinationId, Report, Verdict};
 use crate::output::mqtt::MqttPublisher;
@@ -42,7 +41,13 @@ impl Relay {
     /// that is ready.
     pub fn step(&mut self, timeout: Option<Duration>) {
         let shell = &mut self.shell;
-        let now = Instant::now();
+        // While packets flow, the turn starts when the last batch was read:
+        // its sends took microseconds since.
+        let now = if shell.flowing {
+            shell.last_read
+        } else {
+            Instant::now()
+        };
         // Looked up once a turn: it walks every destination when one may
         // wait for its rate slot.
         let deadline = shell.core.next_deadline();
@@ -63,6 +68,9 @@ impl Relay {
             // until empty, then sleep (mio is edge-triggered).
             shell.unread = true;
         }
+        // The next wait in the receive reads the clock and sets its timeout
+        // again.
+        shell.flowing = false;
         self.poll_once(until.map(|d| d.saturating_duration_since(now)));
     }
 
@@ -219,11 +227,9 @@ impl Shell {
         if self.stopping {
             return;
         }
-        let timeout = until.map(|d| d.saturating_duration_since(now));
-        if timeout != Some(Duration::ZERO) {
-            let slack = self.stats_interval.map_or(DEFAULT_WARN_INTERVAL, |i| {
-                (i / 20).clamp(MIN_WAIT_SLACK, MAX_WAIT_SLACK)
-            });
+        if until.is_none_or(|until| until > now) {
+            let slack = self.wait_slack;
+            let timeout = until.map(|d| d.saturating_duration_since(now));
             let armed = self
                 .recv_timeout
                 .arm(&self.listener, timeout, slack, self.flowing);
@@ -231,7 +237,10 @@ impl Shell {
                 Ok(n) => {
                     self.wait_errors = 0;
                     let read = self.handle_batch(n, 0);
-                    self.flowing = read.saturating_duration_since(now) < slack;
+                    // While packets flow `now` is the last batch's moment:
+                    // they flow while batches come within the slack.
+                    self.flowing = read < now + slack;
+                    self.last_read = read;
                     if n == Batch::SIZE {
                         // More may be queued.
                         self.drain(read);
