@@ -229,10 +229,18 @@ impl Shell {
         }
         if until.is_none_or(|until| until > now) {
             let slack = self.wait_slack;
-            let timeout = until.map(|d| d.saturating_duration_since(now));
-            let armed = self
-                .recv_timeout
-                .arm(&self.listener, timeout, slack, self.flowing);
+            // While packets flow a timeout within the slack is right for any
+            // deadline: nothing to work out.
+            let armed = if self.flowing
+                && until.is_some()
+                && self.recv_timeout.holds_while_flowing(slack)
+            {
+                Ok(())
+            } else {
+                let timeout = until.map(|d| d.saturating_duration_since(now));
+                self.recv_timeout
+                    .arm(&self.listener, timeout, slack, self.flowing)
+            };
             now = match armed.and_then(|()| self.batch.wait(&self.listener)) {
                 Ok(n) => {
                     self.wait_errors = 0;
