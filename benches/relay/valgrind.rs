@@ -33,8 +33,10 @@ const TRACE_QUIET: Duration = Duration::from_millis(500);
 
 /// The libc functions a relay receives with: each entry starts a wake-up.
 const RECEIVES: [&str; 4] = ["recvmmsg", "recvfrom", "recvmsg", "recv"];
-/// The libc functions a relay sends with.
-const SENDS: [&str; 4] = ["send", "sendto", "sendmsg", "sendmmsg"];
+/// The libc functions a relay sends with (`syscall`: forza-relay's sends on
+/// Linux, past glibc's cancellation bookkeeping; nothing else calls it per
+/// packet).
+const SENDS: [&str; 5] = ["send", "sendto", "sendmsg", "sendmmsg", "syscall"];
 /// The clock read (natively through the vDSO).
 const CLOCKS: [&str; 2] = ["clock_gettime", "__clock_gettime"];
 

@@ -65,6 +65,32 @@ pub fn send_now(socket: &mio::net::UdpSocket, bytes: &[u8], to: SocketAddr) -> i
     socket2::SockRef::from(socket).send_to_with_flags(bytes, &to.into(), libc::MSG_DONTWAIT)
 }
 
+/// Sends `bytes` on the connected `socket`: the `sendto` system call made
+/// through glibc's `syscall`, not its `send`. As soon as the process has a
+/// second thread, glibc wraps every cancellation point in
+/// `__pthread_enable/disable_asynccancel`, which cost as much as the call's
+/// own code (issue 26); the relay never cancels a thread. `MSG_NOSIGNAL`,
+/// as std's `send` says.
+#[inline]
+pub fn send(socket: &mio::net::UdpSocket, bytes: &[u8]) -> io::Result<usize> {
+    // SAFETY: the pointer and length are those of a live slice the kernel
+    // only reads; a null address of length 0 is what `send` passes for a
+    // connected socket. Every argument is widened to the `long` the
+    // variadic `syscall` reads.
+    let n = unsafe {
+        libc::syscall(
+            libc::SYS_sendto,
+            libc::c_long::from(socket.as_raw_fd()),
+            bytes.as_ptr(),
+            bytes.len(),
+            libc::c_long::from(libc::MSG_NOSIGNAL),
+            std::ptr::null::<libc::sockaddr>(),
+            0 as libc::c_long,
+        )
+    };
+    usize::try_from(n).map_err(|_| io::Error::last_os_error())
+}
+
 /// Asks the kernel to stamp every datagram `socket` receives with the moment
 /// it arrived (`SO_TIMESTAMPNS`, CLOCK_REALTIME), read by [`Batch::received`].
 pub fn enable_receive_times(socket: &mio::net::UdpSocket) -> io::Result<()> {

@@ -68,6 +68,12 @@ pub fn send_now(socket: &mio::net::UdpSocket, bytes: &[u8], to: SocketAddr) -> i
     socket.send_to(bytes, to)
 }
 
+/// Sends `bytes` on the connected `socket`.
+#[inline]
+pub fn send(socket: &mio::net::UdpSocket, bytes: &[u8]) -> io::Result<usize> {
+    socket.send(bytes)
+}
+
 /// Kernel receive times are read on Linux only.
 pub fn enable_receive_times(_socket: &mio::net::UdpSocket) -> io::Result<()> {
     Err(io::ErrorKind::Unsupported.into())

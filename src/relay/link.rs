@@ -20,6 +20,7 @@ use super::warn::{Clock, Throttle, Warner};
 use super::{token_of, StartError, FRAME_CAPACITY};
 use crate::config;
 use crate::fanout::{self, Destination, DestinationId, Fate, HeldFrame, Report, Sink};
+use crate::recv;
 use crate::socket;
 use crate::stats::{DropReason, SendErrorKind};
 
@@ -49,7 +50,7 @@ fn try_send(
     report: &mut Report<'_>,
     clock: Clock,
 ) -> Sent {
-    match socket.send(bytes) {
+    match recv::send(socket, bytes) {
         Ok(_) => Sent::Yes,
         Err(e) => send_failed(e, socket, warner, bytes, report, clock),
     }
@@ -71,7 +72,7 @@ fn send_failed(
     let sent = socket::send_retrying(
         || match first.take() {
             Some(e) => Err(e),
-            None => socket.send(bytes),
+            None => recv::send(socket, bytes),
         },
         |e, _| {
             e.kind() != io::ErrorKind::WouldBlock
