@@ -88,6 +88,7 @@ fn send_failed(
 
 /// One send of a frame received at `received`: its outcome, with its latency
 /// reported when it went; `None` when the socket would block.
+#[inline(always)]
 fn send_now(
     socket: &UdpSocket,
     warner: &mut Warner,
@@ -204,7 +205,7 @@ impl Link {
     /// Sends `bytes`, received at `received`, now, or queues them behind
     /// frames already waiting. The common case (nothing waits, the socket
     /// takes it) is straight-line code; the rest is out of line.
-    #[inline]
+    #[inline(always)]
     fn send(
         &mut self,
         bytes: &[u8],
@@ -405,6 +406,9 @@ pub(super) struct Links<'a> {
 }
 
 impl Sink for Links<'_> {
+    // Inlined whole into the core's loop over destinations (issue 26):
+    // `#[inline]` alone left `Link::send` out of line.
+    #[inline(always)]
     fn deliver(
         &mut self,
         id: DestinationId,
