@@ -91,6 +91,32 @@ pub fn send(socket: &mio::net::UdpSocket, bytes: &[u8]) -> io::Result<usize> {
     usize::try_from(n).map_err(|_| io::Error::last_os_error())
 }
 
+/// One `recvmmsg` system call on `fd` into the [`Batch::SIZE`] headers at
+/// `msgs`, with no timeout: made through glibc's `syscall`, not its
+/// `recvmmsg`, past the cancellation bookkeeping (see [`send`]). Never
+/// inlined: its entry is where the relay bench's counts see a wake-up start
+/// (benches/relay/valgrind.rs).
+///
+/// # Safety
+///
+/// As for `recvmmsg(2)`: `msgs` points to `Batch::SIZE` headers whose names,
+/// buffers and control buffers are valid for writes of the lengths they give.
+#[inline(never)]
+unsafe fn recvmmsg(fd: libc::c_int, msgs: *mut libc::mmsghdr, flags: libc::c_int) -> libc::c_long {
+    // SAFETY: the caller vouches for the headers; a null timeout is allowed.
+    // Every integer is widened to the `long` the variadic `syscall` reads.
+    unsafe {
+        libc::syscall(
+            libc::SYS_recvmmsg,
+            libc::c_long::from(fd),
+            msgs,
+            Batch::SIZE as libc::c_long,
+            libc::c_long::from(flags),
+            std::ptr::null_mut::<libc::timespec>(),
+        )
+    }
+}
+
 /// Asks the kernel to stamp every datagram `socket` receives with the moment
 /// it arrived (`SO_TIMESTAMPNS`, CLOCK_REALTIME), read by [`Batch::received`].
 pub fn enable_receive_times(socket: &mio::net::UdpSocket) -> io::Result<()> {
@@ -193,16 +219,8 @@ impl Batch {
         // msg_control point into self.slots and self.bufs, built by `new` and
         // alive as long as self, not otherwise borrowed during the call; the
         // lengths given are those of the buffers (set just above for every
-        // header the kernel may have changed); a null timeout is allowed.
-        let n = unsafe {
-            libc::recvmmsg(
-                socket.as_raw_fd(),
-                self.msgs.as_mut_ptr(),
-                Self::SIZE as _,
-                flags as _,
-                std::ptr::null_mut(),
-            )
-        };
+        // header the kernel may have changed); self.msgs holds Batch::SIZE.
+        let n = unsafe { recvmmsg(socket.as_raw_fd(), self.msgs.as_mut_ptr(), flags) };
         let n = usize::try_from(n).map_err(|_| io::Error::last_os_error())?;
         self.filled = n;
         for ((len, received), msg) in self
