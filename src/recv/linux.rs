@@ -243,6 +243,26 @@ impl Batch {
         (bytes, socket_addr(&self.slots[i].addr))
     }
 
+    /// The port datagram `i` of the last batch came from, read without
+    /// building its address (0 for a family that isn't IP, as in
+    /// [`Batch::datagram`]).
+    #[inline]
+    pub fn sender_port(&self, i: usize) -> u16 {
+        let storage: *const libc::sockaddr_storage = &self.slots[i].addr;
+        match libc::c_int::from(self.slots[i].addr.ss_family) {
+            libc::AF_INET => {
+                // SAFETY: the family says the kernel wrote a sockaddr_in;
+                // storage is large and aligned enough for any address.
+                u16::from_be(unsafe { (*storage.cast::<libc::sockaddr_in>()).sin_port })
+            }
+            libc::AF_INET6 => {
+                // SAFETY: as above, for sockaddr_in6.
+                u16::from_be(unsafe { (*storage.cast::<libc::sockaddr_in6>()).sin6_port })
+            }
+            _ => 0,
+        }
+    }
+
     /// When the kernel received datagram `i` of the last batch (on the wall
     /// clock); `None` when it didn't say ([`enable_receive_times`] not called
     /// or refused).

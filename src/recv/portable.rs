@@ -56,6 +56,13 @@ impl Batch {
         (&self.buf[..self.len], self.from)
     }
 
+    /// The port datagram `i` of the last batch came from.
+    #[inline]
+    pub fn sender_port(&self, i: usize) -> u16 {
+        debug_assert_eq!(i, 0);
+        self.from.port()
+    }
+
     /// When the OS received datagram `i`: never known here.
     pub fn received(&self, _i: usize) -> Option<SystemTime> {
         None

@@ -54,8 +54,15 @@ impl WakeFilter {
     /// True for the wake-up datagram: sent from the wake-up socket's address,
     /// holding its cookie, nothing else.
     pub fn is_wake(&self, bytes: &[u8], from: SocketAddr) -> bool {
-        // The port first: for every other datagram one comparison decides.
         from.port() == self.from.port() && from.ip() == self.from.ip() && bytes == self.cookie
+    }
+
+    /// The port the wake-up comes from: for every other datagram, comparing
+    /// it with the sender's port alone decides (see
+    /// [`Batch::sender_port`](super::Batch::sender_port)).
+    #[inline]
+    pub fn port(&self) -> u16 {
+        self.from.port()
     }
 }
 
@@ -180,6 +187,7 @@ mod tests {
         let mut buf = [0u8; 64];
         let (n, from) = listener.recv_from(&mut buf).unwrap();
         assert!(filter.is_wake(&buf[..n], from));
+        assert_eq!(filter.port(), from.port());
 
         // The same bytes from elsewhere, or other bytes from the same socket.
         let other = UdpSocket::bind("127.0.0.1:0").unwrap();

@@ -19,7 +19,7 @@ use super::{
 };
 use crate::fanout::{Arrival, Counters, DestinationId, Report, Verdict};
 use crate::output::mqtt::MqttPublisher;
-use crate::recv::wait::{self, RecvTimeout};
+use crate::recv::wait::{self, RecvTimeout, WakeFilter};
 use crate::recv::{Batch, Moment, WAITS};
 use crate::stats::{DestinationSnapshot, LatencyWindow, Snapshot, Status};
 use crate::tap::TapProducer;
@@ -433,12 +433,21 @@ impl Shell {
             },
             hold_back: holding_back.is_some(),
         };
-        for (i, verdict) in verdicts.iter_mut().enumerate().take(n) {
-            let (data, from) = batch.datagram(i);
-            if wake.is_some_and(|w| w.is_wake(data, from)) {
+        // A datagram from another port than the wake-up's is no wake-up: one
+        // comparison with the port as received, before its sender's address
+        // is built (0 without a wake-up: the whole check then says no).
+        let wake_port = wake.as_ref().map_or(0, WakeFilter::port);
+        for (i, verdict) in verdicts[..n].iter_mut().enumerate() {
+            if batch.sender_port(i) == wake_port
+                && wake.as_ref().is_some_and(|w| {
+                    let (data, from) = batch.datagram(i);
+                    w.is_wake(data, from)
+                })
+            {
                 *verdict = Verdict::Disallowed;
                 continue;
             }
+            let (data, from) = batch.datagram(i);
             let (received, wall) = moment.times(batch, i);
             let arrival = Arrival::new(data, from, received, wall);
             *verdict = core.handle(arrival, now, &mut sink);
