@@ -17,8 +17,8 @@
 //! to the return of its send, issue 15) is kept in fixed log-linear histograms
 //! ([`LatencyHistogram`], made when the destination is, so recording allocates
 //! nothing): one over the summary interval, reset only when a summary is taken,
-//! and one over the whole run ([`Latencies`]). A snapshot carries their
-//! p50, p99 and max ([`Latency`]).
+//! and one adding up the intervals before it, for the whole run
+//! ([`Latencies`]). A snapshot carries their p50, p99 and max ([`Latency`]).
 
 use std::fmt::{self, Write as _};
 use std::io;
@@ -323,31 +323,46 @@ impl LatencyHistogram {
         self.max_us = self.max_us.max(us);
     }
 
-    /// The latency `p` percent of those counted are at or below (nearest
-    /// rank), as the top of its bucket but never above the maximum.
-    fn percentile(&self, p: u64) -> Duration {
-        let rank = (self.count * p).div_ceil(100).max(1);
-        let mut seen = 0;
-        for (i, &n) in self.counts.iter().enumerate() {
-            seen += u64::from(n);
-            if seen >= rank {
-                return Duration::from_micros(bucket_top(i).min(self.max_us));
-            }
-        }
-        Duration::from_micros(self.max_us)
-    }
-
     /// p50, p99 and max of what was counted.
     pub fn figures(&self) -> Latency {
-        if self.count == 0 {
+        Self::figures_of(&[self])
+    }
+
+    /// p50, p99 and max of what `all` counted together: a latency `p`
+    /// percent of them are at or below (nearest rank), as the top of its
+    /// bucket but never above the maximum. Nothing is allocated.
+    fn figures_of(all: &[&LatencyHistogram]) -> Latency {
+        let count: u64 = all.iter().map(|h| h.count).sum();
+        if count == 0 {
             return Latency::default();
         }
+        let max_us = all.iter().map(|h| h.max_us).max().unwrap_or(0);
+        let percentile = |p: u64| {
+            let rank = (count * p).div_ceil(100).max(1);
+            let mut seen = 0;
+            for i in 0..BUCKETS {
+                seen += all.iter().map(|h| u64::from(h.counts[i])).sum::<u64>();
+                if seen >= rank {
+                    return Duration::from_micros(bucket_top(i).min(max_us));
+                }
+            }
+            Duration::from_micros(max_us)
+        };
         Latency {
-            count: self.count,
-            p50: self.percentile(50),
-            p99: self.percentile(99),
-            max: Duration::from_micros(self.max_us),
+            count,
+            p50: percentile(50),
+            p99: percentile(99),
+            max: Duration::from_micros(max_us),
         }
+    }
+
+    /// Adds what `other` counted.
+    fn absorb(&mut self, other: &LatencyHistogram) {
+        for (mine, theirs) in self.counts.iter_mut().zip(&other.counts) {
+            *mine = mine.saturating_add(*theirs);
+        }
+        self.count += other.count;
+        self.max_us = self.max_us.max(other.max_us);
     }
 
     /// Forgets everything counted.
@@ -368,10 +383,14 @@ pub enum LatencyWindow {
 }
 
 /// One destination's latencies, over the summary interval and over the run.
+/// A send is counted once, in the interval's histogram; the intervals before
+/// it are added up when a new one starts, so the run's figures are those of
+/// both together (issue 26: one histogram's lines per send, not two).
 #[derive(Debug, Clone, Default)]
 pub struct Latencies {
     interval: LatencyHistogram,
-    run: LatencyHistogram,
+    /// Every interval before the current one.
+    before: LatencyHistogram,
 }
 
 impl Latencies {
@@ -379,21 +398,21 @@ impl Latencies {
     /// returned at `sent`.
     #[inline]
     pub fn record(&mut self, received: Instant, sent: Instant) {
-        let latency = sent.saturating_duration_since(received);
-        self.interval.record(latency);
-        self.run.record(latency);
+        self.interval
+            .record(sent.saturating_duration_since(received));
     }
 
     /// The figures over `window`.
     pub fn figures(&self, window: LatencyWindow) -> Latency {
         match window {
             LatencyWindow::Interval => self.interval.figures(),
-            LatencyWindow::Run => self.run.figures(),
+            LatencyWindow::Run => LatencyHistogram::figures_of(&[&self.before, &self.interval]),
         }
     }
 
     /// A summary was taken: the interval starts again.
     pub fn new_interval(&mut self) {
+        self.before.absorb(&self.interval);
         self.interval.clear();
     }
 }
@@ -1116,6 +1135,33 @@ mod tests {
         assert_eq!(l.max, Duration::from_millis(136));
         h.clear();
         assert_eq!(h.figures().count, 0);
+    }
+
+    #[test]
+    fn the_runs_latency_is_every_interval_added_up() {
+        let t0 = Instant::now();
+        let (mut l, mut whole) = (Latencies::default(), LatencyHistogram::default());
+        // Three intervals of different shapes: the run's figures are those of
+        // one histogram that counted everything.
+        for (interval, range) in [(0, 1..400u64), (1, 2_000..2_100), (2, 7..9)] {
+            if interval > 0 {
+                l.new_interval();
+            }
+            for us in range {
+                let latency = Duration::from_micros(us * 3);
+                l.record(t0, t0 + latency);
+                whole.record(latency);
+            }
+        }
+        assert_eq!(l.figures(LatencyWindow::Run), whole.figures());
+        assert_eq!(l.figures(LatencyWindow::Run).count, 399 + 100 + 2);
+        assert_eq!(l.figures(LatencyWindow::Interval).count, 2);
+        let interval = l.figures(LatencyWindow::Interval);
+        assert_eq!(
+            (interval.p50, interval.max),
+            (Duration::from_micros(21), Duration::from_micros(24)),
+            "the last interval alone: 21 and 24 µs"
+        );
     }
 
     #[test]

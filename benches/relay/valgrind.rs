@@ -33,8 +33,15 @@ const TRACE_QUIET: Duration = Duration::from_millis(500);
 
 /// The libc functions a relay receives with: each entry starts a wake-up.
 const RECEIVES: [&str; 4] = ["recvmmsg", "recvfrom", "recvmsg", "recv"];
-/// The libc functions a relay sends with.
-const SENDS: [&str; 4] = ["send", "sendto", "sendmsg", "sendmmsg"];
+/// forza-relay's own receive on Linux (src/recv/linux.rs): one `recvmmsg`
+/// made through glibc's `syscall`, never inlined, so its entry starts a
+/// wake-up as a libc receive's does, and each call is one `syscall` that is
+/// not a send.
+const OWN_RECEIVE: &str = "forza_relay::recv::imp::recvmmsg";
+/// The libc functions a relay sends with (`syscall`: forza-relay's sends on
+/// Linux, past glibc's cancellation bookkeeping; nothing else calls it per
+/// packet).
+const SENDS: [&str; 5] = ["send", "sendto", "sendmsg", "sendmmsg", "syscall"];
 /// The clock read (natively through the vDSO).
 const CLOCKS: [&str; 2] = ["clock_gettime", "__clock_gettime"];
 
@@ -204,41 +211,79 @@ fn trace_len(dir: &Path) -> u64 {
     fs::metadata(dir.join("trace")).map_or(0, |m| m.len())
 }
 
-/// Where the traced process's libc receive functions start: its libc's
-/// load address (`/proc/PID/maps`) plus each symbol's offset (`nm -D`).
+/// Where the traced process's receive functions start: libc's (its load
+/// address in `/proc/PID/maps` plus each symbol's offset, `nm -D`) and
+/// forza-relay's own ([`OWN_RECEIVE`], in the program's symbol table).
 fn receive_entries(pid: u32) -> Result<HashSet<u64>, String> {
     let maps = fs::read_to_string(format!("/proc/{pid}/maps"))
         .map_err(|e| format!("read /proc/{pid}/maps: {e}"))?;
-    let (base, path) = maps
-        .lines()
-        .find_map(|line| {
-            let cols: Vec<&str> = line.split_whitespace().collect();
-            let path = cols.get(5)?;
-            let name = path.rsplit('/').next()?;
-            if !name.starts_with("libc.so") || u64::from_str_radix(cols.get(2)?, 16).ok()? != 0 {
-                return None;
+    // Each object's load address: where its first page (offset 0) is.
+    let mut objects: Vec<(u64, String)> = Vec::new();
+    for line in maps.lines() {
+        let cols: Vec<&str> = line.split_whitespace().collect();
+        let (Some(range), Some(offset), Some(path)) = (cols.first(), cols.get(2), cols.get(5))
+        else {
+            continue;
+        };
+        let start = range
+            .split('-')
+            .next()
+            .and_then(|a| u64::from_str_radix(a, 16).ok());
+        if let (Some(start), Ok(0)) = (start, u64::from_str_radix(offset, 16)) {
+            // Valgrind's own tool and preloads are not the guest's code.
+            if path.starts_with('/')
+                && !path.contains("valgrind")
+                && !objects.iter().any(|(_, p)| p == path)
+            {
+                objects.push((start, (*path).to_owned()));
             }
-            let start = cols[0].split('-').next()?;
-            Some((u64::from_str_radix(start, 16).ok()?, (*path).to_owned()))
-        })
-        .ok_or("no libc in the traced process's maps")?;
-    let out = Command::new("nm")
-        .args(["-D", "--defined-only", &path])
-        .output()
-        .map_err(|e| format!("nm -D {path}: {e}"))?;
-    let entries: HashSet<u64> = String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter_map(|line| {
-            let mut cols = line.split_whitespace();
-            let offset = u64::from_str_radix(cols.next()?, 16).ok()?;
-            let name = cols.nth(1)?.split('@').next()?;
-            RECEIVES.contains(&name).then_some(base + offset)
-        })
-        .collect();
+        }
+    }
+    let mut entries = HashSet::new();
+    for (start, path) in &objects {
+        let is_libc = path
+            .rsplit('/')
+            .next()
+            .is_some_and(|n| n.starts_with("libc.so"));
+        let (flags, names): (&[&str], &[&str]) = if is_libc {
+            (&["-D", "--defined-only"], &RECEIVES)
+        } else {
+            (&["-C", "--defined-only"], &[OWN_RECEIVE])
+        };
+        // A position-dependent program's symbols are addresses already.
+        let base = if is_position_dependent(path) {
+            0
+        } else {
+            *start
+        };
+        let out = Command::new("nm")
+            .args(flags)
+            .arg(path)
+            .output()
+            .map_err(|e| format!("nm {path}: {e}"))?;
+        entries.extend(
+            String::from_utf8_lossy(&out.stdout)
+                .lines()
+                .filter_map(|line| {
+                    let (offset, rest) = line.split_once(' ')?;
+                    let offset = u64::from_str_radix(offset, 16).ok()?;
+                    let name = rest.split_once(' ')?.1.split('@').next()?;
+                    names.contains(&name).then_some(base + offset)
+                }),
+        );
+    }
     if entries.is_empty() {
-        return Err(format!("no receive function in {path}'s symbols"));
+        return Err("no receive function in the traced process's symbols".to_owned());
     }
     Ok(entries)
+}
+
+/// True for an ELF file of type `ET_EXEC` (not position-independent).
+fn is_position_dependent(path: &str) -> bool {
+    let mut header = [0u8; 18];
+    fs::File::open(path)
+        .and_then(|mut f| f.read_exact(&mut header))
+        .is_ok_and(|()| &header[..4] == b"\x7fELF" && header[16] == 2)
 }
 
 /// One callgrind dump: every function's own cost (not its callees'), and how
@@ -359,12 +404,13 @@ impl Callgrind {
 
     /// Receive calls (each a wake-up at the game's rate).
     pub fn receives(&self) -> u64 {
-        self.calls_to(&RECEIVES)
+        self.calls_to(&RECEIVES) + self.calls_to(&[OWN_RECEIVE])
     }
 
-    /// Send calls.
+    /// Send calls: forza-relay's receives each make a `syscall` too.
     pub fn sends(&self) -> u64 {
         self.calls_to(&SENDS)
+            .saturating_sub(self.calls_to(&[OWN_RECEIVE]))
     }
 
     /// Clock reads.

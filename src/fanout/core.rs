@@ -311,6 +311,13 @@ impl DestinationState {
         self.stats.dropped[DropReason::Backlog as usize] += std::mem::take(&mut self.queued);
     }
 
+    /// Whether a frame of this destination may ever wait for a slot: only a
+    /// limiter stores one (a destination that passes everything is always
+    /// due), and one may still wait from before a reload lifted the limit.
+    pub(super) fn may_wait(&self) -> bool {
+        self.config.max_rate > 0 || self.has_pending
+    }
+
     fn deadline(&self) -> Option<Instant> {
         if self.has_pending {
             self.rate.next_due().or(self.pending_at)
@@ -436,6 +443,10 @@ pub struct Fanout {
     last_disallowed: Option<SocketAddr>,
     /// Status queries received ([`Verdict::Query`]).
     queries: u64,
+    /// Some destination has a `max_rate`, or a frame waiting for its slot:
+    /// worked out at each commit, so that with neither (the plain case)
+    /// [`Fanout::next_deadline`] walks no destination per wake-up (issue 26).
+    pub(super) may_wait: bool,
 }
 
 impl Fanout {
@@ -458,6 +469,7 @@ impl Fanout {
             last_malformed: None,
             last_disallowed: None,
             queries: 0,
+            may_wait: false,
         };
         // Every destination is new to an empty core.
         core.commit(core.plan(routes));
@@ -637,7 +649,11 @@ impl Fanout {
     }
 
     /// When [`Fanout::due`] next has something to do, if anything waits.
+    #[inline]
     pub fn next_deadline(&self) -> Option<Instant> {
+        if !self.may_wait {
+            return None;
+        }
         self.states().filter_map(|(_, d)| d.deadline()).min()
     }
 

@@ -262,6 +262,8 @@ impl Fanout {
             });
         }
         self.rebuild_texts();
+        let may_wait = self.states().any(|(_, d)| d.may_wait());
+        self.may_wait = may_wait;
         changes
     }
 

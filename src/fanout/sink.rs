@@ -179,6 +179,7 @@ impl<'a> Report<'a> {
 
 /// Hands `bytes` to the sink and counts the outcome through `report`: until
 /// the sink says otherwise, the frame is the shell's to hold.
+#[inline]
 pub(super) fn send(
     id: DestinationId,
     bytes: &[u8],

@@ -65,6 +65,58 @@ pub fn send_now(socket: &mio::net::UdpSocket, bytes: &[u8], to: SocketAddr) -> i
     socket2::SockRef::from(socket).send_to_with_flags(bytes, &to.into(), libc::MSG_DONTWAIT)
 }
 
+/// Sends `bytes` on the connected `socket`: the `sendto` system call made
+/// through glibc's `syscall`, not its `send`. As soon as the process has a
+/// second thread, glibc wraps every cancellation point in
+/// `__pthread_enable/disable_asynccancel`, which cost as much as the call's
+/// own code (issue 26); the relay never cancels a thread. `MSG_NOSIGNAL`,
+/// as std's `send` says.
+#[inline]
+pub fn send(socket: &mio::net::UdpSocket, bytes: &[u8]) -> io::Result<usize> {
+    // SAFETY: the pointer and length are those of a live slice the kernel
+    // only reads; a null address of length 0 is what `send` passes for a
+    // connected socket. Every argument is widened to the `long` the
+    // variadic `syscall` reads.
+    let n = unsafe {
+        libc::syscall(
+            libc::SYS_sendto,
+            libc::c_long::from(socket.as_raw_fd()),
+            bytes.as_ptr(),
+            bytes.len(),
+            libc::c_long::from(libc::MSG_NOSIGNAL),
+            std::ptr::null::<libc::sockaddr>(),
+            0 as libc::c_long,
+        )
+    };
+    usize::try_from(n).map_err(|_| io::Error::last_os_error())
+}
+
+/// One `recvmmsg` system call on `fd` into the [`Batch::SIZE`] headers at
+/// `msgs`, with no timeout: made through glibc's `syscall`, not its
+/// `recvmmsg`, past the cancellation bookkeeping (see [`send`]). Never
+/// inlined: its entry is where the relay bench's counts see a wake-up start
+/// (benches/relay/valgrind.rs).
+///
+/// # Safety
+///
+/// As for `recvmmsg(2)`: `msgs` points to `Batch::SIZE` headers whose names,
+/// buffers and control buffers are valid for writes of the lengths they give.
+#[inline(never)]
+unsafe fn recvmmsg(fd: libc::c_int, msgs: *mut libc::mmsghdr, flags: libc::c_int) -> libc::c_long {
+    // SAFETY: the caller vouches for the headers; a null timeout is allowed.
+    // Every integer is widened to the `long` the variadic `syscall` reads.
+    unsafe {
+        libc::syscall(
+            libc::SYS_recvmmsg,
+            libc::c_long::from(fd),
+            msgs,
+            Batch::SIZE as libc::c_long,
+            libc::c_long::from(flags),
+            std::ptr::null_mut::<libc::timespec>(),
+        )
+    }
+}
+
 /// Asks the kernel to stamp every datagram `socket` receives with the moment
 /// it arrived (`SO_TIMESTAMPNS`, CLOCK_REALTIME), read by [`Batch::received`].
 pub fn enable_receive_times(socket: &mio::net::UdpSocket) -> io::Result<()> {
@@ -167,16 +219,8 @@ impl Batch {
         // msg_control point into self.slots and self.bufs, built by `new` and
         // alive as long as self, not otherwise borrowed during the call; the
         // lengths given are those of the buffers (set just above for every
-        // header the kernel may have changed); a null timeout is allowed.
-        let n = unsafe {
-            libc::recvmmsg(
-                socket.as_raw_fd(),
-                self.msgs.as_mut_ptr(),
-                Self::SIZE as _,
-                flags as _,
-                std::ptr::null_mut(),
-            )
-        };
+        // header the kernel may have changed); self.msgs holds Batch::SIZE.
+        let n = unsafe { recvmmsg(socket.as_raw_fd(), self.msgs.as_mut_ptr(), flags) };
         let n = usize::try_from(n).map_err(|_| io::Error::last_os_error())?;
         self.filled = n;
         for ((len, received), msg) in self
@@ -197,6 +241,26 @@ impl Batch {
         let start = i * MAX_DATAGRAM;
         let bytes = &self.bufs[start..start + self.lens[i].min(MAX_DATAGRAM)];
         (bytes, socket_addr(&self.slots[i].addr))
+    }
+
+    /// The port datagram `i` of the last batch came from, read without
+    /// building its address (0 for a family that isn't IP, as in
+    /// [`Batch::datagram`]).
+    #[inline]
+    pub fn sender_port(&self, i: usize) -> u16 {
+        let storage: *const libc::sockaddr_storage = &self.slots[i].addr;
+        match libc::c_int::from(self.slots[i].addr.ss_family) {
+            libc::AF_INET => {
+                // SAFETY: the family says the kernel wrote a sockaddr_in;
+                // storage is large and aligned enough for any address.
+                u16::from_be(unsafe { (*storage.cast::<libc::sockaddr_in>()).sin_port })
+            }
+            libc::AF_INET6 => {
+                // SAFETY: as above, for sockaddr_in6.
+                u16::from_be(unsafe { (*storage.cast::<libc::sockaddr_in6>()).sin6_port })
+            }
+            _ => 0,
+        }
     }
 
     /// When the kernel received datagram `i` of the last batch (on the wall

@@ -14,6 +14,10 @@
 //!
 //! On Linux the receive can also be the wait ([`Batch::wait`], [`wait`]): the
 //! relay sleeps in it when nothing else needs watching ([`WAITS`]).
+//!
+//! A destination's send ([`send`]) is here too: on Linux it is the system
+//! call made without glibc's cancellation bookkeeping, with the rest of the
+//! relay's `unsafe` socket code.
 
 use std::time::{Instant, SystemTime};
 
@@ -23,7 +27,7 @@ mod imp;
 
 pub mod wait;
 
-pub use imp::{enable_receive_times, send_now, Batch, WAITS};
+pub use imp::{enable_receive_times, send, send_now, Batch, WAITS};
 
 /// One moment on both clocks, read once per batch right after the receive
 /// (both reads are vDSO calls on Linux, no system call): turns the kernel's

@@ -56,6 +56,13 @@ impl Batch {
         (&self.buf[..self.len], self.from)
     }
 
+    /// The port datagram `i` of the last batch came from.
+    #[inline]
+    pub fn sender_port(&self, i: usize) -> u16 {
+        debug_assert_eq!(i, 0);
+        self.from.port()
+    }
+
     /// When the OS received datagram `i`: never known here.
     pub fn received(&self, _i: usize) -> Option<SystemTime> {
         None
@@ -66,6 +73,12 @@ impl Batch {
 /// blocking mode here: the answer to a status query ([`crate::query`]).
 pub fn send_now(socket: &mio::net::UdpSocket, bytes: &[u8], to: SocketAddr) -> io::Result<usize> {
     socket.send_to(bytes, to)
+}
+
+/// Sends `bytes` on the connected `socket`.
+#[inline]
+pub fn send(socket: &mio::net::UdpSocket, bytes: &[u8]) -> io::Result<usize> {
+    socket.send(bytes)
 }
 
 /// Kernel receive times are read on Linux only.

@@ -54,8 +54,15 @@ impl WakeFilter {
     /// True for the wake-up datagram: sent from the wake-up socket's address,
     /// holding its cookie, nothing else.
     pub fn is_wake(&self, bytes: &[u8], from: SocketAddr) -> bool {
-        // The port first: for every other datagram one comparison decides.
         from.port() == self.from.port() && from.ip() == self.from.ip() && bytes == self.cookie
+    }
+
+    /// The port the wake-up comes from: for every other datagram, comparing
+    /// it with the sender's port alone decides (see
+    /// [`Batch::sender_port`](super::Batch::sender_port)).
+    #[inline]
+    pub fn port(&self) -> u16 {
+        self.from.port()
     }
 }
 
@@ -134,6 +141,14 @@ impl RecvTimeout {
         Ok(())
     }
 
+    /// True when the timeout set is at most `slack`: while packets flow,
+    /// [`RecvTimeout::arm`] then changes nothing for any deadline, so the
+    /// caller need not work one out.
+    #[inline]
+    pub fn holds_while_flowing(&self, slack: Duration) -> bool {
+        self.set.is_some_and(|set| set <= slack.max(MIN_TIMEOUT))
+    }
+
     /// The timeout to set for a wait of `want`; `None` when the one set will
     /// do.
     fn next(
@@ -172,6 +187,7 @@ mod tests {
         let mut buf = [0u8; 64];
         let (n, from) = listener.recv_from(&mut buf).unwrap();
         assert!(filter.is_wake(&buf[..n], from));
+        assert_eq!(filter.port(), from.port());
 
         // The same bytes from elsewhere, or other bytes from the same socket.
         let other = UdpSocket::bind("127.0.0.1:0").unwrap();
@@ -183,6 +199,25 @@ mod tests {
 
         let (_, another) = wake_pair(listen).unwrap();
         assert_ne!(another.cookie, filter.cookie, "a cookie per pair");
+    }
+
+    #[test]
+    fn a_timeout_within_the_slack_holds_for_any_deadline_while_packets_flow() {
+        let ms = Duration::from_millis;
+        let slack = ms(50);
+        for set in [ms(1), ms(30), ms(50)] {
+            let t = RecvTimeout { set: Some(set) };
+            assert!(t.holds_while_flowing(slack));
+            for want in [ms(1), ms(49), ms(50), ms(10_000)] {
+                assert_eq!(
+                    t.next(Some(want), slack, true),
+                    None,
+                    "{set:?} for {want:?}"
+                );
+            }
+        }
+        assert!(!RecvTimeout { set: Some(ms(51)) }.holds_while_flowing(slack));
+        assert!(!RecvTimeout { set: None }.holds_while_flowing(slack));
     }
 
     #[test]

@@ -10,7 +10,9 @@ use std::time::{Duration, Instant};
 use log::info;
 
 use super::link::check_loop;
-use super::{bind_listener, hold_back_age, put, Opened, Shell, StartError, DEFAULT_WARN_INTERVAL};
+use super::{
+    bind_listener, hold_back_age, put, wait_slack, Opened, Shell, StartError, DEFAULT_WARN_INTERVAL,
+};
 use crate::config::Config;
 use crate::fanout::{Action, Changes, Routes};
 
@@ -191,6 +193,7 @@ impl Shell {
             return;
         }
         self.stats_interval = interval;
+        self.wait_slack = wait_slack(interval);
         self.warn_every = interval.unwrap_or(DEFAULT_WARN_INTERVAL);
         self.next_summary = self
             .last_summary

@@ -20,6 +20,7 @@ use super::warn::{Clock, Throttle, Warner};
 use super::{token_of, StartError, FRAME_CAPACITY};
 use crate::config;
 use crate::fanout::{self, Destination, DestinationId, Fate, HeldFrame, Report, Sink};
+use crate::recv;
 use crate::socket;
 use crate::stats::{DropReason, SendErrorKind};
 
@@ -39,7 +40,9 @@ enum Sent {
 }
 
 /// One send, reporting its errors but `WouldBlock` ([`socket::send_retrying`]:
-/// a refused send is tried once more).
+/// a refused send is tried once more). The send that goes is the loop's own
+/// code; the rest is [`send_failed`]'s.
+#[inline]
 fn try_send(
     socket: &UdpSocket,
     warner: &mut Warner,
@@ -47,8 +50,30 @@ fn try_send(
     report: &mut Report<'_>,
     clock: Clock,
 ) -> Sent {
+    match recv::send(socket, bytes) {
+        Ok(_) => Sent::Yes,
+        Err(e) => send_failed(e, socket, warner, bytes, report, clock),
+    }
+}
+
+/// [`try_send`] after its first attempt failed with `first`: the same rules
+/// ([`socket::send_retrying`] sees that error first), out of the loop's code.
+#[cold]
+#[inline(never)]
+fn send_failed(
+    first: io::Error,
+    socket: &UdpSocket,
+    warner: &mut Warner,
+    bytes: &[u8],
+    report: &mut Report<'_>,
+    clock: Clock,
+) -> Sent {
+    let mut first = Some(first);
     let sent = socket::send_retrying(
-        || socket.send(bytes),
+        || match first.take() {
+            Some(e) => Err(e),
+            None => recv::send(socket, bytes),
+        },
         |e, _| {
             e.kind() != io::ErrorKind::WouldBlock
                 && warner.report(e, report, clock) == SendErrorKind::Refused
@@ -63,6 +88,7 @@ fn try_send(
 
 /// One send of a frame received at `received`: its outcome, with its latency
 /// reported when it went; `None` when the socket would block.
+#[inline(always)]
 fn send_now(
     socket: &UdpSocket,
     warner: &mut Warner,
@@ -177,7 +203,9 @@ impl Link {
     }
 
     /// Sends `bytes`, received at `received`, now, or queues them behind
-    /// frames already waiting.
+    /// frames already waiting. The common case (nothing waits, the socket
+    /// takes it) is straight-line code; the rest is out of line.
+    #[inline(always)]
     fn send(
         &mut self,
         bytes: &[u8],
@@ -187,23 +215,53 @@ impl Link {
         clock: Clock,
     ) -> Fate {
         if !self.backlog.is_empty() {
-            let outcome = self.queue(bytes, received, report);
-            self.flush(report, registry, clock);
-            return outcome;
+            return self.send_behind(bytes, received, report, registry, clock);
         }
-        send_now(
+        match send_now(
             &self.socket,
             &mut self.warner,
             bytes,
             received,
             report,
             clock,
-        )
-        .unwrap_or_else(|| {
-            let outcome = self.queue(bytes, received, report);
-            self.watch(registry, true);
-            outcome
-        })
+        ) {
+            Some(outcome) => outcome,
+            None => self.queue_and_watch(bytes, received, report, registry),
+        }
+    }
+
+    /// [`Link::send`] with frames waiting: this one joins them, then as many
+    /// as the socket takes go.
+    #[cold]
+    #[inline(never)]
+    fn send_behind(
+        &mut self,
+        bytes: &[u8],
+        received: Instant,
+        report: &mut Report<'_>,
+        registry: &Registry,
+        clock: Clock,
+    ) -> Fate {
+        let outcome = self.queue(bytes, received, report);
+        self.flush(report, registry, clock);
+        outcome
+    }
+
+    /// [`Link::send`] when the socket would block: the frame waits, and the
+    /// socket is watched until the backlog is flushed. Out of line, so that a
+    /// [`HeldFrame`] (1.5 KiB) is never in the send's stack frame.
+    #[cold]
+    #[inline(never)]
+    fn queue_and_watch(
+        &mut self,
+        bytes: &[u8],
+        received: Instant,
+        report: &mut Report<'_>,
+        registry: &Registry,
+    ) -> Fate {
+        let outcome = self.queue(bytes, received, report);
+        self.watch(registry, true);
+        outcome
     }
 
     /// Holds `bytes`, received at `received`, back while a backlog is drained,
@@ -238,10 +296,17 @@ impl Link {
     /// Sends the held-back frames, oldest first, as they would have been sent
     /// when they came (behind the backlog, into it when the socket would
     /// block).
+    #[inline]
     pub(super) fn release(&mut self, report: &mut Report<'_>, registry: &Registry, clock: Clock) {
-        if self.held_back.heads.is_empty() {
-            return;
+        if !self.held_back.heads.is_empty() {
+            self.release_held(report, registry, clock);
         }
+    }
+
+    /// [`Link::release`] when frames are held back: after a stall only.
+    #[cold]
+    #[inline(never)]
+    fn release_held(&mut self, report: &mut Report<'_>, registry: &Registry, clock: Clock) {
         // Taking the boxed slice leaves an empty one: no allocation.
         let mut scratch = std::mem::take(&mut self.held_back.scratch);
         while let Some((len, received)) = self.held_back.heads.try_pop() {
@@ -341,6 +406,9 @@ pub(super) struct Links<'a> {
 }
 
 impl Sink for Links<'_> {
+    // Inlined whole into the core's loop over destinations (issue 26):
+    // `#[inline]` alone left `Link::send` out of line.
+    #[inline(always)]
     fn deliver(
         &mut self,
         id: DestinationId,

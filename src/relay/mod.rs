@@ -218,6 +218,14 @@ struct Shell {
     /// its slack: packets flow, and the receive's timeout may end a wait
     /// early ([`RecvTimeout::arm`]).
     flowing: bool,
+    /// When the last wait's batch was read: while packets flow, the next turn
+    /// starts from it instead of reading the clock (its sends took
+    /// microseconds, and the wait's timeout is then its slack, right for any
+    /// deadline: issue 26).
+    last_read: Instant,
+    /// How late the wait in the receive may end ([`MIN_WAIT_SLACK`]): worked
+    /// out when the summary interval changes, not per wake-up.
+    wait_slack: Duration,
     started: Instant,
     stats_interval: Option<Duration>,
     /// When the last summary was taken (the start, before the first).
@@ -311,6 +319,8 @@ impl Relay {
                 waiting: false,
                 wait_errors: 0,
                 flowing: false,
+                last_read: now,
+                wait_slack: wait_slack(interval),
                 started: now,
                 stats_interval: interval,
                 last_summary: now,
@@ -399,6 +409,14 @@ fn put<T>(table: &mut Vec<Option<T>>, id: DestinationId, item: T) -> Option<T> {
         table.resize_with(id.index() + 1, || None);
     }
     table[id.index()].replace(item)
+}
+
+/// How late the wait in the receive may end after the next summary is due,
+/// with summaries every `interval` (see [`MIN_WAIT_SLACK`]).
+fn wait_slack(interval: Option<Duration>) -> Duration {
+    interval.map_or(DEFAULT_WARN_INTERVAL, |i| {
+        (i / 20).clamp(MIN_WAIT_SLACK, MAX_WAIT_SLACK)
+    })
 }
 
 /// The smallest `max_age` of `core`'s destinations when some have one and

@@ -14,13 +14,12 @@ use ringbuf::traits::Observer;
 use super::link::Links;
 use super::warn::{Clock, Suppressed};
 use super::{
-    destination_of, Link, Relay, Shell, BACKLOG_IN_ROW, DEFAULT_WARN_INTERVAL, DRAIN_BUDGET,
-    HOLD_BACK_MAX, LISTENER, MAX_RECV_ERRORS, MAX_WAIT_SLACK, MIN_WAIT_SLACK, POLL_ERROR_PAUSE,
-    WAKER,
+    destination_of, Link, Relay, Shell, BACKLOG_IN_ROW, DRAIN_BUDGET, HOLD_BACK_MAX, LISTENER,
+    MAX_RECV_ERRORS, POLL_ERROR_PAUSE, WAKER,
 };
 use crate::fanout::{Arrival, Counters, DestinationId, Report, Verdict};
 use crate::output::mqtt::MqttPublisher;
-use crate::recv::wait::{self, RecvTimeout};
+use crate::recv::wait::{self, RecvTimeout, WakeFilter};
 use crate::recv::{Batch, Moment, WAITS};
 use crate::stats::{DestinationSnapshot, LatencyWindow, Snapshot, Status};
 use crate::tap::TapProducer;
@@ -42,8 +41,15 @@ impl Relay {
     /// that is ready.
     pub fn step(&mut self, timeout: Option<Duration>) {
         let shell = &mut self.shell;
-        let now = Instant::now();
-        // Looked up once a turn: it walks every destination.
+        // While packets flow, the turn starts when the last batch was read:
+        // its sends took microseconds since.
+        let now = if shell.flowing {
+            shell.last_read
+        } else {
+            Instant::now()
+        };
+        // Looked up once a turn: it walks every destination when one may
+        // wait for its rate slot.
         let deadline = shell.core.next_deadline();
         let until = match (
             shell.next_wake(deadline),
@@ -62,6 +68,9 @@ impl Relay {
             // until empty, then sleep (mio is edge-triggered).
             shell.unread = true;
         }
+        // The next wait in the receive reads the clock and sets its timeout
+        // again.
+        shell.flowing = false;
         self.poll_once(until.map(|d| d.saturating_duration_since(now)));
     }
 
@@ -218,19 +227,28 @@ impl Shell {
         if self.stopping {
             return;
         }
-        let timeout = until.map(|d| d.saturating_duration_since(now));
-        if timeout != Some(Duration::ZERO) {
-            let slack = self.stats_interval.map_or(DEFAULT_WARN_INTERVAL, |i| {
-                (i / 20).clamp(MIN_WAIT_SLACK, MAX_WAIT_SLACK)
-            });
-            let armed = self
-                .recv_timeout
-                .arm(&self.listener, timeout, slack, self.flowing);
+        if until.is_none_or(|until| until > now) {
+            let slack = self.wait_slack;
+            // While packets flow a timeout within the slack is right for any
+            // deadline: nothing to work out.
+            let armed = if self.flowing
+                && until.is_some()
+                && self.recv_timeout.holds_while_flowing(slack)
+            {
+                Ok(())
+            } else {
+                let timeout = until.map(|d| d.saturating_duration_since(now));
+                self.recv_timeout
+                    .arm(&self.listener, timeout, slack, self.flowing)
+            };
             now = match armed.and_then(|()| self.batch.wait(&self.listener)) {
                 Ok(n) => {
                     self.wait_errors = 0;
                     let read = self.handle_batch(n, 0);
-                    self.flowing = read.saturating_duration_since(now) < slack;
+                    // While packets flow `now` is the last batch's moment:
+                    // they flow while batches come within the slack.
+                    self.flowing = read < now + slack;
+                    self.last_read = read;
                     if n == Batch::SIZE {
                         // More may be queued.
                         self.drain(read);
@@ -415,12 +433,21 @@ impl Shell {
             },
             hold_back: holding_back.is_some(),
         };
-        for (i, verdict) in verdicts.iter_mut().enumerate().take(n) {
-            let (data, from) = batch.datagram(i);
-            if wake.is_some_and(|w| w.is_wake(data, from)) {
+        // A datagram from another port than the wake-up's is no wake-up: one
+        // comparison with the port as received, before its sender's address
+        // is built (0 without a wake-up: the whole check then says no).
+        let wake_port = wake.as_ref().map_or(0, WakeFilter::port);
+        for (i, verdict) in verdicts[..n].iter_mut().enumerate() {
+            if batch.sender_port(i) == wake_port
+                && wake.as_ref().is_some_and(|w| {
+                    let (data, from) = batch.datagram(i);
+                    w.is_wake(data, from)
+                })
+            {
                 *verdict = Verdict::Disallowed;
                 continue;
             }
+            let (data, from) = batch.datagram(i);
             let (received, wall) = moment.times(batch, i);
             let arrival = Arrival::new(data, from, received, wall);
             *verdict = core.handle(arrival, now, &mut sink);
