@@ -87,6 +87,8 @@ skip=(
     binary_mqtt_counts_its_drops_while_the_broker_is_gone_and_ctrl_c_says_offline
     mqtts_with_a_ca_file_reaches_a_tls_broker_that_system_roots_do_not_trust
     the_page_adds_an_mqtt_destination_and_never_shows_its_password
+    text_and_mqtt_outputs_allocate_nothing_per_packet
+    the_hand_off_to_the_mqtt_thread_allocates_nothing
     on_a_phone_nothing_scrolls_sideways_and_the_car_comes_first_while_racing
     served_to_the_network_the_page_shows_a_qr_code_of_its_address_with_the_token
     the_overlay_is_transparent_and_shows_the_speed_sent
