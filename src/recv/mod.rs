@@ -19,7 +19,7 @@
 //! call made without glibc's cancellation bookkeeping, with the rest of the
 //! relay's `unsafe` socket code.
 
-use std::time::{Instant, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 #[cfg_attr(target_os = "linux", path = "linux.rs")]
 #[cfg_attr(not(target_os = "linux"), path = "portable.rs")]
@@ -68,12 +68,16 @@ impl Moment {
 
     /// When datagram `i` of `batch` reached the machine, on the loop's clock
     /// and on the wall clock: the kernel's receive time, or this moment when
-    /// there is none. Nothing is read from a clock here.
+    /// there is none — then datagram `i` is stamped `i` nanoseconds after it
+    /// on the wall clock, so that the frames of one batch keep distinct
+    /// times in order (InfluxDB keeps one point per series and time: two
+    /// frames of one batch with one time were one point, under qemu, which
+    /// gives no receive times). Nothing is read from a clock here.
     #[inline]
     pub fn times(&self, batch: &Batch, i: usize) -> (Instant, SystemTime) {
         match batch.received(i) {
             Some(wall) => (self.instant_of(wall), wall),
-            None => (self.instant, self.wall),
+            None => (self.instant, self.wall + Duration::from_nanos(i as u64)),
         }
     }
 }
@@ -145,6 +149,38 @@ mod tests {
             assert_eq!(bytes, sent, "datagram {i}");
             assert_eq!(*sender_addr, from, "sender of datagram {i}");
         }
+    }
+
+    /// Without the kernel's receive times, the frames of one batch are told
+    /// apart on the wall clock, in order (InfluxDB keeps one point per time).
+    #[test]
+    fn without_receive_times_the_datagrams_of_a_batch_have_distinct_rising_times() {
+        let (socket, addr) = listener();
+        let sender = UdpSocket::bind("127.0.0.1:0").unwrap();
+        for i in 0..3u8 {
+            sender.send_to(&[i; 324], addr).unwrap();
+        }
+        let mut batch = Batch::new();
+        let deadline = Instant::now() + Duration::from_secs(2);
+        let n = loop {
+            match batch.recv(&socket) {
+                Ok(n) => break n,
+                Err(_) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(1)),
+                Err(e) => panic!("recv: {e}"),
+            }
+        };
+        let moment = Moment::now();
+        let walls: Vec<SystemTime> = (0..n).map(|i| moment.times(&batch, i).1).collect();
+        for (i, wall) in walls.iter().enumerate() {
+            match batch.received(i) {
+                Some(kernel) => assert_eq!(*wall, kernel, "datagram {i}"),
+                None => {
+                    assert_eq!(*wall, moment.wall + Duration::from_nanos(i as u64));
+                    assert_eq!(moment.times(&batch, i).0, moment.instant, "datagram {i}");
+                }
+            }
+        }
+        assert!(walls.windows(2).all(|w| w[0] < w[1]), "{walls:?}");
     }
 
     #[test]
