@@ -179,13 +179,17 @@ function renderDestinations(list) {
   previous = now;
 }
 
-let connected = false; // the event stream is open
+// The event stream is open (true), failed (false), or not yet either (null:
+// the page says "connecting…" as it loads, not "no connection").
+let connected = null;
 
 // The dot beside the title, and its words: what the game's feed does.
 function renderFeed(input, elapsed) {
   let state = "live", words = "receiving";
   const silent = input?.silent_s ?? (input?.never && elapsed >= 2 ? Math.floor(elapsed) : null);
-  if (!connected) {
+  if (connected === null) {
+    state = "idle"; words = "connecting…";
+  } else if (!connected) {
     state = "error"; words = "no connection to forza-relay (trying again)";
   } else if (input?.never && silent !== null) {
     state = "idle"; words = `nothing received yet (${silent} s)`;
