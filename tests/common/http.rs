@@ -38,8 +38,14 @@ impl Reply {
 /// `None` when the server closed the connection without one.
 #[track_caller]
 pub fn raw(addr: SocketAddr, raw: &[u8]) -> Option<Reply> {
-    let mut stream = TcpStream::connect_timeout(&addr, HTTP_TIMEOUT).expect("connect");
-    stream.set_read_timeout(Some(HTTP_TIMEOUT)).unwrap();
+    raw_within(addr, raw, HTTP_TIMEOUT)
+}
+
+/// [`raw`], waiting up to `within` for the response.
+#[track_caller]
+pub fn raw_within(addr: SocketAddr, raw: &[u8], within: Duration) -> Option<Reply> {
+    let mut stream = TcpStream::connect_timeout(&addr, within).expect("connect");
+    stream.set_read_timeout(Some(within)).unwrap();
     // A server that answers before reading all of it may reset the rest.
     let _ = stream.write_all(raw);
     // To the end of the body its Content-Length says, else to the close.
@@ -111,6 +117,19 @@ fn dechunk(mut body: &str) -> String {
 /// A request with `headers` (each `Name: value`) and a body.
 #[track_caller]
 pub fn request(addr: SocketAddr, method: &str, path: &str, headers: &[&str], body: &str) -> Reply {
+    request_within(HTTP_TIMEOUT, addr, method, path, headers, body)
+}
+
+/// [`request`], waiting up to `within` for the response.
+#[track_caller]
+pub fn request_within(
+    within: Duration,
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &[&str],
+    body: &str,
+) -> Reply {
     let mut text = format!(
         "{method} {path} HTTP/1.1\r\nConnection: close\r\nContent-Length: {}\r\n",
         body.len()
@@ -127,7 +146,8 @@ pub fn request(addr: SocketAddr, method: &str, path: &str, headers: &[&str], bod
     }
     text.push_str("\r\n");
     text.push_str(body);
-    raw(addr, text.as_bytes()).unwrap_or_else(|| panic!("no response to {method} {path}"))
+    raw_within(addr, text.as_bytes(), within)
+        .unwrap_or_else(|| panic!("no response to {method} {path} within {within:?}"))
 }
 
 /// `GET path`.

@@ -23,13 +23,21 @@ use forza_relay::wire::{Format, Packet, MAX_LEN};
 use serde_json::{json, Value};
 
 use common::bin::Bin;
-use common::http::{self, request};
+use common::http::{self, request_within};
 use common::*;
 
 /// How long the page may take to show something.
 const SHOWN_WITHIN: Duration = Duration::from_secs(15);
 /// How long a destination added from the page may take to receive (issue 14).
 const ADDED_WITHIN: Duration = Duration::from_secs(3);
+/// How long one WebDriver command may take: starting Chromium or taking a
+/// screenshot on a CI machine busy with other tests' programs has taken more
+/// than the page's own 10 s.
+const COMMAND_WITHIN: Duration = Duration::from_secs(60);
+/// How many times a browser is started before the test fails: a Chromium that
+/// crashes at start, or a chromedriver that lost its port to another program
+/// between our choosing it and its binding, is started again.
+const STARTS: usize = 3;
 /// A phone's screen in CSS pixels: width, height.
 const PHONE: (u32, u32) = (390, 844);
 /// The W3C WebDriver key of an element reference.
@@ -44,13 +52,12 @@ struct Driver {
 
 impl Drop for Driver {
     fn drop(&mut self) {
-        let _ = http::request(
-            self.addr,
-            "DELETE",
-            &format!("/session/{}", self.session),
-            &[],
-            "",
-        );
+        // Ends Chromium; a chromedriver that doesn't answer (or never had a
+        // session) is ended all the same, without a panic while unwinding.
+        if !self.session.is_empty() {
+            let (addr, path) = (self.addr, format!("/session/{}", self.session));
+            let _ = std::panic::catch_unwind(|| http::request(addr, "DELETE", &path, &[], ""));
+        }
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
@@ -87,6 +94,17 @@ impl Driver {
     /// A session with these `goog:chromeOptions`.
     #[track_caller]
     fn with(options: Value) -> Driver {
+        let mut failed = Vec::new();
+        for _ in 0..STARTS {
+            match Driver::try_with(&options) {
+                Ok(driver) => return driver,
+                Err(why) => failed.push(why),
+            }
+        }
+        panic!("no browser session in {STARTS} starts: {failed:?}");
+    }
+
+    fn try_with(options: &Value) -> Result<Driver, String> {
         let port = TcpListener::bind("127.0.0.1:0")
             .unwrap()
             .local_addr()
@@ -99,23 +117,45 @@ impl Driver {
             .spawn()
             .expect("start chromedriver");
         let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
-        let deadline = Instant::now() + SHOWN_WITHIN;
-        while std::net::TcpStream::connect(addr).is_err() {
-            assert!(Instant::now() < deadline, "chromedriver did not start");
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        // Dropped (chromedriver ended) on every way out but success.
         let mut driver = Driver {
             child,
             addr,
             session: String::new(),
         };
+        let deadline = Instant::now() + SHOWN_WITHIN;
+        while std::net::TcpStream::connect(addr).is_err() {
+            if Instant::now() >= deadline {
+                return Err(format!("chromedriver did not listen on {addr}"));
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
         let caps = json!({"capabilities": {"alwaysMatch": {
             "browserName": "chrome",
             "goog:chromeOptions": options,
         }}});
-        let reply = driver.call("POST", "/session", &caps);
-        driver.session = reply["sessionId"].as_str().expect("a session").to_owned();
-        driver
+        let r = driver.send("POST", "/session", &caps.to_string());
+        let v: Value = serde_json::from_str(&r.body).unwrap_or_default();
+        match v["value"]["sessionId"].as_str() {
+            Some(id) if r.status == 200 => {
+                driver.session = id.to_owned();
+                Ok(driver)
+            }
+            _ => Err(format!("POST /session: {} {}", r.status, r.body)),
+        }
+    }
+
+    /// One request to chromedriver, answered within [`COMMAND_WITHIN`].
+    #[track_caller]
+    fn send(&self, method: &str, path: &str, body: &str) -> http::Reply {
+        request_within(
+            COMMAND_WITHIN,
+            self.addr,
+            method,
+            path,
+            &["Content-Type: application/json"],
+            body,
+        )
     }
 
     /// One WebDriver command; its `value`.
@@ -126,13 +166,7 @@ impl Driver {
         } else {
             body.to_string()
         };
-        let r = request(
-            self.addr,
-            method,
-            path,
-            &["Content-Type: application/json"],
-            &body,
-        );
+        let r = self.send(method, path, &body);
         let v = r.json();
         assert_eq!(r.status, 200, "{method} {path}: {v}");
         v["value"].clone()
@@ -145,11 +179,9 @@ impl Driver {
 
     /// The element `xpath` finds, if any.
     fn find(&self, xpath: &str) -> Option<String> {
-        let r = request(
-            self.addr,
+        let r = self.send(
             "POST",
             &format!("/session/{}/element", self.session),
-            &["Content-Type: application/json"],
             &json!({"using": "xpath", "value": xpath}).to_string(),
         );
         (r.status == 200).then(|| r.json()["value"][ELEMENT].as_str().unwrap().to_owned())
@@ -164,13 +196,7 @@ impl Driver {
                       return e ? e.textContent : null;";
         let path = format!("/session/{}/execute/sync", self.session);
         let body = json!({"script": script, "args": [xpath]}).to_string();
-        let r = request(
-            self.addr,
-            "POST",
-            &path,
-            &["Content-Type: application/json"],
-            &body,
-        );
+        let r = self.send("POST", &path, &body);
         (r.status == 200)
             .then(|| r.json()["value"].as_str().map(str::to_owned))
             .flatten()
@@ -184,13 +210,7 @@ impl Driver {
         loop {
             if let Some(e) = self.find(xpath) {
                 let path = format!("/session/{}/element/{e}/click", self.session);
-                let r = request(
-                    self.addr,
-                    "POST",
-                    &path,
-                    &["Content-Type: application/json"],
-                    "{}",
-                );
+                let r = self.send("POST", &path, "{}");
                 if r.status == 200 {
                     return;
                 }
