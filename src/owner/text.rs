@@ -15,8 +15,15 @@
 use std::fs;
 use std::io::{self, Write as _};
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
-use crate::config;
+use crate::{config, platform};
+
+/// How long a file another program holds open (Windows: an editor, the
+/// indexer, a virus scanner) is tried again before the edit gives up, and the
+/// pause between tries.
+const BUSY_FOR: Duration = Duration::from_secs(2);
+const BUSY_PAUSE: Duration = Duration::from_millis(20);
 
 /// The UTF-8 byte-order mark, as a `char` at the start of a text.
 const BOM: char = '\u{feff}';
@@ -152,7 +159,8 @@ fn temporary_beside(target: &Path) -> io::Result<(fs::File, Temporary)> {
 /// it with its permissions (and, on Unix, its owner and group), flushed to
 /// disk, the file compared with `expected` once more, then renamed over it, so
 /// a reader sees the old text or the new one, never half of one. A read-only
-/// file is not replaced.
+/// file is not replaced. A file another program holds open (Windows refuses
+/// the rename then) is tried again for [`BUSY_FOR`], compared each time.
 pub fn replace(path: &Path, expected: &str, text: &str) -> Result<(), WriteError> {
     let target = target_of(path);
     let io = |what: &'static str| {
@@ -185,11 +193,27 @@ pub fn replace(path: &Path, expected: &str, text: &str) -> Result<(), WriteError
     let Some(temp) = temporary.0.take() else {
         return Err(WriteError::Changed);
     };
-    if let Err(e) = fs::rename(&temp, &target) {
-        temporary.0 = Some(temp);
-        return Err(WriteError::Io("replace", target, e));
+    let busy_until = Instant::now() + BUSY_FOR;
+    loop {
+        let e = match fs::rename(&temp, &target) {
+            Ok(()) => return Ok(()),
+            Err(e) => e,
+        };
+        if !platform::is_file_busy(&e) || Instant::now() >= busy_until {
+            temporary.0 = Some(temp);
+            return Err(WriteError::Io("replace", target, e));
+        }
+        // The program holding it may be the user's editor, saving: replaced
+        // only while it still holds what the edit was made to.
+        std::thread::sleep(BUSY_PAUSE);
+        match read(&target) {
+            Ok(now) if now == expected => {}
+            _ => {
+                temporary.0 = Some(temp);
+                return Err(WriteError::Changed);
+            }
+        }
     }
-    Ok(())
 }
 
 #[cfg(test)]
@@ -245,6 +269,43 @@ mod tests {
         assert_eq!(fs::read_to_string(&path).unwrap(), "new");
         let left: Vec<_> = fs::read_dir(&dir.0).unwrap().collect();
         assert_eq!(left.len(), 1, "the temporary file is gone");
+    }
+
+    /// Windows refuses a rename over a file another program holds open
+    /// without sharing its deletion: the edit waits for it to let go, and
+    /// one that never does is named, with the file unchanged.
+    #[cfg(windows)]
+    #[test]
+    fn a_file_held_open_by_another_program_is_replaced_once_it_lets_go() {
+        use std::os::windows::fs::OpenOptionsExt as _;
+        let dir = Folder::new("busy");
+        let path = dir.0.join("relay.toml");
+        fs::write(&path, TEXT).unwrap();
+        // Read sharing only, as a program that opened it for reading alone.
+        let hold = || {
+            fs::OpenOptions::new()
+                .read(true)
+                .share_mode(1)
+                .open(&path)
+                .unwrap()
+        };
+        let held = hold();
+        let let_go = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(300));
+            drop(held);
+        });
+        replace(&path, TEXT, "new").unwrap();
+        let_go.join().unwrap();
+        assert_eq!(fs::read_to_string(&path).unwrap(), "new");
+
+        fs::write(&path, TEXT).unwrap();
+        let _held = hold();
+        let e = replace(&path, TEXT, "mine").unwrap_err();
+        assert!(
+            matches!(e, WriteError::Io("replace", _, _)) && e.to_string().contains("relay.toml"),
+            "{e}"
+        );
+        assert_eq!(fs::read_to_string(&path).unwrap(), TEXT);
     }
 
     #[cfg(unix)]

@@ -13,6 +13,12 @@ pub fn prepare_udp_socket(_socket: &socket2::Socket) -> io::Result<()> {
     Ok(())
 }
 
+/// Never: on Unix a rename over a file that another program has open
+/// succeeds, and an error is the answer.
+pub fn is_file_busy(_error: &io::Error) -> bool {
+    false
+}
+
 /// Nothing to do: without `SO_REUSEADDR`/`SO_REUSEPORT` on both sockets, which
 /// forza-relay never sets, a second program cannot bind the listener's port.
 pub fn prepare_listener(_socket: &socket2::Socket) -> io::Result<()> {

@@ -41,6 +41,14 @@ const SUMMARY_WAIT: Duration = Duration::from_secs(3);
 /// before returning (which lets Windows end the process).
 const EXIT_WAIT: Duration = Duration::from_secs(1);
 
+/// Whether a rename over a file failed because another program has it open
+/// without sharing its deletion — an editor saving, the search indexer, a
+/// virus scanner looking at what was just written — which lets go of it in
+/// moments: `ERROR_ACCESS_DENIED` (5) or `ERROR_SHARING_VIOLATION` (32).
+pub fn is_file_busy(error: &io::Error) -> bool {
+    matches!(error.raw_os_error(), Some(5 | 32))
+}
+
 /// A double-clicked program's console window closes the moment it exits, so an
 /// error (a config mistake, the port in use) would flash by unread: when started
 /// without arguments from a console, wait for Enter before exiting.
