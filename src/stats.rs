@@ -398,8 +398,14 @@ impl Latencies {
     /// returned at `sent`.
     #[inline]
     pub fn record(&mut self, received: Instant, sent: Instant) {
-        self.interval
-            .record(sent.saturating_duration_since(received));
+        self.record_latency(sent.saturating_duration_since(received));
+    }
+
+    /// Counts a frame that took `latency` from its receipt to its send's
+    /// return.
+    #[inline]
+    pub fn record_latency(&mut self, latency: Duration) {
+        self.interval.record(latency);
     }
 
     /// The figures over `window`.

@@ -145,6 +145,87 @@ fn latency_reported_by_the_shell_is_kept_per_destination_and_interval() {
     assert_eq!(run.count, 3, "the whole run keeps them");
 }
 
+/// A shell that leaves the timing of its sends to the core: the moment it
+/// gives is read once a fan-out (counted in `reads`).
+struct SentAt {
+    at: Instant,
+    reads: usize,
+}
+
+impl Sink for SentAt {
+    fn deliver(&mut self, _: DestinationId, _: &[u8], _: Instant, _: &mut Report<'_>) -> Fate {
+        Fate::Sent
+    }
+
+    fn sent_at(&mut self) -> Option<Instant> {
+        self.reads += 1;
+        Some(self.at)
+    }
+}
+
+/// Issue 26: the sends of one datagram are timed by one clock read after
+/// them all; each destination that sent counts its latency from the
+/// datagram's receipt, one that didn't counts nothing, and a fan-out that
+/// sent nothing reads no clock. The frames due for their rate slot are timed
+/// the same way, from their own receipt.
+#[test]
+fn one_clock_read_after_a_fan_out_times_every_destination_that_sent() {
+    let r = routes(
+        &("[listen]\nformat = \"fh6\"\n".to_owned()
+            + &destination_toml("raw", 9001, "same", "")
+            + &destination_toml("fh5", 9002, "fh5", "")
+            + &destination_toml("race", 9003, "same", "only_race_on = true")
+            + &destination_toml("slow", 9004, "sled", "max_rate = 10")),
+    );
+    let mut core = Fanout::new(&r);
+    let t0 = Instant::now();
+    let us = Duration::from_micros;
+    let ms = Duration::from_millis;
+    let latency = |core: &Fanout, name: &str| {
+        let c = core.counters();
+        let row = c.destinations.iter().find(|d| d.name == name).unwrap();
+        (row.latency.count, row.latency.max)
+    };
+    let mut sink = SentAt {
+        at: t0 + us(40),
+        reads: 0,
+    };
+    core.handle(
+        Arrival::new(&fh6(1, false), SENDER, t0, test_wall()),
+        t0,
+        &mut sink,
+    );
+    assert_eq!(sink.reads, 1, "one read for the datagram's three sends");
+    assert_eq!(latency(&core, "raw"), (1, us(40)));
+    assert_eq!(latency(&core, "fh5"), (1, us(40)));
+    assert_eq!(latency(&core, "slow"), (1, us(40)));
+    assert_eq!(
+        latency(&core, "race").0,
+        0,
+        "not racing: not sent, not timed"
+    );
+
+    // "slow" waits for its slot; the other three send, received 10 ms on.
+    sink.at = t0 + ms(10) + us(70);
+    core.handle(
+        Arrival::new(&fh6(2, true), SENDER, t0 + ms(10), test_wall()),
+        t0 + ms(10),
+        &mut sink,
+    );
+    assert_eq!(sink.reads, 2);
+    assert_eq!(latency(&core, "race"), (1, us(70)));
+    assert_eq!(latency(&core, "slow").0, 1, "waiting for its slot");
+    // Its slot comes: timed from its own receipt, by one more read.
+    sink.at = t0 + ms(100) + us(5);
+    core.due(t0 + ms(100), &mut sink);
+    assert_eq!(sink.reads, 3);
+    assert_eq!(latency(&core, "slow"), (2, ms(90) + us(5)));
+    // Nothing due, nothing sent: no read.
+    core.due(t0 + ms(101), &mut sink);
+    assert_eq!(sink.reads, 3, "no send, no clock read");
+    assert_eq!(latency(&core, "raw").0, 2);
+}
+
 #[test]
 fn translates_once_per_output_format_and_sends_same_as_it_came() {
     let r = routes(
