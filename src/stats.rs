@@ -398,14 +398,8 @@ impl Latencies {
     /// returned at `sent`.
     #[inline]
     pub fn record(&mut self, received: Instant, sent: Instant) {
-        self.record_latency(sent.saturating_duration_since(received));
-    }
-
-    /// Counts a frame that took `latency` from its receipt to its send's
-    /// return.
-    #[inline]
-    pub fn record_latency(&mut self, latency: Duration) {
-        self.interval.record(latency);
+        self.interval
+            .record(sent.saturating_duration_since(received));
     }
 
     /// The figures over `window`.

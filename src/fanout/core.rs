@@ -4,7 +4,7 @@
 //! moment. See the documentation of [`crate::fanout`].
 
 use std::net::SocketAddr;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Instant, SystemTime};
 
 use ipnet::IpNet;
 use log::trace;
@@ -148,9 +148,6 @@ pub(super) struct DestinationState {
     latency: Box<Latencies>,
     /// When it last sent, was refused and failed: its status.
     pub(super) health: Health,
-    /// The receive time of the frame it sent in this fan-out, until the
-    /// fan-out's sends are timed ([`time_sends`]).
-    untimed: Option<Instant>,
 }
 
 impl DestinationState {
@@ -168,7 +165,6 @@ impl DestinationState {
             stats: DestinationStats::default(),
             latency: Box::default(),
             health: Health::default(),
-            untimed: None,
             config,
         }
     }
@@ -267,7 +263,6 @@ impl DestinationState {
             latency,
             health,
             rate,
-            untimed,
             ..
         } = self;
         let bytes = match text.and_then(|i| texts.get_mut(i)) {
@@ -286,7 +281,7 @@ impl DestinationState {
             id,
             bytes,
             received,
-            Report::new(stats, queued, *age, latency, health, untimed),
+            Report::new(stats, queued, *age, latency, health),
             sink,
         );
     }
@@ -299,7 +294,6 @@ impl DestinationState {
             self.age,
             &mut self.latency,
             &mut self.health,
-            &mut self.untimed,
         );
         send(id, bytes, received, report, sink);
     }
@@ -455,46 +449,6 @@ pub struct Fanout {
     pub(super) may_wait: bool,
 }
 
-/// Times the frames the sink answered [`Fate::Sent`] for in one fan-out
-/// (issue 26): the clock is read once, after the last send, and each
-/// destination that sent counts its latency from its frame's receipt to that
-/// moment — for all but the last, the later destinations' sends (a few
-/// microseconds each) more than its own send's return. Frames sent from a
-/// backlog or held back are timed by the shell, each after its own send.
-#[inline]
-fn time_sends(
-    dests: &mut [Option<DestinationState>],
-    order: &[DestinationId],
-    sink: &mut impl Sink,
-) {
-    let mut sent: Option<Option<Instant>> = None;
-    // One frame per fan-out but the due ones: one subtraction for all.
-    let mut last: Option<(Instant, Duration)> = None;
-    for &id in order {
-        let Some(d) = dests[id.0].as_mut() else {
-            continue;
-        };
-        let Some(received) = d.untimed.take() else {
-            continue;
-        };
-        let Some(at) = *sent.get_or_insert_with(|| sink.sent_at()) else {
-            continue;
-        };
-        let latency = match last {
-            Some((r, latency)) if r == received => latency,
-            _ => {
-                let latency = at.saturating_duration_since(received);
-                last = Some((received, latency));
-                latency
-            }
-        };
-        d.latency.record_latency(latency);
-        if let Some(refused) = d.health.sent(at) {
-            sink.receiving_again(id, refused);
-        }
-    }
-}
-
 impl Fanout {
     /// A core for `routes`, every destination started.
     pub fn new(routes: &Routes) -> Fanout {
@@ -629,7 +583,6 @@ impl Fanout {
             };
             dest.deliver(id, bytes, received, now, sink);
         }
-        time_sends(dests, order, sink);
         Verdict::Admitted(reading)
     }
 
@@ -693,7 +646,6 @@ impl Fanout {
                 dest.due(id, now, texts, sink);
             }
         }
-        time_sends(dests, order, sink);
     }
 
     /// When [`Fanout::due`] next has something to do, if anything waits.
@@ -736,7 +688,6 @@ impl Fanout {
             d.age,
             &mut d.latency,
             &mut d.health,
-            &mut d.untimed,
         ))
     }
 

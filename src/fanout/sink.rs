@@ -37,9 +37,6 @@ pub struct Report<'a> {
     age: AgeLimit,
     latency: &'a mut Latencies,
     health: &'a mut Health,
-    /// The receive time of a frame the sink answered [`Fate::Sent`] for,
-    /// until the core times its send (see [`Sink::sent_at`]).
-    untimed: &'a mut Option<Instant>,
 }
 
 impl Report<'_> {
@@ -110,20 +107,6 @@ pub trait Sink {
         received: Instant,
         report: &mut Report<'_>,
     ) -> Fate;
-
-    /// The moment the sends of one fan-out (a datagram's, or the due
-    /// frames') returned, read once after the last of them: every frame the
-    /// sink answered [`Fate::Sent`] for then counts its latency to it (issue
-    /// 26: one clock read a datagram, not one a destination). `None`, the
-    /// default, for a sink that times its sends itself, through
-    /// [`Report::record_latency`], or not at all.
-    fn sent_at(&mut self) -> Option<Instant> {
-        None
-    }
-
-    /// Destination `id`, refused `refused` times, is receiving again: found
-    /// when the core timed a send (see [`Report::record_latency`]).
-    fn receiving_again(&mut self, _id: DestinationId, _refused: u64) {}
 }
 
 impl<F: FnMut(DestinationId, &[u8]) -> Fate> Sink for F {
@@ -183,7 +166,6 @@ impl<'a> Report<'a> {
         age: AgeLimit,
         latency: &'a mut Latencies,
         health: &'a mut Health,
-        untimed: &'a mut Option<Instant>,
     ) -> Self {
         Report {
             stats,
@@ -191,7 +173,6 @@ impl<'a> Report<'a> {
             age,
             latency,
             health,
-            untimed,
         }
     }
 }
@@ -208,8 +189,5 @@ pub(super) fn send(
 ) {
     *report.queued += 1;
     let outcome = sink.deliver(id, bytes, received, &mut report);
-    if outcome == Fate::Sent {
-        *report.untimed = Some(received);
-    }
     report.held(outcome);
 }

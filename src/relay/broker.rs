@@ -5,6 +5,8 @@
 //! connected the frame is dropped as `broker_unavailable`, and when the ring
 //! is full (the publisher stuck) as `backlog_full`.
 
+use std::time::Instant;
+
 use super::warn::Clock;
 use super::StartError;
 use crate::fanout::{Destination, Fate, Report};
@@ -37,9 +39,16 @@ impl BrokerLink {
         })
     }
 
-    /// Hands `bytes` to the publisher, or says why not.
+    /// Hands `bytes`, received at `received`, to the publisher, or says why
+    /// not.
     #[inline]
-    pub(super) fn deliver(&mut self, bytes: &[u8], report: &mut Report<'_>, clock: Clock) -> Fate {
+    pub(super) fn deliver(
+        &mut self,
+        bytes: &[u8],
+        received: Instant,
+        report: &mut Report<'_>,
+        clock: Clock,
+    ) -> Fate {
         if !self.outbox.is_connected() {
             report.unavailable(clock.now);
             return Fate::Dropped(DropReason::BrokerUnavailable);
@@ -47,8 +56,8 @@ impl BrokerLink {
         if !self.outbox.push(bytes) {
             return Fate::Dropped(DropReason::Backlog);
         }
-        // Timed by the core with the fan-out's other sends, from its receipt
-        // to its hand-over (`Sink::sent_at`).
+        // A vDSO read, no system call: from its receipt to its hand-over.
+        let _ = report.record_latency(received, Instant::now());
         Fate::Sent
     }
 

@@ -87,9 +87,7 @@ fn send_failed(
 }
 
 /// One send of a frame received at `received`: its outcome, with its latency
-/// reported when it went if `timed` (else the core times it with the other
-/// sends of its fan-out: [`Sink::sent_at`]); `None` when the socket would
-/// block.
+/// reported when it went; `None` when the socket would block.
 #[inline(always)]
 fn send_now(
     socket: &UdpSocket,
@@ -98,15 +96,12 @@ fn send_now(
     received: Instant,
     report: &mut Report<'_>,
     clock: Clock,
-    timed: bool,
 ) -> Option<Fate> {
     match try_send(socket, warner, bytes, report, clock) {
         Sent::Yes => {
             // A vDSO read, no system call.
-            if timed {
-                if let Some(refused) = report.record_latency(received, Instant::now()) {
-                    warner.receiving_again(refused);
-                }
+            if let Some(refused) = report.record_latency(received, Instant::now()) {
+                warner.receiving_again(refused);
             }
             Some(Fate::Sent)
         }
@@ -209,9 +204,7 @@ impl Link {
 
     /// Sends `bytes`, received at `received`, now, or queues them behind
     /// frames already waiting. The common case (nothing waits, the socket
-    /// takes it) is straight-line code; the rest is out of line. A frame that
-    /// went now is timed here if `timed`, else by the core
-    /// ([`Sink::sent_at`]: the outcome [`Fate::Sent`] goes back to it).
+    /// takes it) is straight-line code; the rest is out of line.
     #[inline(always)]
     fn send(
         &mut self,
@@ -220,7 +213,6 @@ impl Link {
         report: &mut Report<'_>,
         registry: &Registry,
         clock: Clock,
-        timed: bool,
     ) -> Fate {
         if !self.backlog.is_empty() {
             return self.send_behind(bytes, received, report, registry, clock);
@@ -232,7 +224,6 @@ impl Link {
             received,
             report,
             clock,
-            timed,
         ) {
             Some(outcome) => outcome,
             None => self.queue_and_watch(bytes, received, report, registry),
@@ -287,11 +278,10 @@ impl Link {
     ) -> Fate {
         let len = match u16::try_from(bytes.len()) {
             Ok(len) if bytes.len() <= FRAME_CAPACITY => len,
-            // Too large to hold: it goes now, after the frames before it
-            // (its outcome goes back to the core, which times it).
+            // Too large to hold: it goes now, after the frames before it.
             _ => {
                 self.release(report, registry, clock);
-                return self.send(bytes, received, report, registry, clock, false);
+                return self.send(bytes, received, report, registry, clock);
             }
         };
         if !self.held_back.has_room(bytes.len()) {
@@ -322,7 +312,7 @@ impl Link {
         while let Some((len, received)) = self.held_back.heads.try_pop() {
             let frame = &mut scratch[..usize::from(len)];
             self.held_back.bytes.pop_slice(frame);
-            let outcome = self.send(frame, received, report, registry, clock, true);
+            let outcome = self.send(frame, received, report, registry, clock);
             report.held(outcome);
         }
         self.held_back.scratch = scratch;
@@ -362,8 +352,7 @@ impl Link {
                 backlog.try_pop();
                 continue;
             }
-            let Some(outcome) =
-                send_now(socket, warner, frame.bytes(), received, report, clock, true)
+            let Some(outcome) = send_now(socket, warner, frame.bytes(), received, report, clock)
             else {
                 break;
             };
@@ -435,26 +424,13 @@ impl Sink for Links<'_> {
             Some(Some(link)) => {
                 // Frames held back go first (none are, outside a drain).
                 link.release(report, registry, clock);
-                link.send(bytes, received, report, registry, clock, false)
+                link.send(bytes, received, report, registry, clock)
             }
             _ => match self.brokers.get_mut(id.index()) {
-                Some(Some(broker)) => broker.deliver(bytes, report, clock),
+                Some(Some(broker)) => broker.deliver(bytes, received, report, clock),
                 // Every destination of the core has a link (see `Shell::apply`).
                 _ => Fate::Dropped(DropReason::SendError),
             },
-        }
-    }
-
-    /// A vDSO read, no system call: once a datagram, after its sends.
-    #[inline(always)]
-    fn sent_at(&mut self) -> Option<Instant> {
-        Some(Instant::now())
-    }
-
-    #[cold]
-    fn receiving_again(&mut self, id: DestinationId, refused: u64) {
-        if let Some(Some(link)) = self.links.get_mut(id.index()) {
-            link.warner.receiving_again(refused);
         }
     }
 }
@@ -538,11 +514,7 @@ mod tests {
             received: Instant,
             report: &mut Report<'_>,
         ) -> Fate {
-            self.0.send(bytes, received, report, self.1, self.2, false)
-        }
-
-        fn sent_at(&mut self) -> Option<Instant> {
-            Some(Instant::now())
+            self.0.send(bytes, received, report, self.1, self.2)
         }
     }
 
