@@ -77,6 +77,9 @@ const AIM_CPU_RATIO_C: f64 = 0.9;
 /// forza-relay's p50 ratio to direct against the best peer's.
 const AIM_P50_RATIO: f64 = 1.15;
 const AIM_PEAK_RSS_KIB: u64 = 8 * 1024;
+/// Issue 26: under overload (50,000/s to 4 destinations), forza-relay
+/// delivers at least this many times what samplicator does in the same run.
+const AIM_OVERLOAD_VS_SAMPLICATOR: f64 = 1.3;
 
 /// The flag that runs the latency section alone, as a child started under
 /// `taskset -c PIN_CPU` by [`latency_pinned`].
@@ -581,6 +584,9 @@ fn throughput_section(tools: &Tools, epoch: Instant) -> LoadRuns {
             if let Some(b) = &tools.baseline {
                 peers.push(Peer::Baseline(b.clone()));
             }
+            if let Some(s) = &tools.samplicator {
+                peers.push(Peer::Samplicator(s.clone()));
+            }
             let n = peers.len();
             peers.rotate_left(round % n);
             for peer in peers {
@@ -857,6 +863,37 @@ fn load_aims(runs: &LoadRuns) {
                 Dests(dests),
                 shown(forza)
             ),
+        }
+        // Beside samplicator (issue 26): delivered to the worst destination,
+        // median of rounds; the aim is at 50,000/s to 4 destinations.
+        let samplicator = Peer::Samplicator(PathBuf::new()).label();
+        let ratio = of(forza, &min_rate)
+            .median()
+            .zip(of(samplicator, &min_rate).median())
+            .map(|(a, b)| a / b.max(1.0));
+        // A samplicator that delivers every packet is not overloaded: the
+        // aim, about capacity under overload, can't be judged at that rate.
+        let overloaded = of(samplicator, &share).median().is_some_and(|s| s < 99.9);
+        if let Some(ratio) = ratio {
+            let verdict = if dests == 4 && rate == 50_000 && !overloaded {
+                format!(
+                    "n/a  delivered ≥ {AIM_OVERLOAD_VS_SAMPLICATOR}× samplicator's under \
+                     overload (samplicator delivered every packet: not overloaded here)"
+                )
+            } else if dests == 4 && rate == 50_000 {
+                format!(
+                    "{} delivered ≥ {AIM_OVERLOAD_VS_SAMPLICATOR}× samplicator's",
+                    pass(ratio >= AIM_OVERLOAD_VS_SAMPLICATOR)
+                )
+            } else {
+                "     delivered against samplicator's (no aim)".to_owned()
+            };
+            println!(
+                "   {verdict}, {} at {rate}/s: {} vs {} = {ratio:.2}×",
+                Dests(dests),
+                shown(forza),
+                shown(samplicator)
+            );
         }
     }
 }
