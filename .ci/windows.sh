@@ -85,6 +85,7 @@ skip=(
     mqtt_destination_publishes_json_frames_at_max_rate_and_says_online_then_offline
     mqtt_with_a_password_connects_with_the_right_one_only_and_sends_influx_lines
     binary_mqtt_counts_its_drops_while_the_broker_is_gone_and_ctrl_c_says_offline
+    a_broker_down_at_the_stop_is_failing_in_the_final_summary_too
     mqtts_with_a_ca_file_reaches_a_tls_broker_that_system_roots_do_not_trust
     the_page_adds_an_mqtt_destination_and_never_shows_its_password
     text_and_mqtt_outputs_allocate_nothing_per_packet

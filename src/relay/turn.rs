@@ -11,6 +11,7 @@ use log::{debug, error, trace, warn};
 use mio::Registry;
 use ringbuf::traits::Observer;
 
+use super::broker::BrokerLink;
 use super::link::Links;
 use super::warn::{Clock, Suppressed};
 use super::{
@@ -610,6 +611,16 @@ impl Shell {
             link.clear_backlog(&self.registry);
         }
         self.core.finish();
+        // A broker that can't be reached now stays failing in the final
+        // summary, as in the periodic ones, however long ago its last frame
+        // came: its publisher is gone once stopped.
+        for (i, broker) in self.brokers.iter().enumerate() {
+            if broker.as_ref().is_some_and(BrokerLink::is_down) {
+                if let Some(mut report) = self.core.report(DestinationId::from_index(i)) {
+                    report.unavailable(now);
+                }
+            }
+        }
         // Every publisher says "offline" and disconnects, together, within
         // a second or two whatever the brokers do.
         MqttPublisher::stop_all(

@@ -623,6 +623,60 @@ fn binary_mqtt_counts_its_drops_while_the_broker_is_gone_and_ctrl_c_says_offline
     assert_eq!(total, u64::from(sent), "every frame counted once: {league}");
 }
 
+/// A broker that never answers, with no frame for longer than a status's
+/// window (5 s) before the stop: the final summary says the destination is
+/// failing, as the periodic ones said, never idle.
+#[test]
+fn a_broker_down_at_the_stop_is_failing_in_the_final_summary_too() {
+    let topic = topic("never");
+    let (_raw, raw_addr) = receiver();
+    let nobody = format!("mqtt://127.0.0.1:{}", free_port());
+    let file = TempPath::file(
+        "mqtt-down.toml",
+        &(listen_toml("fh6").replace("interval = 0", "interval = 1")
+            + &common::destination_toml("raw", raw_addr, "same", "")
+            + &mqtt_toml("league", &nobody, &topic, "")),
+    );
+    let mut bin = Bin::spawn(
+        &["--config", &file.display(), "--stats-format", "json"],
+        None,
+    );
+    let listen = bin.wait_until_running();
+    let sent = Stream::start(listen, Duration::from_millis(10), Some(20)).wait();
+    let last_frame = Instant::now();
+    let league = |line: &str| -> Value {
+        let summary: Value = serde_json::from_str(line).unwrap();
+        summary["destinations"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|d| d["name"] == "league")
+            .expect("league in the summary")
+            .clone()
+    };
+    // Past the status window since the last frame, the periodic summary
+    // still says failing: its broker is down.
+    loop {
+        let periodic = league(&bin.wait_for_stdout_line("\"event\":\"summary\""));
+        if last_frame.elapsed() > Duration::from_secs(6) {
+            assert_eq!(periodic["status"], "failing", "{periodic}");
+            break;
+        }
+    }
+    bin.signal("INT");
+    let done = bin.wait();
+    assert_eq!(done.code(), 0, "{}", done.stderr);
+    let last = done
+        .stdout
+        .lines()
+        .find(|l| l.contains("\"event\":\"final\""))
+        .unwrap_or_else(|| panic!("no final line:\n{}", done.stdout));
+    let league = league(last);
+    assert_eq!(league["status"], "failing", "{league}");
+    assert_eq!(league["received"], sent, "{league}");
+    assert_eq!(league["sent"], 0, "{league}");
+}
+
 /// What the binary received so far, from its next JSON summary.
 fn bin_received(bin: &mut Bin) -> u64 {
     let line = bin.wait_for_stdout_line("\"event\":\"summary\"");
