@@ -518,7 +518,10 @@ fn the_page_in_chromium_shows_the_car_and_adds_and_removes_a_destination() {
     // of the file, and nothing is written.
     driver.type_into(&driver.labelled("Address"), "192.168.1.50");
     driver.click_at("//button[normalize-space()='Add']");
-    let error = driver.wait_for("//*[@id='form-result']", |t| !t.is_empty());
+    // "Applying…" while the request is on its way, then the answer.
+    let error = driver.wait_for("//*[@id='form-result']", |t| {
+        !t.is_empty() && t != "Applying…"
+    });
     assert!(
         error.starts_with("Address: \"192.168.1.50\": needs a port") && !error.contains(".toml"),
         "{error}"
