@@ -119,12 +119,15 @@ pub fn target_of(path: &Path) -> PathBuf {
 }
 
 /// A temporary file that is removed unless it was renamed into place.
-struct Temporary(Option<PathBuf>);
+struct Temporary {
+    path: PathBuf,
+    placed: bool,
+}
 
 impl Drop for Temporary {
     fn drop(&mut self) {
-        if let Some(path) = self.0.take() {
-            let _ = fs::remove_file(path);
+        if !self.placed {
+            let _ = fs::remove_file(&self.path);
         }
     }
 }
@@ -151,7 +154,13 @@ fn temporary_beside(target: &Path) -> io::Result<(fs::File, Temporary)> {
         }
         other => other?,
     };
-    Ok((file, Temporary(Some(temp))))
+    Ok((
+        file,
+        Temporary {
+            path: temp,
+            placed: false,
+        },
+    ))
 }
 
 /// Replaces the file at `path` — its target, when it is a symbolic link —
@@ -186,32 +195,23 @@ pub fn replace(path: &Path, expected: &str, text: &str) -> Result<(), WriteError
     }
     file.sync_all().map_err(io("write the new version of"))?;
     drop(file);
-    match read(&target) {
-        Ok(now) if now == expected => {}
-        _ => return Err(WriteError::Changed),
-    }
-    let Some(temp) = temporary.0.take() else {
-        return Err(WriteError::Changed);
-    };
     let busy_until = Instant::now() + BUSY_FOR;
     loop {
-        let e = match fs::rename(&temp, &target) {
-            Ok(()) => return Ok(()),
-            Err(e) => e,
-        };
-        if !platform::is_file_busy(&e) || Instant::now() >= busy_until {
-            temporary.0 = Some(temp);
-            return Err(WriteError::Io("replace", target, e));
-        }
-        // The program holding it may be the user's editor, saving: replaced
-        // only while it still holds what the edit was made to.
-        std::thread::sleep(BUSY_PAUSE);
+        // Replaced only while it still holds what the edit was made to: the
+        // program holding it (below) may be the user's editor, saving.
         match read(&target) {
             Ok(now) if now == expected => {}
-            _ => {
-                temporary.0 = Some(temp);
-                return Err(WriteError::Changed);
+            _ => return Err(WriteError::Changed),
+        }
+        match fs::rename(&temporary.path, &target) {
+            Ok(()) => {
+                temporary.placed = true;
+                return Ok(());
             }
+            Err(e) if platform::is_file_busy(&e) && Instant::now() < busy_until => {
+                std::thread::sleep(BUSY_PAUSE);
+            }
+            Err(e) => return Err(WriteError::Io("replace", target, e)),
         }
     }
 }
