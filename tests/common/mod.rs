@@ -438,6 +438,23 @@ pub fn listen_toml(format: &str) -> String {
     format!("[listen]\naddr = \"127.0.0.1:0\"\nformat = \"{format}\"\n\n[stats]\ninterval = 0\n")
 }
 
+/// `text`, which has the `[stats]` table [`listen_toml`] writes, with a
+/// `[web]` table before it serving the page on `addr`.
+pub fn with_page(text: &str, addr: &str) -> String {
+    text.replace("[stats]", &format!("[web]\naddr = \"{addr}\"\n\n[stats]"))
+}
+
+/// A relay listening for `format` with one `same` destination called
+/// "first" at `first`, and the page served on `page`.
+pub fn page_toml(format: &str, first: SocketAddr, page: &str) -> String {
+    let text = format!(
+        "{}\n{}",
+        listen_toml(format),
+        destination_toml("first", first, "same", "")
+    );
+    with_page(&text, page)
+}
+
 /// One `[[destination]]` table; `options` are extra `key = value` lines.
 pub fn destination_toml(name: &str, addr: SocketAddr, format: &str, options: &str) -> String {
     format!(

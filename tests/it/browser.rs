@@ -687,12 +687,7 @@ fn the_page_adds_an_mqtt_destination_and_never_shows_its_password() {
     let dir = TempPath::dir("mosquitto-page");
     let broker = crate::mqtt::Mosquitto::start(dir.path(), free_port(), "allow_anonymous true");
     let (first, first_addr) = receiver();
-    let text = format!(
-        "{}\n{}",
-        listen_toml("fh6"),
-        destination_toml("first", first_addr, "same", "")
-    )
-    .replace("[stats]", "[web]\naddr = \"127.0.0.1:0\"\n\n[stats]");
+    let text = page_toml("fh6", first_addr, "127.0.0.1:0");
     let file = TempPath::file("mqtt-page.toml", &text);
     let (bin, listen, url) = relay_with_page_file(&file);
     let drive = Drive::start(listen);
@@ -842,8 +837,7 @@ fn on_a_phone_nothing_scrolls_sideways_and_the_car_comes_first_while_racing() {
     }
     let receivers: Vec<(UdpSocket, SocketAddr)> = (0..3).map(|_| receiver()).collect();
     let names = ["simhub", "motion-rig-with-a-long-name", "dash"];
-    let mut text =
-        listen_toml("fh5").replace("[stats]", "[web]\naddr = \"127.0.0.1:0\"\n\n[stats]");
+    let mut text = with_page(&listen_toml("fh5"), "127.0.0.1:0");
     for ((_, addr), name) in receivers.iter().zip(names) {
         text.push_str(&destination_toml(
             name,
@@ -927,12 +921,7 @@ fn served_to_the_network_the_page_shows_a_qr_code_of_its_address_with_the_token(
         return;
     }
     let (_first, first_addr) = receiver();
-    let text = format!(
-        "{}\n{}",
-        listen_toml("fh5"),
-        destination_toml("first", first_addr, "same", "")
-    )
-    .replace("[stats]", "[web]\naddr = \"0.0.0.0:0\"\n\n[stats]");
+    let text = page_toml("fh5", first_addr, "0.0.0.0:0");
     let file = TempPath::file("qr.toml", &text);
     let mut bin = Bin::spawn(&["run", "--config", file.path().to_str().unwrap()], None);
     let line = bin.wait_for_line("web page on http://");
@@ -1018,12 +1007,7 @@ fn start_at_login_on_the_page_writes_and_removes_the_login_entry() {
     let runtime = home.path().join("run");
     std::fs::create_dir_all(&runtime).unwrap();
     let (_first, first_addr) = receiver();
-    let text = format!(
-        "{}\n{}",
-        listen_toml("fh5"),
-        destination_toml("first", first_addr, "same", "")
-    )
-    .replace("[stats]", "[web]\naddr = \"127.0.0.1:0\"\n\n[stats]");
+    let text = page_toml("fh5", first_addr, "127.0.0.1:0");
     let file = TempPath::file("login.toml", &text);
     let mut command = common::bin::command();
     command
@@ -1094,12 +1078,7 @@ fn the_overlay_is_transparent_and_shows_the_speed_sent() {
         return;
     }
     let (_first, first_addr) = receiver();
-    let text = format!(
-        "{}\n{}",
-        listen_toml("fh5"),
-        destination_toml("first", first_addr, "same", "")
-    )
-    .replace("[stats]", "[web]\naddr = \"127.0.0.1:0\"\n\n[stats]");
+    let text = page_toml("fh5", first_addr, "127.0.0.1:0");
     let file = TempPath::file("overlay.toml", &text);
     let (bin, listen, url) = relay_with_page_file(&file);
     let base = url.trim_end_matches('/').to_owned();

@@ -951,12 +951,7 @@ fn a_thousand_slow_connections_cost_no_thread_each_and_the_page_answers() {
 #[test]
 fn max_age_from_the_page_is_written_shown_and_kept_for_the_others() {
     let (_first, first_addr) = receiver();
-    let text = format!(
-        "{}\n{}",
-        listen_toml("fh5"),
-        destination_toml("first", first_addr, "same", "")
-    )
-    .replace("[stats]", "[web]\naddr = \"127.0.0.1:0\"\n\n[stats]");
+    let text = page_toml("fh5", first_addr, "127.0.0.1:0");
     let file = TempPath::file("web-age.toml", &text);
     let mut bin = Bin::spawn(&["run", "--config", file.path().to_str().unwrap()], None);
     let (_, web, _) = started(&mut bin);
