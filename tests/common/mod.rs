@@ -438,6 +438,16 @@ pub fn listen_toml(format: &str) -> String {
     format!("[listen]\naddr = \"127.0.0.1:0\"\nformat = \"{format}\"\n\n[stats]\ninterval = 0\n")
 }
 
+/// The final summary of a run with `--stats-format json`, from its stdout.
+#[track_caller]
+pub fn final_json(stdout: &str) -> serde_json::Value {
+    let line = stdout
+        .lines()
+        .find(|l| l.contains("\"event\":\"final\""))
+        .unwrap_or_else(|| panic!("no final line:\n{stdout}"));
+    serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {line}"))
+}
+
 /// `text`, which has the `[stats]` table [`listen_toml`] writes, with a
 /// `[web]` table before it serving the page on `addr`.
 pub fn with_page(text: &str, addr: &str) -> String {

@@ -20,8 +20,8 @@ use std::time::{Duration, Instant};
 
 use common::bin::Bin;
 use common::{
-    config, destination, free_port, listen_toml, receiver, recv, require_tool, Running, Sender,
-    Spec, TempPath, CAR_ORDINAL, GEAR, SPEED,
+    config, destination, final_json, free_port, listen_toml, receiver, recv, require_tool, Running,
+    Sender, Spec, TempPath, CAR_ORDINAL, GEAR, SPEED,
 };
 use forza_relay::output::mqtt::{Broker, MqttPublisher, MqttSettings};
 use forza_relay::stats::{DropReason, Snapshot, Status};
@@ -586,12 +586,7 @@ fn binary_mqtt_counts_its_drops_while_the_broker_is_gone_and_ctrl_c_says_offline
         sent,
         "the UDP destination lost nothing"
     );
-    let last = done
-        .stdout
-        .lines()
-        .find(|l| l.contains("\"event\":\"final\""))
-        .unwrap_or_else(|| panic!("no final line:\n{}", done.stdout));
-    let last: Value = serde_json::from_str(last).unwrap();
+    let last = final_json(&done.stdout);
     let dest = |name: &str| {
         last["destinations"]
             .as_array()
@@ -644,8 +639,7 @@ fn a_broker_down_at_the_stop_is_failing_in_the_final_summary_too() {
     let listen = bin.wait_until_running();
     let sent = Stream::start(listen, Duration::from_millis(10), Some(20)).wait();
     let last_frame = Instant::now();
-    let league = |line: &str| -> Value {
-        let summary: Value = serde_json::from_str(line).unwrap();
+    let league = |summary: &Value| -> Value {
         summary["destinations"]
             .as_array()
             .unwrap()
@@ -657,7 +651,8 @@ fn a_broker_down_at_the_stop_is_failing_in_the_final_summary_too() {
     // Past the status window since the last frame, the periodic summary
     // still says failing: its broker is down.
     loop {
-        let periodic = league(&bin.wait_for_stdout_line("\"event\":\"summary\""));
+        let line = bin.wait_for_stdout_line("\"event\":\"summary\"");
+        let periodic = league(&serde_json::from_str(&line).unwrap());
         if last_frame.elapsed() > Duration::from_secs(6) {
             assert_eq!(periodic["status"], "failing", "{periodic}");
             break;
@@ -666,12 +661,7 @@ fn a_broker_down_at_the_stop_is_failing_in_the_final_summary_too() {
     bin.signal("INT");
     let done = bin.wait();
     assert_eq!(done.code(), 0, "{}", done.stderr);
-    let last = done
-        .stdout
-        .lines()
-        .find(|l| l.contains("\"event\":\"final\""))
-        .unwrap_or_else(|| panic!("no final line:\n{}", done.stdout));
-    let league = league(last);
+    let league = league(&final_json(&done.stdout));
     assert_eq!(league["status"], "failing", "{league}");
     assert_eq!(league["received"], sent, "{league}");
     assert_eq!(league["sent"], 0, "{league}");

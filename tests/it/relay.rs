@@ -1256,13 +1256,6 @@ fn issue3_a_destination_on_our_own_listen_port_is_refused_at_start() {
 
 // ---- The seams (issue 17) and hostile names (issue 12), through the binary. ----
 
-/// The last line of stdout, the final summary as JSON.
-#[track_caller]
-fn final_json(stdout: &str) -> serde_json::Value {
-    let line = stdout.lines().last().expect("the final JSON line");
-    serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {line}"))
-}
-
 /// Fails unless, for every destination of a JSON summary, what it received is
 /// what it sent plus what it dropped for every reason, and it holds nothing.
 #[cfg(target_os = "linux")]
