@@ -1097,6 +1097,18 @@ fn the_overlay_is_transparent_and_shows_the_speed_sent() {
     });
     driver.wait_for("//*[@id='unit']", |t| t == "km/h");
     driver.wait_for("//*[@id='gear']", |t| !t.is_empty() && t != "–");
+    // The g readout is numbers while racing; for a frame whose accelerations
+    // are NaN, which the stream sends as nulls (tests/it/web.rs), dashes —
+    // never a made-up "0.00 g". Drawn and read in one script, between two
+    // frames of the stream.
+    driver.wait_for("//*[@id='g-text']", |t| {
+        t.starts_with("lat ") && t.ends_with(" g") && !t.contains('–')
+    });
+    let unknown = driver.run(
+        "render({g_lat: null, g_long: null}); \
+         return document.getElementById('g-text').textContent;",
+    );
+    assert_eq!(unknown, "lat – g, long – g");
     let backgrounds = driver.run(
         "const bg = (e) => getComputedStyle(e).backgroundColor; \
          return [bg(document.documentElement), bg(document.body), \

@@ -46,11 +46,13 @@ function render(f) {
   setText("rpm", rpm === null ? "– rpm" : `${rpm.toFixed(0)} rpm`);
   $("throttle").style.height = `${number(f.throttle_pct) ?? 0}%`;
   $("brake").style.height = `${number(f.brake_pct) ?? 0}%`;
-  const lat = number(f.g_lat) ?? 0, long = number(f.g_long) ?? 0;
-  const edge = (v) => Math.max(-1, Math.min(1, v / G_EDGE)) * 2.1; // em from the centre
+  const lat = number(f.g_lat), long = number(f.g_long);
+  const edge = (v) => Math.max(-1, Math.min(1, (v ?? 0) / G_EDGE)) * 2.1; // em from the centre
   // The dot goes where the driver is pushed: back under acceleration.
   $("g-dot").style.transform = `translate(${edge(lat)}em, ${edge(long)}em)`;
-  setText("g-text", `lat ${lat.toFixed(2)} g, long ${long.toFixed(2)} g`);
+  // Unknown (a format without acceleration, a NaN sent) reads as a dash, not 0.
+  const g = (v) => (v === null ? "–" : v.toFixed(2));
+  setText("g-text", `lat ${g(lat)} g, long ${g(long)} g`);
   setText("lap-number", f.LapNumber === null || f.LapNumber === undefined ? "–" : String(f.LapNumber + 1));
   setText("lap-current", lapTime(f.CurrentLap));
   setText("lap-last", lapTime(f.LastLap));
