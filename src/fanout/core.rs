@@ -123,15 +123,32 @@ impl TextSlot {
 }
 
 /// One destination's live state: its filters, its pending frame, its counters.
+///
+/// Laid out for the way of a frame that is sent at once (issue 26): what it
+/// reads and writes — the limits, the frames held, the latency's histogram,
+/// the health, the counters `received` and `sent`, the pending flag and the
+/// race filter, the configured output — is in the first four cache lines
+/// (`repr(C)` keeps this order, `align(64)` starts each state on a line); the
+/// pending frame, a text output's slot and the configuration's names after.
+#[repr(C, align(64))]
 pub(super) struct DestinationState {
-    pub(super) config: Destination,
-    pub(super) race: RaceFilter,
     pub(super) rate: RateLimiter,
     pub(super) age: AgeLimit,
+    /// Frames the shell holds for it (see [`Report`]).
+    queued: u64,
+    /// Its latency histograms, reported by the shell (see [`Report`]).
+    latency: Box<Latencies>,
+    /// When it last sent, was refused and failed: its status.
+    pub(super) health: Health,
+    /// Every counter but `held`, which [`DestinationState::stats`] adds.
+    stats: DestinationStats,
+    has_pending: bool,
+    pub(super) race: RaceFilter,
+    /// Its configuration: `output` and `only_race_on` first.
+    pub(super) config: Destination,
     /// The newest frame waiting for its `max_rate` slot, if `has_pending`:
     /// the bytes to send, or for a text output the datagram to encode.
     pending: Box<HeldFrame>,
-    has_pending: bool,
     /// What a text output's pending datagram is.
     pending_source: Source,
     /// A text output's slot in [`Fanout`]'s texts.
@@ -140,14 +157,6 @@ pub(super) struct DestinationState {
     /// (a reload changed `max_rate` while it waited, so the limiter is new and
     /// the frame may go at once).
     pending_at: Option<Instant>,
-    /// Frames the shell holds for it (see [`Report`]).
-    queued: u64,
-    /// Every counter but `held`, which [`DestinationState::stats`] adds.
-    stats: DestinationStats,
-    /// Its latency histograms, reported by the shell (see [`Report`]).
-    latency: Box<Latencies>,
-    /// When it last sent, was refused and failed: its status.
-    pub(super) health: Health,
 }
 
 impl DestinationState {
@@ -427,8 +436,11 @@ pub struct Fanout {
     outputs: [OutputSlot; Format::ALL.len()],
     /// One per (encoding, selection) the text outputs write, made at commit.
     pub(super) texts: Vec<TextSlot>,
-    /// Indexed by [`DestinationId`]; `None` for a free id.
-    pub(super) dests: Vec<Option<DestinationState>>,
+    /// Indexed by [`DestinationId`]; `None` for a free id. Boxed: a frame's
+    /// way tells a live id from the pointer, in one line for all, not from a
+    /// field far into the state that `Option` would keep its tag in (issue
+    /// 26).
+    pub(super) dests: Vec<Option<Box<DestinationState>>>,
     /// Live ids in configuration order: the order of sends and of reports.
     pub(super) order: Vec<DestinationId>,
     stats: InputStats,
@@ -822,7 +834,7 @@ impl Fanout {
     pub(super) fn states(&self) -> impl Iterator<Item = (DestinationId, &DestinationState)> {
         self.order
             .iter()
-            .filter_map(|&id| self.dests[id.0].as_ref().map(|d| (id, d)))
+            .filter_map(|&id| self.dests[id.0].as_ref().map(|d| (id, &**d)))
     }
 }
 

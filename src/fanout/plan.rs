@@ -227,7 +227,7 @@ impl Fanout {
             }
             let Some(state) = self.dests[id.0].as_mut() else {
                 changes.added.push((id, d.clone()));
-                self.dests[id.0] = Some(DestinationState::new(d));
+                self.dests[id.0] = Some(Box::new(DestinationState::new(d)));
                 continue;
             };
             if state.config == d {

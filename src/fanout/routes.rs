@@ -117,21 +117,13 @@ impl serde::Serialize for Output {
     }
 }
 
-/// One destination, validated.
+/// One destination, validated. What every frame's way reads (`output`,
+/// `only_race_on`) comes first (`repr(C)` keeps the order; issue 26).
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[repr(C)]
 pub struct Destination {
-    /// Unique name, used in logs and summaries (control characters already
-    /// escaped by the configuration, so it is safe to print).
-    pub name: String,
-    /// The address as the user wrote it (a hostname stays a hostname here).
-    pub addr_text: String,
-    /// Where it is: the resolved address, or the broker.
-    pub target: Target,
     /// What it receives.
     pub output: Output,
-    /// The columns of a text output; `None`: every column (and for the
-    /// binary outputs, which take none).
-    pub fields: Option<Fields>,
     /// Drop frames with IsRaceOn = 0, except the first one after racing.
     pub only_race_on: bool,
     /// At most this many frames per second, the newest; 0 = every frame.
@@ -139,6 +131,16 @@ pub struct Destination {
     /// Frames older than this when they would be sent are dropped (stale),
     /// and after a stall only the newest goes; `None` = frames of any age.
     pub max_age: Option<Duration>,
+    /// Unique name, used in logs and summaries (control characters already
+    /// escaped by the configuration, so it is safe to print).
+    pub name: String,
+    /// The address as the user wrote it (a hostname stays a hostname here).
+    pub addr_text: String,
+    /// Where it is: the resolved address, or the broker.
+    pub target: Target,
+    /// The columns of a text output; `None`: every column (and for the
+    /// binary outputs, which take none).
+    pub fields: Option<Fields>,
 }
 
 impl Destination {

@@ -130,7 +130,9 @@ pub(super) fn check_loop(d: &Destination, listen: SocketAddr) -> Result<(), Star
 /// Frames held back for a destination without `max_age` while a backlog is
 /// drained, oldest first, packed end to end: after a stall there are hundreds,
 /// and a [`HeldFrame`] each would cost 1.5 KiB. The rings are allocated once
-/// and their pages touched only when used.
+/// and their pages touched only when used. `heads`, which every send reads
+/// (to tell there are none), comes first (`repr(C)`).
+#[repr(C)]
 pub(super) struct HeldBack {
     /// Each frame's length and receive time.
     heads: LocalRb<Heap<(u16, Instant)>>,
@@ -159,16 +161,20 @@ impl HeldBack {
     }
 }
 
-/// A destination's socket and backlog.
+/// A destination's socket and backlog. What every send reads — whether frames
+/// wait in the backlog, the socket, whether frames are held back — is in its
+/// first two cache lines (`repr(C)` keeps the order, `align(64)` starts each
+/// link on a line; issue 26), its name and wording after.
+#[repr(C, align(64))]
 pub(super) struct Link {
-    pub(super) socket: UdpSocket,
-    pub(super) token: Token,
     pub(super) backlog: LocalRb<Heap<HeldFrame>>,
+    pub(super) socket: UdpSocket,
+    /// Registered with the poll for writability: only while frames wait.
+    pub(super) watched: bool,
     /// Frames not yet sent because a backlog is being drained (issue 15);
     /// all older than any frame that comes after them.
     pub(super) held_back: HeldBack,
-    /// Registered with the poll for writability: only while frames wait.
-    pub(super) watched: bool,
+    pub(super) token: Token,
     pub(super) warner: Warner,
 }
 
@@ -396,7 +402,7 @@ impl Link {
 /// The shell's side of the core's [`Sink`]: each destination's link, a UDP
 /// one or a broker's.
 pub(super) struct Links<'a> {
-    pub(super) links: &'a mut [Option<Link>],
+    pub(super) links: &'a mut [Option<Box<Link>>],
     pub(super) brokers: &'a mut [Option<BrokerLink>],
     pub(super) registry: &'a Registry,
     pub(super) clock: Clock,
@@ -520,6 +526,31 @@ mod tests {
 
     fn stats(core: &Fanout) -> DestinationStats {
         core.counters().destinations[0].stats
+    }
+
+    /// What every send reads of its link lies in the link's first two cache
+    /// lines (issue 26): a field put in front, or `repr(C)` dropped, shows
+    /// here.
+    #[test]
+    fn a_send_reads_the_first_two_cache_lines_of_its_link() {
+        use std::mem::{align_of, offset_of, size_of};
+        assert_eq!(align_of::<Link>(), 64);
+        let ends = [
+            (
+                "backlog",
+                offset_of!(Link, backlog) + size_of::<LocalRb<Heap<HeldFrame>>>(),
+            ),
+            ("socket", offset_of!(Link, socket) + size_of::<UdpSocket>()),
+            (
+                "held_back.heads",
+                offset_of!(Link, held_back)
+                    + offset_of!(HeldBack, heads)
+                    + size_of::<LocalRb<Heap<(u16, Instant)>>>(),
+            ),
+        ];
+        for (field, end) in ends {
+            assert!(end <= 2 * 64, "{field} ends at byte {end} of the link");
+        }
     }
 
     #[test]
@@ -672,9 +703,12 @@ mod tests {
             ],
         });
         let listen = "127.0.0.1:5400".parse().unwrap();
-        let mut links: Vec<Option<Link>> = core
+        let mut links: Vec<Option<Box<Link>>> = core
             .destinations()
-            .map(|(id, d)| Some(Link::open(id, d, d.target.udp().unwrap(), listen).unwrap()))
+            .map(|(id, d)| {
+                let link = Link::open(id, d, d.target.udp().unwrap(), listen).unwrap();
+                Some(Box::new(link))
+            })
             .collect();
         let [rig, plain] = [0, 1].map(DestinationId::from_index);
         // A stall: 30 frames 10 ms apart, read 300 ms after the first came.

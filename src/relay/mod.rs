@@ -188,8 +188,10 @@ struct Shell {
     verdicts: [Verdict; Batch::SIZE],
     core: Fanout,
     /// The UDP destinations' links, indexed by [`DestinationId`], as the
-    /// core's destinations are.
-    links: Vec<Option<Link>>,
+    /// core's destinations are. Boxed: a send tells whether a slot has a
+    /// link from its pointer, in one line for all, not from a field far into
+    /// the link that `Option` would keep its tag in (issue 26).
+    links: Vec<Option<Box<Link>>>,
     /// The MQTT destinations' links, indexed the same way.
     brokers: Vec<Option<BrokerLink>>,
     commands: mpsc::Receiver<Command>,
@@ -388,7 +390,7 @@ impl Relay {
 
 /// A destination's new link.
 enum Opened {
-    Udp(Link),
+    Udp(Box<Link>),
     Broker(BrokerLink),
 }
 
@@ -397,7 +399,7 @@ impl Opened {
     /// loop back to `listen`), or its broker's publisher.
     fn open(id: DestinationId, d: &Destination, listen: SocketAddr) -> Result<Opened, StartError> {
         match &d.target {
-            Target::Udp(addr) => Link::open(id, d, *addr, listen).map(Opened::Udp),
+            Target::Udp(addr) => Link::open(id, d, *addr, listen).map(|l| Opened::Udp(Box::new(l))),
             Target::Mqtt(settings) => BrokerLink::open(d, settings).map(Opened::Broker),
         }
     }

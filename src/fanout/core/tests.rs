@@ -804,3 +804,58 @@ fn issue23_the_status_query_goes_nowhere_and_counts_nowhere() {
     assert_eq!(core.counters().input.malformed, 1);
     assert_eq!(sink.got.len(), 1, "a malformed datagram goes to same");
 }
+
+/// What a frame sent at once reads and writes of its destination's state
+/// lies in the state's first four cache lines (issue 26): a field put in
+/// front, or `repr(C)` dropped, shows here.
+#[test]
+fn a_frame_sent_at_once_touches_the_first_four_cache_lines_of_its_destination() {
+    use std::mem::{align_of, offset_of, size_of};
+
+    use crate::filter::{AgeLimit, RateLimiter};
+    use crate::stats::{DestinationStats, Health};
+
+    assert_eq!(align_of::<DestinationState>(), 64);
+    let stats = offset_of!(DestinationState, stats);
+    let config = offset_of!(DestinationState, config);
+    let ends = [
+        (
+            "rate",
+            offset_of!(DestinationState, rate) + size_of::<RateLimiter>(),
+        ),
+        (
+            "age",
+            offset_of!(DestinationState, age) + size_of::<AgeLimit>(),
+        ),
+        (
+            "queued",
+            offset_of!(DestinationState, queued) + size_of::<u64>(),
+        ),
+        (
+            "latency",
+            offset_of!(DestinationState, latency) + size_of::<usize>(),
+        ),
+        (
+            "health",
+            offset_of!(DestinationState, health) + size_of::<Health>(),
+        ),
+        (
+            "stats.received",
+            stats + offset_of!(DestinationStats, received) + 8,
+        ),
+        ("stats.sent", stats + offset_of!(DestinationStats, sent) + 8),
+        ("has_pending", offset_of!(DestinationState, has_pending) + 1),
+        ("race", offset_of!(DestinationState, race) + 1),
+        (
+            "config.output",
+            config + offset_of!(Destination, output) + size_of::<Output>(),
+        ),
+        (
+            "config.only_race_on",
+            config + offset_of!(Destination, only_race_on) + 1,
+        ),
+    ];
+    for (field, end) in ends {
+        assert!(end <= 4 * 64, "{field} ends at byte {end} of the state");
+    }
+}
