@@ -24,6 +24,11 @@ impl Rounds {
         Rounds(values.into_iter().flatten().collect())
     }
 
+    /// How many rounds were measured.
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
     /// The median (the mean of the middle two for an even count).
     pub fn median(&self) -> Option<f64> {
         let mut v = self.0.clone();
