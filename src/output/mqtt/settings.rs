@@ -206,10 +206,15 @@ pub fn topic_problem(topic: &str) -> Option<String> {
 
 /// The topic a destination called `name` publishes on unless told otherwise:
 /// `forza-relay/<name>`, with what a topic level can't hold (`/`, `+`, `#`,
-/// control characters) as `-`.
+/// control characters) as `-`. An unnamed destination is called by its
+/// address, whose `mqtt://` or `mqtts://` says nothing in a topic: it goes
+/// (`forza-relay/192.168.1.10:1883`, not `forza-relay/mqtt:--192.168.1.10:1883`).
 pub fn default_topic(name: &str) -> String {
+    let name = name.trim();
+    let name = strip_prefix_ignore_case(name, "mqtt://")
+        .or_else(|| strip_prefix_ignore_case(name, "mqtts://"))
+        .unwrap_or(name);
     let level: String = name
-        .trim()
         .chars()
         .map(|c| {
             if matches!(c, '/' | '+' | '#') || c.is_control() {
@@ -332,9 +337,11 @@ mod tests {
     #[test]
     fn topics_default_to_the_name_and_refuse_wildcards() {
         assert_eq!(default_topic("league"), "forza-relay/league");
+        assert_eq!(default_topic("mqtt://b:1883"), "forza-relay/b:1883");
+        assert_eq!(default_topic(" MQTTS://b"), "forza-relay/b");
         assert_eq!(
-            default_topic("mqtt://b:1883"),
-            "forza-relay/mqtt:--b:1883",
+            default_topic("mqtt://[::1]:1883/x"),
+            "forza-relay/[::1]:1883-x",
             "one topic level"
         );
         assert_eq!(default_topic("a+b#c"), "forza-relay/a-b-c");
