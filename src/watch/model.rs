@@ -21,7 +21,7 @@ use serde::Serialize;
 
 use super::Reader;
 use crate::config::Input;
-use crate::stats::{DestinationSnapshot, DropReason, Latency, Problems, Snapshot};
+use crate::stats::{DestinationSnapshot, DropReason, Latency, Problems, Senders, Snapshot};
 use crate::telemetry::{Gear, Telemetry};
 use crate::wire::{Expected, Format, Packet, Wheels};
 
@@ -584,6 +584,11 @@ pub struct Model {
     latest: Option<(Format, bool)>,
     /// The latest packet's sender.
     pub(crate) sender: Option<SocketAddr>,
+    /// Whose packets are shown when several programs send at once: the
+    /// relay's own rule (the first; another once it has been silent for
+    /// [`crate::stats::FOLLOW_SILENCE`]), so that the car, the map and the
+    /// rate are one game's, never two drives interleaved.
+    pub(crate) senders: Senders,
     /// Packets read.
     pub(crate) packets: u64,
     /// Datagrams that were not packets of the input format.
@@ -616,6 +621,7 @@ impl Model {
             car: None,
             latest: None,
             sender: None,
+            senders: Senders::default(),
             packets: 0,
             ignored: Ignored::default(),
             ignored_from: None,
@@ -637,6 +643,12 @@ impl Model {
             self.ignored_from = Some(from);
             return;
         };
+        if self.senders.follows(from) {
+            self.senders.count_followed(now);
+        } else if !self.senders.note_other(from, now) {
+            // Another program's packets while the one shown still sends.
+            return;
+        }
         let car = Car::new(&Telemetry::decode(&Packet::new_unchecked(payload, format)));
         self.latest = Some((format, car.racing));
         if car.racing {
@@ -781,6 +793,46 @@ mod tests {
         assert_eq!(m.rate_hz(), 0.0);
         assert_eq!(m.silent_for(), Some(Duration::from_millis(2_843)));
         assert_eq!(m.sender(), Some(from()));
+    }
+
+    /// Two programs sending at once: the car is the first one's until it
+    /// has been silent for FOLLOW_SILENCE, then the other's (seen on the page
+    /// as a map drawing two drives at once).
+    #[test]
+    fn with_two_senders_the_car_is_one_senders_until_it_falls_silent() {
+        let packet = |speed: f32| {
+            let mut buf = [0u8; 324];
+            let mut p = Packet::new_checked(&mut buf[..], Format::Fh6).unwrap();
+            p.set_is_race_on(1);
+            p.set_speed(speed).unwrap();
+            buf
+        };
+        let (game, other): (SocketAddr, SocketAddr) = (from(), "127.0.0.1:6666".parse().unwrap());
+        let speed = |m: &Model| m.car().and_then(|c| c.speed_kmh).map(|v| v.get().round());
+        let t0 = Instant::now();
+        let at = |ms: u64| t0 + Duration::from_millis(ms);
+        let mut m = Model::new(Input::Fixed(Format::Fh6), "test");
+        for i in 0..10 {
+            m.on_datagram(at(i * 20), game, &packet(10.0));
+            m.on_datagram(at(i * 20 + 10), other, &packet(30.0));
+            assert_eq!(speed(&m), Some(36.0), "packet {i}");
+        }
+        assert_eq!(m.packets(), 10);
+        assert_eq!(m.sender(), Some(game));
+        // The game stops; the other program's stream is shown once the game
+        // has been silent for FOLLOW_SILENCE.
+        let quiet = 180 + crate::stats::FOLLOW_SILENCE.as_millis() as u64;
+        m.on_datagram(at(quiet - 1), other, &packet(30.0));
+        assert_eq!(speed(&m), Some(36.0));
+        m.on_datagram(at(quiet), other, &packet(30.0));
+        assert_eq!(speed(&m), Some(108.0));
+        assert_eq!(m.sender(), Some(other));
+        m.on_datagram(at(quiet + 10), game, &packet(10.0));
+        assert_eq!(
+            speed(&m),
+            Some(108.0),
+            "the game is not followed again at once"
+        );
     }
 
     use fixtures::snapshot;

@@ -388,10 +388,10 @@ fn sample(shared: &Shared, input: Input, counting: &mut Counting, snapshots: &mu
         let now = Instant::now();
         let mut framed = false;
         while let Some(d) = tap.pop() {
-            if pages {
-                model.on_datagram(now, d.from, d.payload);
-            }
-            if !streams {
+            // The model follows one sender when several send at once; the
+            // streams show what it shows.
+            model.on_datagram(now, d.from, d.payload);
+            if !streams || model.sender() != Some(d.from) {
                 continue;
             }
             if let Some(format) = reader.format_of(d.payload) {
