@@ -71,7 +71,7 @@ skip=(
     # and Wine's UDP table lists the test's own sockets as nobody's (the other
     # doctor and setup tests beside a relay run)
     issue23_doctor_beside_a_running_relay_fed_nothing_exits_1_with_the_fixes
-    issue23_doctor_without_a_configuration_beside_a_relay_on_the_default_port_checks_that_relay
+    issue23_doctor_without_a_configuration_checks_the_relay_running_on_the_default_port_or_another
     # its check reads the final summary, printed on Ctrl-C
     binary_relays_120_frames_byte_for_byte_and_as_json_objects_field_by_field
     # the Linux chromium and chromedriver (and signals); the native run covers it

@@ -124,6 +124,19 @@ fn running_relays(sockets: &[Socket], config_listen: Option<SocketAddr>) -> Vec<
     unique
 }
 
+/// Where the forza-relay running on this computer listens, when one answers
+/// (the one on the default port first): what `doctor` without a
+/// configuration checks.
+fn running_listen() -> Option<SocketAddr> {
+    let sockets = finder::udp_sockets().ok()?;
+    let relays = running_relays(&sockets, None);
+    relays
+        .iter()
+        .find(|a| a.listen.port() == DEFAULT_LISTEN.port())
+        .or(relays.first())
+        .map(|a| a.listen)
+}
+
 /// Ports `setup` asks at most for a running relay.
 const MAX_ASKED: usize = 16;
 
@@ -342,7 +355,12 @@ pub fn doctor(config: Option<Config>, options: &DoctorOptions) -> u8 {
             (config, origin)
         }
         None => (
-            default_config(),
+            Config {
+                // The forza-relay running here, on whatever port it listens,
+                // is the one to check; the default port without one.
+                listen: running_listen().unwrap_or(DEFAULT_LISTEN),
+                ..default_config()
+            },
             Finding::problem(
                 "configuration",
                 format!(
