@@ -634,6 +634,14 @@ pub struct MqttRow {
     pub password_set: bool,
     /// The CA certificate file trusted, as a path.
     pub ca_file: Option<String>,
+    /// Frames its publisher wrote to the broker's connection.
+    pub published: u64,
+    /// Frames handed to its publisher and lost: the connection ended (or
+    /// its queue was full) before they were written. Counted `sent` by the
+    /// relay, which handed them over.
+    pub not_published: u64,
+    /// Connections made to the broker (the first, and each reconnection).
+    pub connections: u64,
 }
 
 impl MqttRow {
@@ -713,6 +721,9 @@ impl Serialize for DestinationSnapshot {
             map.serialize_entry("password_env", &mqtt.password_env)?;
             map.serialize_entry("password_set", &mqtt.password_set)?;
             map.serialize_entry("ca_file", &mqtt.ca_file)?;
+            map.serialize_entry("published", &mqtt.published)?;
+            map.serialize_entry("not_published", &mqtt.not_published)?;
+            map.serialize_entry("connections", &mqtt.connections)?;
         }
         map.serialize_entry("only_race_on", &self.only_race_on)?;
         map.serialize_entry("max_rate", &self.max_rate)?;
@@ -880,6 +891,13 @@ impl fmt::Display for Snapshot {
                 Refusals(&d.stats),
                 Drops(&d.stats)
             )?;
+            if let Some(m) = d.mqtt.as_ref().filter(|m| m.not_published > 0) {
+                write!(
+                    f,
+                    ", {} not published (the broker's connection ended first)",
+                    m.not_published
+                )?;
+            }
             if d.latency.count > 0 {
                 write!(f, ", latency {} ms (p50/p99/max)", LatencyText(&d.latency))?;
             }

@@ -283,7 +283,7 @@ impl MqttPublisher {
     /// Waits until `deadline` at most for a publisher asked to stop to end;
     /// returns what it did. A thread that does not end by then is left to end
     /// by itself.
-    pub fn wait(mut self, deadline: Instant) -> MqttCounts {
+    pub fn wait(&mut self, deadline: Instant) -> MqttCounts {
         let left = deadline.saturating_duration_since(Instant::now());
         match self.ended.recv_timeout(left) {
             Err(mpsc::RecvTimeoutError::Timeout) => {
@@ -303,22 +303,29 @@ impl MqttPublisher {
 
     /// Says "offline" (when connected), disconnects and ends the thread, within
     /// [`STOP_WITHIN`] and a second; returns what it did.
-    pub fn stop(self) -> MqttCounts {
+    pub fn stop(mut self) -> MqttCounts {
         self.signal_stop(false);
         self.wait(Instant::now() + STOP_WITHIN + Duration::from_secs(1))
     }
 
     /// Stops every one of `publishers` at once (each says "offline"), waiting
-    /// for them together within [`STOP_WITHIN`] and a second.
-    pub fn stop_all(publishers: impl IntoIterator<Item = MqttPublisher>) {
-        let publishers: Vec<MqttPublisher> = publishers.into_iter().collect();
+    /// for them together within [`STOP_WITHIN`] and a second. They stay, with
+    /// what they did ([`MqttPublisher::counts`]).
+    pub fn stop_all<'a>(publishers: impl IntoIterator<Item = &'a mut MqttPublisher>) {
+        let mut publishers: Vec<&mut MqttPublisher> = publishers.into_iter().collect();
         for p in &publishers {
             p.signal_stop(false);
         }
         let deadline = Instant::now() + STOP_WITHIN + Duration::from_secs(1);
-        for p in publishers {
+        for p in &mut publishers {
             p.wait(deadline);
         }
+    }
+
+    /// Whether it was asked to stop: what it does from then on is its
+    /// goodbye, not the broker's state.
+    pub fn is_stopping(&self) -> bool {
+        self.shared.stopping.load(Ordering::Relaxed)
     }
 }
 

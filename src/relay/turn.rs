@@ -162,17 +162,26 @@ impl Shell {
         }
     }
 
-    /// An MQTT destination whose broker can't be reached is failing, even
-    /// while no frame comes to tell (the core's status follows its frames).
-    /// `rows` are the core's, in its order.
+    /// What the MQTT destinations' publishers did: each one's published and
+    /// not published frames and connections, and a destination whose broker
+    /// can't be reached is failing, even while no frame comes to tell (the
+    /// core's status follows its frames). `rows` are the core's, in its order.
     fn brokers_status(&self, rows: &mut [DestinationSnapshot]) {
         if self.brokers.iter().all(Option::is_none) {
             return;
         }
         for (row, (id, _)) in rows.iter_mut().zip(self.core.destinations()) {
             if let Some(Some(broker)) = self.brokers.get(id.index()) {
-                if broker.is_down() && row.status != Status::Refused {
+                // Once stopped, the core's health alone says (see `finish`).
+                let stopped = broker.publisher.is_stopping();
+                if broker.is_down() && !stopped && row.status != Status::Refused {
                     row.status = Status::Failing;
+                }
+                if let Some(mqtt) = row.mqtt.as_mut() {
+                    let counts = broker.publisher.counts();
+                    mqtt.published = counts.published;
+                    mqtt.not_published = counts.not_published;
+                    mqtt.connections = counts.connections;
                 }
             }
         }
@@ -623,12 +632,8 @@ impl Shell {
         }
         // Every publisher says "offline" and disconnects, together, within
         // a second or two whatever the brokers do.
-        MqttPublisher::stop_all(
-            self.brokers
-                .iter_mut()
-                .filter_map(Option::take)
-                .map(|b| b.publisher),
-        );
+        // They stay, for the final summary's published counts.
+        MqttPublisher::stop_all(self.brokers.iter_mut().flatten().map(|b| &mut b.publisher));
         self.last_words();
     }
 }

@@ -210,7 +210,12 @@ fn an_mqtt_destination_shows_its_settings_and_never_its_password() {
         addr_text: "mqtt://b".to_owned(),
         output: Output::Text(crate::output::Encoding::Json),
         fields: vec!["Speed".to_owned()],
-        mqtt: Some(MqttRow::of(&settings)),
+        mqtt: Some(MqttRow {
+            published: 1,
+            not_published: 3,
+            connections: 2,
+            ..MqttRow::of(&settings)
+        }),
         only_race_on: false,
         max_rate: 20,
         max_age: None,
@@ -228,6 +233,9 @@ fn an_mqtt_destination_shows_its_settings_and_never_its_password() {
     assert_eq!(json["password_set"], true);
     assert_eq!(json["password_env"], serde_json::Value::Null);
     assert_eq!(json["broker_unavailable"], 1);
+    assert_eq!(json["published"], 1);
+    assert_eq!(json["not_published"], 3);
+    assert_eq!(json["connections"], 2);
     assert_eq!(json["status"], "failing");
     assert!(!json.to_string().contains("s3cret"), "{json}");
     assert_eq!(
@@ -237,9 +245,10 @@ fn an_mqtt_destination_shows_its_settings_and_never_its_password() {
     let mut snapshot = Snapshot::empty();
     snapshot.destinations.push(d);
     assert!(
-        snapshot
-            .to_string()
-            .contains("\n  league (mqtt://b), json: sent 4"),
+        snapshot.to_string().contains(
+            "\n  league (mqtt://b), json: sent 4, 1 rate-limited, 1 broker unavailable, 3 not \
+                 published (the broker's connection ended first)"
+        ),
         "{snapshot}"
     );
 }

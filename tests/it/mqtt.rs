@@ -616,6 +616,20 @@ fn binary_mqtt_counts_its_drops_while_the_broker_is_gone_and_ctrl_c_says_offline
     .map(|k| league[*k].as_u64().unwrap())
     .sum::<u64>();
     assert_eq!(total, u64::from(sent), "every frame counted once: {league}");
+    // What the publisher did with the frames handed to it, over its two
+    // connections: each published or not, none unaccounted for.
+    let count = |k: &str| {
+        league[k]
+            .as_u64()
+            .unwrap_or_else(|| panic!("{k}: {league}"))
+    };
+    assert_eq!(count("connections"), 2, "{league}");
+    assert!(count("published") > 0, "{league}");
+    assert_eq!(
+        count("published") + count("not_published"),
+        count("sent"),
+        "{league}"
+    );
 }
 
 /// A broker that never answers, with no frame for longer than a status's
