@@ -636,6 +636,15 @@ impl Model {
         }
     }
 
+    /// Follows `sender` from now on (as if its datagram had come first): the
+    /// sender the relay follows, when the model starts beside a relay that
+    /// has already chosen, so that the two show the same stream.
+    pub fn follow(&mut self, sender: SocketAddr, now: Instant) {
+        if !self.senders.follows(sender) {
+            self.senders.note_other(sender, now);
+        }
+    }
+
     /// Takes one datagram received at `now` from `from`.
     pub fn on_datagram(&mut self, now: Instant, from: SocketAddr, payload: &[u8]) {
         let Some(format) = self.reader.format_of(payload) else {
@@ -833,6 +842,18 @@ mod tests {
             Some(108.0),
             "the game is not followed again at once"
         );
+
+        // A model started beside a relay that follows `other` shows it, even
+        // when the game's datagram comes first.
+        let mut m = Model::new(Input::Fixed(Format::Fh6), "test");
+        m.follow(other, at(0));
+        m.on_datagram(at(1), game, &packet(10.0));
+        assert_eq!(speed(&m), None);
+        m.on_datagram(at(2), other, &packet(30.0));
+        assert_eq!(speed(&m), Some(108.0));
+        m.on_datagram(at(3), game, &packet(10.0));
+        assert_eq!(speed(&m), Some(108.0));
+        assert_eq!(m.sender(), Some(other));
     }
 
     use fixtures::snapshot;

@@ -360,6 +360,14 @@ fn sample(shared: &Shared, input: Input, counting: &mut Counting, snapshots: &mu
     let (producer, mut tap) = tap::tap(tap::DEFAULT_CAPACITY);
     shared.control.attach(producer);
     let mut model = Model::new(input, "the relay");
+    // The stream the relay follows is the one shown, from the first datagram
+    // (a page opened while two programs send shows the game's).
+    if let Some(sender) = snapshots
+        .take(SNAPSHOT_TIMEOUT)
+        .and_then(|s| s.input.senders.followed())
+    {
+        model.follow(sender.addr, Instant::now());
+    }
     let mut reader = Reader::new(input);
     let mut newest = Frame {
         time: SystemTime::UNIX_EPOCH,
