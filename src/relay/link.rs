@@ -169,11 +169,11 @@ impl HeldBack {
 pub(super) struct Link {
     pub(super) backlog: LocalRb<Heap<HeldFrame>>,
     pub(super) socket: UdpSocket,
-    /// Registered with the poll for writability: only while frames wait.
-    pub(super) watched: bool,
     /// Frames not yet sent because a backlog is being drained (issue 15);
     /// all older than any frame that comes after them.
     pub(super) held_back: HeldBack,
+    /// Registered with the poll for writability: only while frames wait.
+    pub(super) watched: bool,
     pub(super) token: Token,
     pub(super) warner: Warner,
 }

@@ -231,7 +231,7 @@ fn issue23_doctor_without_a_configuration_checks_the_relay_running_on_the_defaul
     ] {
         if UdpSocket::bind(listen).is_err() {
             eprintln!("note: {listen} is taken here: not run");
-            return;
+            continue;
         }
         let (tool, to) = receiver();
         let (relay, _) = relay_on(&listen.to_string(), to);
