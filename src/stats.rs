@@ -894,7 +894,7 @@ impl fmt::Display for Snapshot {
             if let Some(m) = d.mqtt.as_ref().filter(|m| m.not_published > 0) {
                 write!(
                     f,
-                    ", {} not published (the broker's connection ended first)",
+                    ", {} not published (its connection ended or its queue was full first)",
                     m.not_published
                 )?;
             }

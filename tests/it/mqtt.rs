@@ -623,7 +623,7 @@ fn binary_mqtt_counts_its_drops_while_the_broker_is_gone_and_ctrl_c_says_offline
             .as_u64()
             .unwrap_or_else(|| panic!("{k}: {league}"))
     };
-    assert_eq!(count("connections"), 2, "{league}");
+    assert!(count("connections") >= 2, "{league}");
     assert!(count("published") > 0, "{league}");
     assert_eq!(
         count("published") + count("not_published"),
