@@ -32,6 +32,7 @@ skip=(
     start_at_login_on_the_page_writes_and_removes_the_login_entry
     the_page_adds_an_mqtt_destination_and_never_shows_its_password
     the_overlay_is_transparent_and_shows_the_speed_sent
+    issue30_the_page_keeps_the_screen_on_while_a_race_is_shown
     # full-screen views on a pseudo-terminal: qemu-user does not emulate a
     # terminal call crossterm makes ("Function not implemented"); the native
     # run covers them

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Shared by .ci/windows.sh and .ci/aarch64.sh (sourced, not run).
+# Shared by .ci/windows.sh, .ci/aarch64.sh and .ci/dist.sh (sourced, not run).
 
 # Installs each Debian package named whose command is missing: pairs of
 # COMMAND PACKAGE; apt-get update once per machine boot.
@@ -10,10 +10,16 @@ install_missing() {
         shift 2
     done
     ((${#missing[@]})) || return 0
+    install_packages "${missing[@]}"
+}
+
+# Installs the Debian packages named; apt-get update once per machine boot.
+install_packages() {
     if [[ ! -e /tmp/.forza-relay-apt-updated ]]; then
         apt-get update && touch /tmp/.forza-relay-apt-updated
     fi
-    for package in "${missing[@]}"; do
+    local package
+    for package in "$@"; do
         DEBIAN_FRONTEND=noninteractive apt-get install -y "$package"
     done
 }

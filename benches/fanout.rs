@@ -20,6 +20,7 @@ use std::time::{Instant, SystemTime};
 use criterion::{criterion_group, criterion_main, Criterion};
 use forza_relay::config::{Config, Overrides};
 use forza_relay::fanout::{Arrival, DestinationId, Fanout, Fate};
+use forza_relay::report::CountersOf as _;
 use forza_relay::wire::{Fields, Format, Packet, Puddle, Wheels};
 
 /// A racing FH6 packet with plausible values (a wet front-left wheel, so the

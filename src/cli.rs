@@ -69,6 +69,25 @@ pub enum Command {
     Doctor(DoctorArgs),
     /// Start forza-relay at login (on), stop doing so (off), or say (status).
     Autostart(AutostartArgs),
+    /// The web page's token: `web new-token` makes a new one, and every link
+    /// with the old one opens nothing any more.
+    Web(WebArgs),
+}
+
+/// Options of `web`.
+#[derive(Debug, Clone, Args)]
+pub struct WebArgs {
+    /// What to do.
+    #[command(subcommand)]
+    pub action: WebAction,
+}
+
+/// What `web` does.
+#[derive(Debug, Clone, Subcommand)]
+pub enum WebAction {
+    /// Make a new token for the page (kept across starts in the user's state
+    /// folder); a running forza-relay takes it at once.
+    NewToken,
 }
 
 /// Options of `setup`.
@@ -119,7 +138,8 @@ pub struct AutostartArgs {
 /// Where `watch` and `export` read packets from, and as what.
 #[derive(Debug, Clone, Default, Args)]
 pub struct SourceArgs {
-    /// Address to listen on, IP:PORT or a bare PORT [default: 0.0.0.0:5400].
+    /// Address to listen on, IP:PORT or a bare PORT [default: the [listen] of
+    /// forza-relay.toml here or beside the program, else 0.0.0.0:5400].
     #[arg(long, value_name = "ADDR", conflicts_with = "file")]
     pub listen: Option<String>,
     /// Read a capture (pcap or pcapng) instead of listening: `watch` plays it at
@@ -216,7 +236,8 @@ pub struct DemoArgs {
 #[command(after_help = "Example:
   forza-relay record --listen 0.0.0.0:5400 --output drive.pcap --duration 600")]
 pub struct RecordArgs {
-    /// Address to listen on, IP:PORT or a bare PORT [default: 0.0.0.0:5400].
+    /// Address to listen on, IP:PORT or a bare PORT [default: the [listen] of
+    /// forza-relay.toml here or beside the program, else 0.0.0.0:5400].
     #[arg(long, value_name = "ADDR")]
     pub listen: Option<String>,
     /// The capture file to write; {time} in the name becomes the start time.
@@ -410,8 +431,14 @@ impl ExportArgs {
 impl SimulateArgs {
     /// The drive to send, validated: every bad option named.
     pub fn options(&self) -> Result<SendOptions, Failure> {
-        SendOptions::from_args(&self.to, &self.format, self.rate, self.duration, self.seed)
-            .map_err(|e| bad_options(&e))
+        forza_relay::commands::send_options(
+            &self.to,
+            &self.format,
+            self.rate,
+            self.duration,
+            self.seed,
+        )
+        .map_err(|e| bad_options(&e))
     }
 }
 

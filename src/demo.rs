@@ -22,10 +22,10 @@ use std::time::{Duration, Instant};
 use crate::app::{to_stdout, App, Attach, Failure, Observer, Signals};
 use crate::config::{Config, ConfigError, Overrides};
 use crate::relay::{Relay, StartError};
+use crate::report::Snapshot;
 use crate::simulate::{self, SendOptions, SendReport};
-use crate::stats::Snapshot;
 use crate::telemetry::Telemetry;
-use crate::watch::model::{shown, Car, Finite};
+use crate::view::model::{shown, Car, Finite};
 use crate::wire::{field, Format, Packet, Puddle};
 
 /// How long the demo runs when `--seconds` is not given.
@@ -519,7 +519,7 @@ fn header(
          and what {} got differently. Running for {}; Ctrl-C stops.",
         same.name,
         fh5.name,
-        crate::stats::Elapsed(seconds)
+        crate::numbers::Elapsed(seconds)
     )?;
     writeln!(out)?;
     let names = ["speed", "gear", "rpm", "throttle", "brake", "steer", "lap"].map(str::to_owned);
@@ -536,7 +536,7 @@ fn footer(
 ) -> io::Result<()> {
     let [same, fh5] = tools;
     writeln!(out)?;
-    writeln!(out, "Stopped after {}.", crate::stats::Elapsed(elapsed))?;
+    writeln!(out, "Stopped after {}.", crate::numbers::Elapsed(elapsed))?;
     writeln!(out, "simulator: {sent}")?;
     writeln!(
         out,

@@ -61,5 +61,8 @@ fn dispatch(cli: Cli, bare: bool, signals: &Signals) -> Result<(), Failure> {
         Some(Command::Setup(a)) => commands::setup(a.options()),
         Some(Command::Doctor(a)) => commands::doctor(&a.settings.setup()?, &a.options()?),
         Some(Command::Autostart(a)) => commands::exited(setup::autostart(&a.options()?)),
+        Some(Command::Web(a)) => match a.action {
+            cli::WebAction::NewToken => commands::exited(setup::new_token()),
+        },
     }
 }

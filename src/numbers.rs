@@ -2,6 +2,7 @@
 //! message of the program, issue 13).
 
 use std::fmt;
+use std::time::Duration;
 
 /// `n` with a comma every three digits: `1,234,567`. Formats without allocating.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -49,6 +50,20 @@ impl fmt::Display for Count<'_> {
             Thousands(n),
             if n == 1 { "" } else { "s" }
         )
+    }
+}
+
+/// A duration as a person reads it: `42s`, `3m 05s`, `2h 01m`.
+pub struct Elapsed(pub Duration);
+
+impl fmt::Display for Elapsed {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let s = self.0.as_secs();
+        match s {
+            0..=59 => write!(f, "{}.{}s", s, self.0.subsec_millis() / 100),
+            60..=3599 => write!(f, "{}m {:02}s", s / 60, s % 60),
+            _ => write!(f, "{}h {:02}m", s / 3600, s % 3600 / 60),
+        }
     }
 }
 

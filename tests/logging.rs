@@ -1,5 +1,6 @@
 //! The log as the relay's loop uses it (issue 12): with the program's logger
-//! installed, a loop that warns (destinations refusing, every second) allocates
+//! installed, a loop that warns (destinations refusing, said once each since
+//! issue 30, and datagrams that are no fh6 packet, every second) allocates
 //! nothing in steady state, as `tests/no_alloc.rs` proves for the rest of the
 //! loop. A counting allocator, armed only on the loop's thread, watches.
 
@@ -46,6 +47,8 @@ fn issue12_the_loop_logging_its_warnings_allocates_nothing_in_steady_state() {
         p.set_is_race_on(1);
         p.set_timestamp_ms(*n);
         sender.send_to(&buf, target).expect("send");
+        // A datagram that is no fh6 packet: warned about once an interval.
+        sender.send_to(&buf[..100], target).expect("send");
         *n += 1;
     };
     // Warm-up: the first warnings (each destination's first refusal) make
@@ -57,7 +60,8 @@ fn issue12_the_loop_logging_its_warnings_allocates_nothing_in_steady_state() {
     }
     let queued = forza_relay::logging::queued_bytes();
     let before = ALLOCATIONS.load(Ordering::SeqCst);
-    // Longer than the warning interval (1 s): every dead destination warns again.
+    // Longer than the warning interval (1 s): the loop warns again about the
+    // datagrams that are no packets.
     let measured = Instant::now() + Duration::from_millis(1_500);
     while Instant::now() < measured {
         // The sender (on this thread too) is not armed: only the loop is.

@@ -19,7 +19,7 @@ use forza_relay::config::{Config, Overrides};
 use forza_relay::relay::Relay;
 use forza_relay::simulate::Simulator;
 use forza_relay::tap;
-use forza_relay::watch::model::Model;
+use forza_relay::view::model::Model;
 use forza_relay::wire::{Format, Packet, MAX_LEN};
 
 mod counting;
@@ -386,7 +386,8 @@ max_rate = 100
 /// pauses that let the publisher wait again; the broker gets what was taken.
 #[test]
 fn the_hand_off_to_the_mqtt_thread_allocates_nothing() {
-    use forza_relay::output::mqtt::{Broker, MqttPublisher, MqttSettings};
+    use forza_relay::output::mqtt::{Broker, MqttSettings};
+    use forza_relay::relay::mqtt::MqttPublisher;
 
     let Some(broker) = Mosquitto::start() else {
         return;
@@ -789,7 +790,7 @@ format = "fm7"
     )
     .unwrap();
     let mut web = Web::new(
-        "127.0.0.1:0".parse().unwrap(),
+        Some("127.0.0.1:0".parse().unwrap()),
         owner.editor(),
         config.input,
         None,

@@ -33,11 +33,11 @@ const TRACE_QUIET: Duration = Duration::from_millis(500);
 
 /// The libc functions a relay receives with: each entry starts a wake-up.
 const RECEIVES: [&str; 4] = ["recvmmsg", "recvfrom", "recvmsg", "recv"];
-/// forza-relay's own receive on Linux (src/recv/linux.rs): one `recvmmsg`
+/// forza-relay's own receive on Linux (src/net/recv/linux.rs): one `recvmmsg`
 /// made through glibc's `syscall`, never inlined, so its entry starts a
 /// wake-up as a libc receive's does, and each call is one `syscall` that is
 /// not a send.
-const OWN_RECEIVE: &str = "forza_relay::recv::imp::recvmmsg";
+const OWN_RECEIVE: &str = "forza_relay::net::recv::imp::recvmmsg";
 /// The libc functions a relay sends with (`syscall`: forza-relay's sends on
 /// Linux, past glibc's cancellation bookkeeping; nothing else calls it per
 /// packet).

@@ -17,9 +17,10 @@ use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use forza_relay::config::Input;
-use forza_relay::stats::Latency;
-use forza_relay::watch::dashboard::plain_line;
-use forza_relay::watch::{render, DestinationRow, Model};
+use forza_relay::counters::Latency;
+use forza_relay::dashboard::plain_line;
+use forza_relay::dashboard::render;
+use forza_relay::view::{DestinationRow, Model};
 use forza_relay::wire::Format;
 use libfuzzer_sys::fuzz_target;
 use ratatui::backend::TestBackend;

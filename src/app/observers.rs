@@ -15,8 +15,9 @@ use log::{info, warn};
 use super::{join_within, Attach, Failure, Observer};
 use crate::capture::record::{Existing, Recorder};
 use crate::config::StatsFormat;
+use crate::numbers::Elapsed;
 use crate::owner::Owner;
-use crate::stats::{Elapsed, Snapshot, SnapshotKind, Summary};
+use crate::report::{Snapshot, SnapshotKind, Summary};
 
 /// How long the end of a command waits for standard output to take the last
 /// JSON line; a reader that takes nothing is not waited for forever.

@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use log::warn;
 
 use super::{thousands, CaptureError, FileFormat, Reader, Selection, Streams, RAW_DUMP_RATE};
-use crate::socket;
+use crate::net::socket;
 
 /// The slowest replay accepted: a thousand times slower than captured.
 pub const MIN_SPEED: f64 = 0.001;

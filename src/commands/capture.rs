@@ -34,12 +34,17 @@ pub struct RecordOptions {
 /// until stopped, `--duration` or `--count`.
 pub fn record(options: &RecordOptions, signals: &Signals) -> Result<(), Failure> {
     let mut problems = Vec::new();
-    let config = Config::listen_only(options.listen.as_deref())
+    // Without --listen, where the configuration file `run` would use says.
+    let listen = options
+        .listen
+        .clone()
+        .or_else(|| super::listen_of_default_file().map(|(addr, _)| addr.to_string()));
+    let config = Config::listen_only(listen.as_deref())
         .map_err(|e| problems.extend(e.problems))
         .ok();
     let duration = options
         .duration
-        .map(|d| crate::simulate::seconds("--duration", d))
+        .map(|d| super::simulate::seconds("--duration", d))
         .transpose()
         .map_err(|p| problems.push(p))
         .ok()

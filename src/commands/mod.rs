@@ -21,11 +21,12 @@ use crate::app::observers::{Owning, Printer, Recording};
 use crate::app::{App, Failure, Signals};
 use crate::capture::record;
 use crate::config::{system_look_up, Config, ConfigError, Overrides, DEFAULT_FILE_NAME};
+use crate::dashboard::live::LiveView;
+use crate::net::socket::PortInUse;
 use crate::numbers::Thousands;
 use crate::owner::Owner;
 use crate::relay::{Relay, StartError};
 use crate::setup::running::{self, Beside};
-use crate::watch::live::LiveView;
 use crate::web::Web;
 
 mod capture;
@@ -34,7 +35,7 @@ pub mod watch;
 
 pub use crate::app::to_stdout;
 pub use capture::{record, replay, RecordOptions, ReplayOptions};
-pub use simulate::{demo, simulate};
+pub use simulate::{demo, send_options, simulate};
 
 /// What `forza-relay` prints when it finds no configuration.
 pub const NO_CONFIG_HELP: &str = "\
@@ -106,6 +107,36 @@ pub fn find_default_file() -> Option<PathBuf> {
         .find(|p| p.is_file())
 }
 
+/// Where `run` would listen, for a tool started without `--listen` (`watch`,
+/// `export`, `record`): the `[listen]` of `forza-relay.toml` here or beside the
+/// program, as `doctor` and `setup` read it (issue 30: `watch` listened on
+/// 0.0.0.0:5400 in a folder whose file said otherwise). `None` with no file,
+/// or with one whose `[listen]` can't be used, which one warning names; the
+/// rest of the file is not read.
+pub fn listen_of_default_file() -> Option<(std::net::SocketAddr, crate::config::Input)> {
+    let path = find_default_file()?;
+    match crate::config::listen_of_file(&path) {
+        Ok((listen, input)) => {
+            info!(
+                "listening where {} says ([listen]: {listen}, {input})",
+                path.display()
+            );
+            Some((listen, input))
+        }
+        Err(e) => {
+            log::warn!(
+                "{} can't be used ({}); listening on {} instead (--listen chooses)",
+                path.display(),
+                e.problems
+                    .first()
+                    .map_or_else(String::new, |p| format!("{}: {}", p.place, p.message)),
+                crate::config::DEFAULT_LISTEN
+            );
+            None
+        }
+    }
+}
+
 /// The configuration of `setup`, with the file it came from (to reload).
 fn load(setup: &ConfigSource) -> Result<(Config, Option<PathBuf>), Failure> {
     find(setup)?.ok_or_else(|| Failure::help(NO_CONFIG_HELP))
@@ -149,7 +180,48 @@ pub(crate) fn listen_failure(e: &StartError, what: Beside) -> Failure {
             ));
         }
     }
-    Failure::start(e.to_string())
+    start_failure(e)
+}
+
+/// One instance (issue 32): a start whose listen port a running relay holds
+/// (it answers the status query) says so in one line naming that relay and
+/// its page, opens the page when it was double-clicked (no arguments), and
+/// ends with 0, instead of failing on the port. `None`: no relay answered.
+fn already_running(e: &StartError, double_clicked: bool) -> Option<Result<(), Failure>> {
+    let StartError::Listen { addr, source, .. } = e else {
+        return None;
+    };
+    let answer = running::relay_on(*addr, source)?;
+    let link = running::page_link(&answer);
+    let page = match &link {
+        Some(link) => format!("its page is {link}"),
+        None => "it serves no page ([web] addr in its configuration)".to_owned(),
+    };
+    info!(
+        "forza-relay is already running (pid {}), listening on {}: {page}; nothing more to start",
+        answer.pid, answer.listen
+    );
+    if let (true, Some(link)) = (double_clicked, &link) {
+        crate::web::open::page_and_wait(link);
+    }
+    Some(Ok(()))
+}
+
+/// Why the relay could not start, a port in use naming the program that
+/// holds it when this computer says (the socket table is `setup`'s, above
+/// the relay, which words it without).
+pub(crate) fn start_failure(e: &StartError) -> Failure {
+    match e {
+        StartError::Listen {
+            addr,
+            place,
+            source,
+        } => Failure::start(format!(
+            "{place}: cannot listen on {addr}: {}",
+            PortInUse::new(*addr, source).held_by(crate::setup::finder::blocker(*addr, source))
+        )),
+        e => Failure::start(e.to_string()),
+    }
 }
 
 /// A command that printed its own outcome and ended with `code`.
@@ -197,6 +269,14 @@ pub fn check(setup: &ConfigSource) -> Result<(), Failure> {
     to_stdout(print(&format!("{}\nconfiguration OK", config.describe())))
 }
 
+/// Where the page's token is kept: the user's state folder; `None` (a
+/// token for this run, said in the log) when there is none.
+fn page_token_file() -> Option<crate::state::TokenFile> {
+    crate::state::TokenFile::of_user()
+        .map_err(|e| log::warn!("the page's token can't be kept ({e}): a new one each start"))
+        .ok()
+}
+
 /// `run`: relays until stopped; reloads the file when it changes; with
 /// `watch`, shows the telemetry and the counters live. `double_clicked`: the
 /// program started with no arguments at all, so the page (if served and a
@@ -208,7 +288,10 @@ pub fn run(
     signals: &Signals,
 ) -> Result<(), Failure> {
     let (config, file) = load(setup)?;
-    let relay = Relay::bind(&config).map_err(|e| Failure::start(e.to_string()))?;
+    let relay = match Relay::bind(&config) {
+        Ok(relay) => relay,
+        Err(e) => return already_running(&e, double_clicked).unwrap_or(Err(start_failure(&e))),
+    };
     let mut shown = config.clone();
     shown.listen = relay.local_addr();
     info!("{}", shown.describe());
@@ -222,15 +305,15 @@ pub fn run(
         Arc::new(system_look_up),
     )
     .map_err(|e| Failure::start(format!("cannot start the configuration's thread: {e}")))?;
-    let editor = owner.editor();
+    // The page is there even when off: a saved `[web] addr` serves it
+    // (issue 30), as it moves it.
+    let web = Web::new(config.web, owner.editor(), config.input, file.clone())
+        .open_in_browser(double_clicked && file.is_some())
+        .token_file(page_token_file());
+    owner.move_page_with(web.mover());
     let mut app = App::new(relay, signals);
     app.observe(Owning::new(owner));
-    if let Some(addr) = config.web {
-        app.observe(
-            Web::new(addr, editor, config.input, file.clone())
-                .open_in_browser(double_clicked && file.is_some()),
-        );
-    }
+    app.observe(web);
     if let Some(path) = &recording {
         app.observe(Recording::new(path.clone(), record::Existing::Number, None));
     }

@@ -14,13 +14,13 @@ use log::{info, warn};
 
 use crate::app::{to_stdout, Failure, Signals};
 use crate::config::{parse_listen, Input, DEFAULT_LISTEN};
+use crate::dashboard::{watch, WatchOptions};
+use crate::dissector;
+use crate::export::{export, ExportError, ExportOptions, Table};
 use crate::relay::StartError;
 use crate::setup::running::Beside;
-use crate::watch::columns::{self, Column};
-use crate::watch::dashboard::{watch, WatchOptions};
-use crate::watch::dissector;
-use crate::watch::export::{export, ExportError, ExportOptions, Table};
-use crate::watch::source::{CaptureSource, Pace, Source, UdpSource};
+use crate::telemetry::columns::{self, Column};
+use crate::view::source::{CaptureSource, Pace, Source, UdpSource};
 
 /// Where `watch` and `export` read packets from, and as what, as typed.
 #[derive(Debug, Clone, Default)]
@@ -57,19 +57,30 @@ pub struct ExportCommand {
     pub only_race_on: bool,
 }
 
-fn listen_addr(text: Option<&str>) -> Result<SocketAddr, Failure> {
+fn listen_addr(text: Option<&str>, file: Option<SocketAddr>) -> Result<SocketAddr, Failure> {
     match text {
-        None => Ok(DEFAULT_LISTEN),
+        None => Ok(file.unwrap_or(DEFAULT_LISTEN)),
         Some(t) => parse_listen(t).map_err(|e| Failure::usage(format!("--listen: {e}"))),
     }
 }
 
-fn input(text: Option<&str>) -> Result<Input, Failure> {
+fn input(text: Option<&str>, file: Option<Input>) -> Result<Input, Failure> {
     match text {
-        None => Ok(Input::Auto),
+        None => Ok(file.unwrap_or(Input::Auto)),
         Some(t) => t
             .parse::<Input>()
             .map_err(|e| Failure::usage(format!("--format: {e}"))),
+    }
+}
+
+impl SourceOptions {
+    /// The `[listen]` of the configuration file `run` would use, when neither
+    /// `--listen` nor `--file` says where the packets come from.
+    fn listen_of_default_file(&self) -> Option<(SocketAddr, Input)> {
+        if self.listen.is_some() || self.file.is_some() {
+            return None;
+        }
+        super::listen_of_default_file()
     }
 }
 
@@ -100,17 +111,17 @@ fn open_capture(path: &Path, port: Option<u16>, pace: Pace) -> Result<CaptureSou
     Ok(source)
 }
 
-/// The source of `--file CAPTURE [--port P]`, or of `--listen ADDR`.
+/// The source of `--file CAPTURE [--port P]`, or of `--listen ADDR` (`file`:
+/// the configuration file's address, without `--listen`).
 fn open_source(
-    listen: Option<&str>,
-    file: Option<&Path>,
-    port: Option<u16>,
+    options: &SourceOptions,
+    file: Option<SocketAddr>,
     pace: Pace,
     what: Beside,
 ) -> Result<Box<dyn Source>, Failure> {
-    let source: Box<dyn Source> = match file {
-        Some(path) => Box::new(open_capture(path, port, pace)?),
-        None => Box::new(bind(listen_addr(listen)?, what)?),
+    let source: Box<dyn Source> = match &options.file {
+        Some(path) => Box::new(open_capture(path, options.port, pace)?),
+        None => Box::new(bind(listen_addr(options.listen.as_deref(), file)?, what)?),
     };
     Ok(source)
 }
@@ -118,13 +129,13 @@ fn open_source(
 /// `forza-relay watch`.
 pub fn watch_command(command: &WatchCommand, signals: &Signals) -> Result<(), Failure> {
     let source_options = &command.source;
+    let file = source_options.listen_of_default_file();
     let options = WatchOptions {
-        input: input(source_options.format.as_deref())?,
+        input: input(source_options.format.as_deref(), file.map(|f| f.1))?,
     };
     let mut source = open_source(
-        source_options.listen.as_deref(),
-        source_options.file.as_deref(),
-        source_options.port,
+        source_options,
+        file.map(|f| f.0),
         Pace::Recorded,
         Beside::Watch,
     )?;
@@ -161,8 +172,9 @@ pub fn export_command(command: &ExportCommand, signals: &Signals) -> Result<(), 
         Some(spec) => columns::select(spec).map_err(Failure::usage)?,
         None => Column::all(),
     };
+    let file = command.source.listen_of_default_file();
     let options = ExportOptions {
-        input: input(command.source.format.as_deref())?,
+        input: input(command.source.format.as_deref(), file.map(|f| f.1))?,
         table: table(command.table.as_deref(), &command.output)?,
         columns,
         skip_not_racing: command.only_race_on,
@@ -170,9 +182,8 @@ pub fn export_command(command: &ExportCommand, signals: &Signals) -> Result<(), 
     // Opened before the output is created, so a bad capture or a port in use
     // leaves an existing output file alone.
     let mut source = open_source(
-        command.source.listen.as_deref(),
-        command.source.file.as_deref(),
-        command.source.port,
+        &command.source,
+        file.map(|f| f.0),
         Pace::Fastest,
         Beside::Export,
     )?;

@@ -1,12 +1,11 @@
 //! The configuration file: its TOML as written ([`FileConfig`] and its
 //! tables, serde with `deny_unknown_fields`), how it is read (a regular file,
-//! at most [`MAX_FILE_BYTES`], UTF-8), and how its text becomes settings to
-//! validate, each with the file and line it was written at. A mistake toml
-//! finds is said as how to fix it ([`explain_toml`]).
+//! at most [`MAX_FILE_BYTES`], within a deadline, UTF-8), and how its text
+//! becomes settings to validate, each with the file and line it was written
+//! at. A mistake toml finds is said as how to fix it ([`explain_toml`]).
 
 use std::fmt;
-use std::fs::File;
-use std::io::{self, Read as _};
+use std::net::SocketAddr;
 use std::path::Path;
 
 use serde::Deserialize;
@@ -14,9 +13,10 @@ use toml::Spanned;
 
 use super::validate::{Raw, RawDestination};
 use super::{
-    escape_controls, system_look_up, Config, ConfigError, LookUp, Overrides, Reloaded,
-    MAX_FILE_BYTES,
+    escape_controls, system_look_up, Config, ConfigError, Input, LookUp, Overrides, Reloaded,
+    DEFAULT_LISTEN, MAX_FILE_BYTES,
 };
+use crate::named_file::{self, ReadError};
 use crate::output::mqtt::Secret;
 
 /// The TOML file as written.
@@ -126,6 +126,38 @@ pub struct ListenFile {
     /// `allow = ["192.168.1.0/24"]`.
     #[serde(default)]
     pub allow: Vec<Spanned<String>>,
+}
+
+/// The `[listen]` of the file at `path` alone, its address and format, for a
+/// tool that listens where the relay would (`watch`, `export`, `record`):
+/// nothing else of the file is read, so a destination this shell can't
+/// validate (a `password_env` set only where the relay runs, a host that
+/// doesn't resolve) does not move the tool to the default (review of issue
+/// 30).
+pub fn listen_of_file(path: &Path) -> Result<(SocketAddr, Input), ConfigError> {
+    /// The file, every table but `[listen]` skipped.
+    #[derive(Deserialize)]
+    struct OnlyListen {
+        #[serde(default)]
+        listen: ListenFile,
+    }
+    let origin = path.display().to_string();
+    let text = read_text(path, &origin)?;
+    let file: OnlyListen =
+        toml::from_str(&text).map_err(|e| ConfigError::one(&origin, e.message().to_owned()))?;
+    let addr = match &file.listen.addr {
+        None => DEFAULT_LISTEN,
+        Some(a) => super::parse_listen(&a.get_ref().0)
+            .map_err(|m| ConfigError::one(format!("{origin}: listen.addr"), m))?,
+    };
+    let input = match &file.listen.format {
+        None => Input::Auto,
+        Some(f) => f
+            .get_ref()
+            .parse::<Input>()
+            .map_err(|m| ConfigError::one(format!("{origin}: listen.format"), m))?,
+    };
+    Ok((addr, input))
 }
 
 /// `[stats]` as written.
@@ -372,74 +404,25 @@ impl Config {
     }
 }
 
-/// What a path that is not a regular file is, for the message refusing it.
-fn not_a_file(file_type: std::fs::FileType) -> Option<&'static str> {
-    if file_type.is_file() {
-        return None;
-    }
-    if file_type.is_dir() {
-        return Some("a folder");
-    }
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::FileTypeExt as _;
-        if file_type.is_fifo() {
-            return Some("a named pipe (FIFO)");
-        }
-        if file_type.is_char_device() || file_type.is_block_device() {
-            return Some("a device");
-        }
-        if file_type.is_socket() {
-            return Some("a socket");
-        }
-    }
-    Some("not a regular file")
-}
-
 /// The text of the configuration file at `path`, at most [`MAX_FILE_BYTES`],
-/// which must be UTF-8 (a UTF-8 byte-order mark is fine: toml skips it).
+/// which must be UTF-8 (a UTF-8 byte-order mark is fine: toml skips it). Read
+/// with the guards of every file a configuration names ([`named_file::read`]:
+/// a regular file, a size cap, a deadline).
 pub fn read_text(path: &Path, origin: &str) -> Result<String, ConfigError> {
-    let cannot =
-        |e: io::Error| ConfigError::one(origin, format!("cannot read the config file: {e}"));
-    // Looked at before it is opened: opening a FIFO waits for a writer forever.
-    let kind = std::fs::metadata(path).map_err(cannot)?.file_type();
-    if let Some(kind) = not_a_file(kind) {
-        return Err(ConfigError::one(
-            origin,
-            format!(
+    let bytes = named_file::read(path).map_err(|e| {
+        let message = match e {
+            ReadError::NotAFile(kind) => format!(
                 "cannot read the config file: it is {kind}; a configuration is a TOML text \
                  file"
             ),
-        ));
-    }
-    let file = File::open(path).map_err(cannot)?;
-    let too_big = |size: &str| {
-        ConfigError::one(
-            origin,
-            format!(
-                "the file {size}: a configuration may be at most {} KiB (a real one is a \
-                 few KB); is this the right file?",
-                MAX_FILE_BYTES >> 10
-            ),
-        )
-    };
-    // Its size as it is now; one that grows while it is read is still read
-    // only up to the limit.
-    if let Ok(size) = file.metadata().map(|m| m.len()) {
-        if size > MAX_FILE_BYTES {
-            return Err(too_big(&format!("is {size} bytes")));
-        }
-    }
-    let mut bytes = Vec::new();
-    file.take(MAX_FILE_BYTES + 1)
-        .read_to_end(&mut bytes)
-        .map_err(cannot)?;
-    if bytes.len() as u64 > MAX_FILE_BYTES {
-        return Err(too_big(&format!(
-            "holds more than {} KiB",
-            MAX_FILE_BYTES >> 10
-        )));
-    }
+            ReadError::TooBig(size) => too_big(&format!("is {size} bytes")),
+            ReadError::Grew => too_big(&format!("holds more than {} KiB", MAX_FILE_BYTES >> 10)),
+            e @ (ReadError::Io(_) | ReadError::TimedOut) => {
+                format!("cannot read the config file: {e}")
+            }
+        };
+        ConfigError::one(origin, message)
+    })?;
     if bytes.starts_with(&[0xFF, 0xFE]) || bytes.starts_with(&[0xFE, 0xFF]) {
         return Err(ConfigError::one(
             origin,
@@ -456,6 +439,15 @@ pub fn read_text(path: &Path, origin: &str) -> Result<String, ConfigError> {
              UTF-8; is this the right file?",
         )
     })
+}
+
+/// Why a configuration file of `size` is refused.
+fn too_big(size: &str) -> String {
+    format!(
+        "the file {size}: a configuration may be at most {} KiB (a real one is a few KB); \
+         is this the right file?",
+        MAX_FILE_BYTES >> 10
+    )
 }
 
 #[cfg(test)]

@@ -13,7 +13,7 @@
 //! (regular file, size, encoding) and turned into settings, in `file.rs`; the
 //! quick form of the command line (`--to HOST:PORT,format=…`) in `quick.rs`;
 //! the checks that make settings a [`Config`] (addresses resolved, formats
-//! parsed, every mistake named) in `validate.rs`; what a configuration makes
+//! parsed, every mistake named) in `validate/`; what a configuration makes
 //! the relay do, as `check` prints it ([`Config::describe`]), in
 //! `describe.rs`. The types every part shares are here.
 
@@ -36,9 +36,11 @@ mod file;
 mod quick;
 mod validate;
 
-pub use edit::{field, DestinationSpec};
+pub use crate::logging::escape_controls;
+pub use edit::{admit, field, DestinationSpec};
 pub use file::{
-    read_text, AddrText, DestinationFile, FileConfig, ListenFile, RecordFile, StatsFile, WebFile,
+    listen_of_file, read_text, AddrText, DestinationFile, FileConfig, ListenFile, RecordFile,
+    StatsFile, WebFile,
 };
 pub use validate::{parse_listen, parse_max_age, parse_web, resolve};
 
@@ -68,7 +70,7 @@ pub const DEFAULT_FILE_NAME: &str = "forza-relay.toml";
 /// The largest configuration file read. A real one is a few KB; a bigger file is
 /// the wrong file, and reading no more than this keeps a mistake (a video, a
 /// disk image, `/dev/zero`) from taking minutes or gigabytes.
-pub const MAX_FILE_BYTES: u64 = 1 << 20;
+pub const MAX_FILE_BYTES: u64 = crate::named_file::MAX_BYTES;
 
 impl std::str::FromStr for Input {
     type Err = String;
@@ -78,9 +80,15 @@ impl std::str::FromStr for Input {
         if text.trim().eq_ignore_ascii_case("auto") {
             return Ok(Input::Auto);
         }
-        text.parse::<Format>()
-            .map(Input::Fixed)
-            .map_err(|_| format!("unknown input format {text:?} (valid: auto, {FORMAT_IDS})"))
+        text.parse::<Format>().map(Input::Fixed).map_err(|_| {
+            let ids: Vec<&str> = std::iter::once("auto")
+                .chain(Format::ALL.iter().map(|f| f.id()))
+                .collect();
+            format!(
+                "unknown input format {text:?}{} (valid: auto, {FORMAT_IDS})",
+                crate::words::did_you_mean(text, &ids)
+            )
+        })
     }
 }
 
@@ -199,22 +207,6 @@ pub fn is_own_address(ip: IpAddr) -> bool {
     UdpSocket::bind((any, 0))
         .and_then(|s| s.connect((ip, 9)).and_then(|()| s.local_addr()))
         .is_ok_and(|local| local.ip().to_canonical() == ip)
-}
-
-/// `text` safe to print: every control character (ESC, a newline…) written as
-/// its escape (`\u{1b}`, `\n`), everything else as it is. Destination names
-/// and addresses are stored this way at load, so every log line, summary and
-/// dashboard that shows them is safe (issue 12).
-pub fn escape_controls(text: &str) -> String {
-    let mut escaped = String::with_capacity(text.len());
-    for c in text.chars() {
-        if c.is_control() {
-            escaped.extend(c.escape_default());
-        } else {
-            escaped.push(c);
-        }
-    }
-    escaped
 }
 
 /// A configuration read again while running, and what it kept from before.

@@ -15,12 +15,12 @@
 //! in a pending frame; [`Fanout::due`] sends it).
 //!
 //! Who sends is counted in a table of a few senders, in place
-//! ([`crate::stats::Senders`]); with `auto`, each datagram is read by its own
+//! ([`crate::counters::Senders`]); with `auto`, each datagram is read by its own
 //! bytes where they tell, and only the stream followed (the game's) teaches
 //! how the others are read (issue 23). Among the datagrams it refuses anyway
 //! (no packet of the input, or from outside the allow-list), the core
 //! recognises the status query of a tool on this computer
-//! ([`crate::query`]): [`Verdict::Query`], sent nowhere, counted nowhere, so
+//! ([`crate::report::query`]): [`Verdict::Query`], sent nowhere, counted nowhere, so
 //! a packet's way pays nothing for it.
 //!
 //! A text output (`json`, `influx`, issue 25) is made the same way, once per
@@ -71,14 +71,16 @@
 //! [`DestinationId`], [`Output`], the loop rule [`is_loop`]) in `routes.rs`;
 //! the shell's side of a delivery ([`Sink`], [`Report`], [`Fate`],
 //! [`HeldFrame`]) in `sink.rs`; the core itself ([`Fanout`]: handling a
-//! datagram, each destination's state, the counters) in `core.rs`; taking new
+//! datagram, each destination's state, the counters) in `core/`; taking new
 //! routes ([`Fanout::plan`], [`Fanout::commit`] and what they return) in
-//! `plan.rs`. How a [`Changes`] reads is with the rest of the wording, in
-//! [`crate::stats`].
+//! `plan.rs`, and how a [`Changes`] reads (its `Display`, in the log and on
+//! the page) beside it in `changes.rs`. The core counts with the types of
+//! [`crate::counters`]; every rendering of them is [`crate::report`]'s.
 //!
 //! [`Acceptor`]: crate::wire::Acceptor
-//! [`DestinationStats::is_balanced`]: crate::stats::DestinationStats::is_balanced
+//! [`DestinationStats::is_balanced`]: crate::counters::DestinationStats::is_balanced
 
+mod changes;
 mod core;
 pub mod plan;
 pub mod routes;
@@ -86,7 +88,7 @@ pub mod sink;
 #[cfg(test)]
 mod testing;
 
-pub use self::core::{Arrival, Counters, Fanout, Verdict};
+pub use self::core::{Arrival, Counted, Fanout, Verdict};
 pub use plan::{Action, Changed, Changes, Plan, Removed, Step};
 pub use routes::{is_loop, Destination, DestinationId, Fields, Output, Routes, Target};
 pub use sink::{Fate, HeldFrame, Report, Sink, FRAME_CAPACITY};

@@ -2,13 +2,13 @@
 //! destinations by name (the one place that rule lives) and says, per
 //! destination, what the shell must do with its socket ([`Plan`], [`Step`],
 //! [`Action`]); the shell does it (all or nothing), then [`Fanout::commit`]
-//! applies the plan and returns the [`Changes`]. How a change reads is in
-//! [`crate::stats`], with the rest of the wording.
+//! applies the plan and returns the [`Changes`]. How a change reads is beside
+//! it, in `changes.rs`.
 
 use super::core::DestinationState;
 use super::{Destination, DestinationId, Fanout, Routes};
+use crate::counters::DestinationStats;
 use crate::filter::{AgeLimit, RaceFilter, RateLimiter};
-use crate::stats::DestinationStats;
 use crate::wire::{Acceptor, Input};
 
 /// What the shell must do with one destination's socket for a [`Plan`].
@@ -279,8 +279,9 @@ mod tests {
     use std::time::{Duration, Instant};
 
     use super::*;
+    use crate::counters::DropReason;
     use crate::fanout::testing::*;
-    use crate::stats::DropReason;
+    use crate::report::CountersOf as _;
     use crate::wire::{Format, Packet};
 
     #[test]
@@ -295,8 +296,10 @@ mod tests {
         let mut sink = Recorder::default();
         let t0 = Instant::now();
         let ms = Duration::from_millis;
+        // b sends the first and one more within its tolerance; the third waits.
         core.handle_at(&fh6(1, true), SENDER, t0, &mut sink);
-        core.handle_at(&fh6(2, true), SENDER, t0 + ms(10), &mut sink);
+        core.handle_at(&fh6(2, true), SENDER, t0 + ms(5), &mut sink);
+        core.handle_at(&fh6(3, true), SENDER, t0 + ms(10), &mut sink);
         let ids: Vec<DestinationId> = core.destinations().map(|(id, _)| id).collect();
 
         let after = routes(
@@ -350,16 +353,16 @@ mod tests {
         assert_eq!(changes.to_string(), "+ c (fm7), ~ b: same -> fh5, - d");
         assert_eq!(changes.removed.len(), 1);
         assert_eq!(changes.removed[0].destination.name, "d");
-        assert_eq!(changes.removed[0].stats.sent, 2, "d's final counters");
+        assert_eq!(changes.removed[0].stats.sent, 3, "d's final counters");
         assert_eq!(changes.changed[0].id, ids[1], "b keeps its id");
         assert_eq!(changes.added[0].0, ids[2]);
         let names: Vec<&str> = core.destinations().map(|(_, d)| d.name.as_str()).collect();
         assert_eq!(names, ["c", "b", "a"], "configuration order");
 
         let c = core.counters();
-        assert_eq!(stats(&c, "a").sent, 2, "a kept its counters");
+        assert_eq!(stats(&c, "a").sent, 3, "a kept its counters");
         let b = stats(&c, "b");
-        assert_eq!(b.sent, 1, "b kept its counters");
+        assert_eq!(b.sent, 2, "b kept its counters");
         assert_eq!(
             b.dropped(DropReason::RateLimited),
             1,
@@ -370,14 +373,15 @@ mod tests {
 
         // b's rate limiter (max_rate unchanged) still holds its slot after the
         // change of format.
-        core.handle_at(&fh6(3, true), SENDER, t0 + ms(20), &mut sink);
+        core.handle_at(&fh6(4, true), SENDER, t0 + ms(20), &mut sink);
         let got_b = sink.to(&core, "b");
-        assert_eq!(got_b.len(), 1, "b still waits for its slot at 100 ms");
-        core.due(t0 + ms(100), &mut sink);
+        assert_eq!(got_b.len(), 2, "b's tolerance is still used");
+        assert_eq!(core.next_deadline(), Some(t0 + ms(170)));
+        core.due(t0 + ms(170), &mut sink);
         let got_b = sink.to(&core, "b");
-        assert_eq!(got_b.len(), 2);
-        let p = Packet::new_checked(&got_b[1][..], Format::Fh5).unwrap();
-        assert_eq!(p.timestamp_ms(), 3);
+        assert_eq!(got_b.len(), 3);
+        let p = Packet::new_checked(&got_b[2][..], Format::Fh5).unwrap();
+        assert_eq!(p.timestamp_ms(), 4);
         assert_eq!(p.car_class(), 5, "now translated to fh5");
 
         assert!(

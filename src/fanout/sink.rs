@@ -7,8 +7,8 @@
 use std::time::Instant;
 
 use super::DestinationId;
+use crate::counters::{DestinationStats, DropReason, Health, Latencies, SendErrorKind};
 use crate::filter::AgeLimit;
-use crate::stats::{DestinationStats, DropReason, Health, Latencies, SendErrorKind};
 
 /// Largest frame a pending slot (or a shell's backlog) holds: every Forza
 /// format, and any datagram that fits one Ethernet frame. A larger `same`

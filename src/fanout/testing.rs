@@ -2,11 +2,12 @@
 //! field by field, a sink that records every delivery, and lookups by name.
 
 use std::net::SocketAddr;
-use std::time::Instant;
+use std::time::{Instant, SystemTime};
 
-use super::{Counters, DestinationId, Fanout, Fate, Report, Routes, Sink};
+use super::{Arrival, DestinationId, Fanout, Fate, Report, Routes, Sink, Verdict};
 use crate::config::{Config, Overrides};
-use crate::stats::DestinationStats;
+use crate::counters::DestinationStats;
+use crate::report::Counters;
 use crate::wire::{Format, Packet, Puddle, Wheels};
 
 pub(super) const SENDER: SocketAddr = SocketAddr::new(
@@ -120,4 +121,23 @@ pub(super) fn timestamps_to(sink: &Recorder, core: &Fanout, name: &str) -> Vec<u
 /// A sink whose socket would block: every frame goes to its backlog.
 pub(super) fn queue_everything(_: DestinationId, _: &[u8]) -> Fate {
     Fate::Queued
+}
+
+impl Fanout {
+    /// A datagram received and handled at `at`, nothing known behind it.
+    pub(crate) fn handle_at(
+        &mut self,
+        data: &[u8],
+        from: SocketAddr,
+        at: Instant,
+        sink: &mut impl Sink,
+    ) -> Verdict {
+        self.handle(Arrival::new(data, from, at, test_wall()), at, sink)
+    }
+}
+
+/// The wall-clock time of every datagram [`Fanout::handle_at`] hands in:
+/// 2023-11-14T22:13:20Z.
+pub(crate) fn test_wall() -> SystemTime {
+    SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(1_700_000_000)
 }

@@ -7,7 +7,8 @@
 //!
 //! - measurement `forza`; tags `game` (the format the frame was read as), `car`
 //!   (CarOrdinal) and `class` (the class letter; left out where the game's
-//!   class scale is unknown, and in a menu frame, which describes no car);
+//!   class scale is unknown). A menu frame, which describes no car, is given
+//!   no line: the [`Encoder`](super::Encoder) skips it;
 //! - the selected columns as fields, by their JSON names: integer fields of the
 //!   table with the `i` suffix (InfluxDB 1.x and Telegraf read them as
 //!   integers), every other number as a float, `gear_label` and `drivetrain` as
@@ -25,11 +26,31 @@ use std::fmt::{self, Write as _};
 use std::time::UNIX_EPOCH;
 
 use super::{f32_at, Key, Read};
-use crate::watch::columns::{Cell, Column, Derived, Row};
-use crate::wire::Scalar;
+use crate::telemetry::columns::{Cell, Column, Derived, Row};
+use crate::wire::{field, Scalar};
 
 /// The measurement every line is written to.
 pub const MEASUREMENT: &str = "forza";
+
+/// The tag of the format the frame was read as.
+pub const TAG_GAME: &str = "game";
+/// The tag of the car: CarOrdinal, also a field.
+pub const TAG_CAR: &str = "car";
+/// The tag of the car's class letter.
+pub const TAG_CLASS: &str = "class";
+
+/// The tag whose value is `column`'s, if one is.
+pub fn tag_of(column: &Column) -> Option<&'static str> {
+    match *column {
+        Column::Format => Some(TAG_GAME),
+        Column::Raw { field, .. } if field == field::CAR_ORDINAL => Some(TAG_CAR),
+        Column::Derived {
+            value: Derived::CarClassLetter,
+            ..
+        } => Some(TAG_CLASS),
+        _ => None,
+    }
+}
 
 /// How one column is written as a field.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -91,17 +112,22 @@ impl Line {
     /// selected value is in the frame.
     pub fn write(&self, row: &Row<'_>, out: &mut Vec<u8>) -> bool {
         let at = out.len();
+        let tag = |out: &mut Vec<u8>, name: &str| {
+            out.push(b',');
+            out.extend_from_slice(name.as_bytes());
+            out.push(b'=');
+        };
         out.extend_from_slice(MEASUREMENT.as_bytes());
-        out.extend_from_slice(b",game=");
+        tag(out, TAG_GAME);
         escape(out, row.packet.format().id(), Escape::Tag);
-        out.extend_from_slice(b",car=");
+        tag(out, TAG_CAR);
         out.extend_from_slice(
             itoa::Buffer::new()
                 .format(row.telemetry.fields.car_ordinal)
                 .as_bytes(),
         );
         if let Some(class) = row.telemetry.car_class_letter {
-            out.extend_from_slice(b",class=");
+            tag(out, TAG_CLASS);
             escape(out, class, Escape::Tag);
         }
         // Each key comes after a `,`; the first field written is after a
@@ -359,8 +385,8 @@ mod tests {
 
     use super::parse::{self, Value};
     use super::*;
+    use crate::telemetry::columns::select;
     use crate::telemetry::Telemetry;
-    use crate::watch::columns::select;
     use crate::wire::{Format, Packet, Puddle, Wheels};
 
     /// 1,700,000,000.016 s after the epoch, in nanoseconds.

@@ -10,7 +10,7 @@ use serde::Serialize;
 use serde_json::ser::{CompactFormatter, Formatter as _};
 
 use super::{f32_at, Key, Read};
-use crate::watch::columns::{Cell, Column, Row};
+use crate::telemetry::columns::{Cell, Column, Row};
 
 /// The JSON object of a column selection.
 #[derive(Debug, Clone)]
@@ -91,8 +91,8 @@ mod tests {
     use serde_json::Value;
 
     use super::*;
+    use crate::telemetry::columns::select;
     use crate::telemetry::Telemetry;
-    use crate::watch::columns::select;
     use crate::wire::{Format, Packet, Puddle, Wheels};
 
     const T0: u64 = 1_700_000_000;

@@ -9,11 +9,16 @@
 //! column names, quoted and escaped, each with its separator) is made by
 //! [`Encoder::new`].
 //!
-//! The names and the selection rules are export's ([`crate::watch::columns`]):
+//! The names and the selection rules are export's ([`crate::telemetry::columns`]):
 //! the Data Out names (`Speed`, `CurrentEngineRpm`, `TireTempFL` …) and the
 //! values [`crate::telemetry::Telemetry`] derives (`speed_kmh`, `gear_label`,
 //! `g_lat` …). JSON writes `null` for what the frame's format lacks and for a
 //! value that is not a finite number; the influx line leaves such a value out.
+//!
+//! A menu frame ([`is_menu_frame`]: IsRaceOn 0, every byte 0 but TimestampMS)
+//! describes no car. JSON writes it (its derived values `null`, which tells a
+//! reader the race is over); an influx line would be a point of a car 0 at 0
+//! rpm, a series no chart wants (issue 30), so none is written.
 
 pub mod influx;
 pub mod json;
@@ -23,8 +28,8 @@ use std::fmt;
 use std::str::FromStr;
 use std::time::SystemTime;
 
-use crate::telemetry::Telemetry;
-use crate::watch::columns::{self, Cell, Column, Row, UnknownColumns};
+use crate::telemetry::columns::{self, Cell, Column, Row, UnknownColumns};
+use crate::telemetry::{is_menu_frame, Telemetry};
 use crate::wire::{Format, Packet, Scalar};
 
 /// What an output writes for each frame.
@@ -223,6 +228,8 @@ pub enum Skipped {
     /// An influx line would have no field: every selected value is absent in
     /// the frame's format or not a finite number.
     NoValue,
+    /// A menu frame, which describes no car, for an influx line.
+    MenuFrame,
 }
 
 impl fmt::Display for Skipped {
@@ -230,6 +237,7 @@ impl fmt::Display for Skipped {
         f.write_str(match self {
             Skipped::NotAPacket => "not a packet of its format",
             Skipped::NoValue => "no selected value in this frame",
+            Skipped::MenuFrame => "a menu frame, which describes no car",
         })
     }
 }
@@ -277,6 +285,9 @@ impl Encoder {
         out.clear();
         let packet =
             Packet::new_checked(frame.payload, frame.format).map_err(|_| Skipped::NotAPacket)?;
+        if matches!(self.writer, Writer::Influx(_)) && is_menu_frame(&packet) {
+            return Err(Skipped::MenuFrame);
+        }
         let first = *self.first.get_or_insert(frame.time);
         let since_start = frame
             .time
@@ -402,6 +413,59 @@ mod tests {
         };
         assert_eq!(encoder.encode(&frame, &mut out), Err(Skipped::NotAPacket));
         assert!(out.is_empty());
+    }
+
+    /// Issue 30: a menu frame is a JSON object with its raw fields and no
+    /// derived value, and no influx line, in every format; a frame with
+    /// IsRaceOn 0 that still describes a car is a line.
+    #[test]
+    fn an_influx_encoder_writes_no_menu_frame_and_json_does() {
+        use crate::wire::Wheels;
+        let mut json = Encoder::new(Encoding::Json, &Selection::all());
+        let mut influx = Encoder::new(Encoding::Influx, &Selection::all());
+        let mut out = b"dirty".to_vec();
+        for format in Format::ALL {
+            let mut menu = vec![0u8; format.len()];
+            Packet::new_checked(&mut menu[..], format)
+                .unwrap()
+                .set_timestamp_ms(77);
+            let frame = Frame {
+                payload: &menu,
+                format,
+                time: UNIX_EPOCH,
+            };
+            assert_eq!(
+                influx.encode(&frame, &mut out),
+                Err(Skipped::MenuFrame),
+                "{format}"
+            );
+            assert!(out.is_empty(), "{format}");
+            json.encode(&frame, &mut out).unwrap();
+            let o: serde_json::Value = serde_json::from_slice(&out).unwrap();
+            assert_eq!((&o["IsRaceOn"], &o["TimestampMS"]), (&0.into(), &77.into()));
+            assert_eq!(o["CarOrdinal"], 0, "{format}");
+            assert!(
+                o["g_lat"].is_null() && o["rev_fraction"].is_null(),
+                "{format}"
+            );
+            // Paused with a car: IsRaceOn 0, the rest as the car is.
+            let mut paused = menu.clone();
+            let mut p = Packet::new_checked(&mut paused[..], format).unwrap();
+            p.set_car_ordinal(3_141);
+            let _ = p.set_tire_temp(Wheels::from_array([180.0; 4]));
+            let frame = Frame {
+                payload: &paused,
+                format,
+                time: UNIX_EPOCH,
+            };
+            influx.encode(&frame, &mut out).unwrap();
+            let line = String::from_utf8(out.clone()).unwrap();
+            assert!(
+                line.starts_with(&format!("forza,game={format},car=3141"))
+                    && line.contains(",IsRaceOn=0i,"),
+                "{line}"
+            );
+        }
     }
 
     #[test]

@@ -1,609 +1,328 @@
-//! The MQTT publisher: an MQTT destination's far end, a thread of its own that
-//! holds the broker's connection, so the relay's loop never waits on TCP, DNS
-//! or TLS.
-//!
-//! An MQTT destination is a destination of the relay like any other: the core
-//! applies its race filter, rate limit (20 a second unless told otherwise) and
-//! age limit, and builds its payload (the JSON object or the influx line,
-//! once per frame for every destination sharing its encoding and fields).
-//! Where a UDP destination's link sends the payload on its socket, an MQTT
-//! destination's link pushes it into an [`Outbox`]: a ring made once, which
-//! the loop never waits for (a full ring is a dropped frame, counted), read
-//! by the publisher's thread, which publishes each payload to `topic`, QoS 0,
-//! not retained. While the broker is not connected the link does not hand
-//! frames over: it counts them as not published (the `broker_unavailable`
-//! drop reason), and the destination's status is failing.
-//!
-//! `<topic>/status` is retained: "online" once connected, "offline" as the last
-//! will (the broker says it when the connection dies) and on a clean stop.
-//!
-//! A broker that is down, refuses the login or goes away: the client connects
-//! again after a pause that doubles from 250 ms up to [`MAX_BACKOFF`]. Nothing
-//! here blocks or panics its caller: [`MqttPublisher::stop`] returns within
-//! [`STOP_WITHIN`] and a second whatever the broker does, and dropping a
-//! publisher (a destination removed by a reload) stops it without waiting.
-//!
-//! The network client is rumqttc on a current-thread tokio runtime made and
-//! owned by the publisher's thread; TLS is rustls with ring, with the system's
-//! roots or a `ca_file`. Everything slow to start (the runtime, the
-//! certificates) happens on that thread, so starting a publisher costs the
-//! caller a thread spawn.
+//! What an MQTT destination connects to and how: the broker's address
+//! ([`Broker`], `mqtt://HOST[:PORT]` or `mqtts://HOST[:PORT]`), the
+//! certificates it trusts ([`Roots`]), the login, the topic
+//! ([`MqttSettings`]). Plain data, validated by the configuration and compared
+//! by the core's plan: a destination whose settings change gets a new
+//! publisher. A password is a [`Secret`], which no `Debug`, log line, summary
+//! or page ever shows.
 
 use std::fmt;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{mpsc, Arc};
-use std::thread::JoinHandle;
-use std::time::{Duration, Instant, SystemTime};
+use std::path::{Path, PathBuf};
 
-use log::{info, warn};
-use ringbuf::traits::{Consumer, Observer, Producer, Split};
-use ringbuf::{HeapCons, HeapProd, HeapRb};
-use rumqttc::{
-    AsyncClient, ConnectionError, Event, EventLoop, Incoming, LastWill, MqttOptions, Outgoing, QoS,
-    TlsConfiguration, Transport,
-};
-use tokio::sync::Notify;
+use rustls::RootCertStore;
 
-mod settings;
-
-pub use settings::{
-    default_topic, load_ca_file, topic_problem, Broker, CaFileError, MqttSettings, Roots, Secret,
-    MQTTS_PORT, MQTT_PORT,
-};
+use crate::logging::hidden;
+use crate::named_file::{self, ReadError};
 
 /// Frames a second an MQTT destination publishes unless told otherwise: a
 /// broker does not want 360.
 pub const DEFAULT_MAX_RATE: u32 = 20;
-/// The longest pause between two attempts to reach the broker.
-pub const MAX_BACKOFF: Duration = Duration::from_secs(5);
-/// The first pause after a failed attempt; it doubles up to [`MAX_BACKOFF`].
-pub const FIRST_BACKOFF: Duration = Duration::from_millis(250);
-/// How long a stop waits for "offline" and the disconnect to go out.
-pub const STOP_WITHIN: Duration = Duration::from_secs(1);
-/// Bytes of an [`Outbox`]: 25 all-column JSON frames, or 1,500 small ones;
-/// the publisher empties it as soon as it is woken.
-pub const OUTBOX_BYTES: usize = 64 << 10;
-/// How long the broker may take to answer before the connection is given up
-/// (rumqttc's connection timeout is in whole seconds).
-const CONNECT_TIMEOUT_SECS: u64 = 5;
-/// Keep-alive pings: a broker gone without a word is noticed within 1.5 × this.
-const KEEP_ALIVE: Duration = Duration::from_secs(10);
-/// Requests (publishes) the client queues for its connection.
-const REQUESTS: usize = 64;
-/// The largest MQTT packet sent or taken: an all-column JSON frame is ~2.5 kB.
-const MAX_PACKET: usize = 64 << 10;
-/// Each payload's length before it in the outbox.
-const LEN_BYTES: usize = 4;
 
-/// Why a publisher could not connect at all (said in its warning).
-#[derive(Debug)]
-enum MqttError {
-    /// The `ca_file` can't be used.
-    CaFile(std::path::PathBuf, CaFileError),
-    /// The system has no root certificate to trust (`mqtts://` without `ca_file`).
-    NoSystemRoots(String),
-    /// rustls refused the configuration.
-    Tls(rustls::Error),
+/// The broker's port for `mqtt://` when none is given.
+pub const MQTT_PORT: u16 = 1883;
+/// The broker's port for `mqtts://` when none is given.
+pub const MQTTS_PORT: u16 = 8883;
+
+/// Where the broker is: `mqtt://HOST[:PORT]` or `mqtts://HOST[:PORT]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Broker {
+    /// A host name or an IP address (IPv6 without its brackets).
+    pub host: String,
+    /// The TCP port.
+    pub port: u16,
+    /// `mqtts://`: TLS.
+    pub tls: bool,
 }
 
-impl fmt::Display for MqttError {
+impl Broker {
+    /// Whether `addr` is written as a broker (`mqtt://…` or `mqtts://…`, any
+    /// case) rather than a UDP `host:port`.
+    pub fn is_broker(addr: &str) -> bool {
+        let addr = addr.trim();
+        strip_prefix_ignore_case(addr, "mqtt://").is_some()
+            || strip_prefix_ignore_case(addr, "mqtts://").is_some()
+    }
+
+    /// Reads `mqtt://HOST[:PORT]` (port 1883) or `mqtts://HOST[:PORT]` (8883);
+    /// an IPv6 address in brackets. The error names what is wrong.
+    pub fn parse(addr: &str) -> Result<Broker, String> {
+        let (tls, rest) = if let Some(rest) = strip_prefix_ignore_case(addr, "mqtts://") {
+            (true, rest)
+        } else if let Some(rest) = strip_prefix_ignore_case(addr, "mqtt://") {
+            (false, rest)
+        } else {
+            return Err(format!(
+                "{addr:?}: an MQTT broker is mqtt://HOST:PORT or mqtts://HOST:PORT"
+            ));
+        };
+        let rest = rest.strip_suffix('/').unwrap_or(rest);
+        let default_port = if tls { MQTTS_PORT } else { MQTT_PORT };
+        let (host, port) = if let Some(v6) = rest.strip_prefix('[') {
+            let (host, after) = v6
+                .split_once(']')
+                .ok_or_else(|| format!("{addr:?}: an IPv6 address ends with ]"))?;
+            match after {
+                "" => (host, None),
+                _ => match after.strip_prefix(':') {
+                    Some(port) => (host, Some(port)),
+                    None => return Err(format!("{addr:?}: write [ADDRESS]:PORT")),
+                },
+            }
+        } else {
+            match rest.rsplit_once(':') {
+                Some((host, port)) => (host, Some(port)),
+                None => (rest, None),
+            }
+        };
+        if host.is_empty() || host.contains(['/', '@', '?', '#', ' ']) {
+            return Err(format!("{addr:?}: no broker host name or address in it"));
+        }
+        // Shown in every line about the broker: it must show as itself.
+        if host
+            .chars()
+            .any(|c| c.is_whitespace() || hidden(c).is_some())
+        {
+            return Err(format!(
+                "{addr:?}: the host name holds a character a host name can't hold"
+            ));
+        }
+        let port = match port {
+            None => default_port,
+            Some(p) => p
+                .parse::<u16>()
+                .ok()
+                .filter(|&p| p > 0)
+                .ok_or_else(|| format!("{addr:?}: the port {p:?} is not a number 1..65535"))?,
+        };
+        Ok(Broker {
+            host: host.to_owned(),
+            port,
+            tls,
+        })
+    }
+}
+
+impl Broker {
+    /// Whether `other` is this broker: the same host (in any case), port and
+    /// scheme. A password written for one broker goes to no other (issue 30:
+    /// a page edit of the address took the stored password along, to any
+    /// host, and from `mqtts://` to `mqtt://` in clear).
+    pub fn is_same(&self, other: &Broker) -> bool {
+        self.host.eq_ignore_ascii_case(&other.host)
+            && self.port == other.port
+            && self.tls == other.tls
+    }
+
+    /// Whether the addresses `a` and `b` are the same broker
+    /// ([`Broker::is_same`]); false when either is no broker address.
+    pub fn same_address(a: &str, b: &str) -> bool {
+        match (Broker::parse(a.trim()), Broker::parse(b.trim())) {
+            (Ok(a), Ok(b)) => a.is_same(&b),
+            _ => false,
+        }
+    }
+}
+
+impl fmt::Display for Broker {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let scheme = if self.tls { "mqtts" } else { "mqtt" };
+        if self.host.contains(':') {
+            write!(f, "{scheme}://[{}]:{}", self.host, self.port)
+        } else {
+            write!(f, "{scheme}://{}:{}", self.host, self.port)
+        }
+    }
+}
+
+fn strip_prefix_ignore_case<'a>(text: &'a str, prefix: &str) -> Option<&'a str> {
+    let head = text.get(..prefix.len())?;
+    head.eq_ignore_ascii_case(prefix)
+        .then(|| &text[prefix.len()..])
+}
+
+/// Which certificates a TLS connection trusts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Roots {
+    /// The system's (Windows' store, the distribution's bundle; `SSL_CERT_FILE`
+    /// and `SSL_CERT_DIR` where set).
+    System,
+    /// The PEM certificates in this file (`ca_file`): a broker with a
+    /// certificate of its own CA.
+    CaFile(PathBuf),
+}
+
+/// A password: compared and cloned like a string, never shown (its `Debug`
+/// is `Secret(…)`), handed to the client only ([`Secret::expose`]).
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(String);
+
+impl Secret {
+    /// `text` kept secret.
+    pub fn new(text: impl Into<String>) -> Secret {
+        Secret(text.into())
+    }
+
+    /// The password itself, for the MQTT client and for nothing that prints.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Secret(…)")
+    }
+}
+
+/// What one MQTT destination connects to and publishes on. What it publishes
+/// (the JSON object or the influx line, which frames, how often) is the
+/// destination's own business, decided by the relay's core like any
+/// destination's.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MqttSettings {
+    /// The broker.
+    pub broker: Broker,
+    /// The certificates trusted with `mqtts://`.
+    pub roots: Roots,
+    /// The login, if the broker wants one.
+    pub username: Option<String>,
+    /// The password, with `username`.
+    pub password: Option<Secret>,
+    /// The environment variable `password` was read from (`password_env`),
+    /// if it was: named in summaries, where the password never is.
+    pub password_env: Option<String>,
+    /// Where frames are published; the status is at `<topic>/status`.
+    pub topic: String,
+}
+
+impl MqttSettings {
+    /// The system's roots, no login, every frame to `topic`.
+    pub fn new(broker: Broker, topic: impl Into<String>) -> MqttSettings {
+        MqttSettings {
+            broker,
+            roots: Roots::System,
+            username: None,
+            password: None,
+            password_env: None,
+            topic: topic.into(),
+        }
+    }
+
+    /// `<topic>/status`.
+    pub fn status_topic(&self) -> String {
+        format!("{}/status", self.topic)
+    }
+
+    /// The `ca_file`, if one is trusted.
+    pub fn ca_file(&self) -> Option<&Path> {
+        match &self.roots {
+            Roots::CaFile(path) => Some(path),
+            Roots::System => None,
+        }
+    }
+}
+
+/// What is wrong with a topic to publish on, if anything: MQTT forbids the
+/// wildcards `+` and `#` in a topic one publishes to, an empty one and U+0000,
+/// says it should hold no control character and no Unicode non-character
+/// (brokers refuse the connection: mosquitto does), and keeps the topics
+/// beginning with `$` (`$SYS/…`) for the broker's own use; a
+/// bidirectional-text control or a line separator would show the topic as
+/// it is not. Each is refused, naming the character.
+pub fn topic_problem(topic: &str) -> Option<String> {
+    if topic.is_empty() {
+        Some("the topic is empty: write one, like \"forza-relay/my-car\"".to_owned())
+    } else if topic.contains(['+', '#']) {
+        Some(format!(
+            "{topic:?} holds a wildcard (+ or #): those are for subscribing; publish to a \
+             topic without them, like \"league/driver-7\""
+        ))
+    } else if let Some((c, what)) = topic.chars().find_map(|c| hidden(c).map(|w| (c, w))) {
+        Some(format!(
+            "{topic:?} holds {what} (U+{:04X}): write the topic without it",
+            u32::from(c)
+        ))
+    } else if topic.starts_with('$') {
+        Some(format!(
+            "{topic:?} begins with $: topics beginning with $ ($SYS/…) are the broker's own; \
+             publish to one like \"league/driver-7\""
+        ))
+    } else if topic.len() > 1_024 {
+        Some("the topic is longer than 1024 bytes".to_owned())
+    } else {
+        None
+    }
+}
+
+/// The topic a destination called `name` publishes on unless told otherwise:
+/// `forza-relay/<name>`, with what a topic level can't hold (`/`, `+`, `#`,
+/// control characters) as `-`. An unnamed destination is called by its
+/// address, whose `mqtt://` or `mqtts://` says nothing in a topic: it goes
+/// (`forza-relay/192.168.1.10:1883`, not `forza-relay/mqtt:--192.168.1.10:1883`).
+pub fn default_topic(name: &str) -> String {
+    let name = name.trim();
+    let name = strip_prefix_ignore_case(name, "mqtt://")
+        .or_else(|| strip_prefix_ignore_case(name, "mqtts://"))
+        .unwrap_or(name);
+    let level: String = name
+        .chars()
+        .map(|c| {
+            if matches!(c, '/' | '+' | '#') || c.is_control() {
+                '-'
+            } else {
+                c
+            }
+        })
+        .collect();
+    format!("forza-relay/{level}")
+}
+
+/// Why a certificate file can't be used.
+#[derive(Debug)]
+pub enum CaFileError {
+    /// It could not be read, or not within the guards of every file a
+    /// configuration names ([`crate::named_file`]).
+    Read(ReadError),
+    /// It holds no PEM certificate that can be used.
+    NoCertificate(String),
+}
+
+impl fmt::Display for CaFileError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            MqttError::CaFile(path, e) => write!(f, "ca_file {}: {e}", path.display()),
-            MqttError::NoSystemRoots(why) => write!(
+            CaFileError::Read(e) => write!(f, "cannot read it: {e}"),
+            CaFileError::NoCertificate(why) => write!(
                 f,
-                "mqtts:// found no root certificate on this system ({why}); give the broker's \
-                 CA certificate as ca_file"
+                "no certificate in it ({why}); it should hold the broker's CA certificate in \
+                 PEM (-----BEGIN CERTIFICATE-----)"
             ),
-            MqttError::Tls(e) => write!(f, "TLS: {e}"),
         }
     }
 }
 
-/// What a publisher did, counted since it started. Every payload taken from
-/// the outbox is published, not published, or on its way to the broker.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct MqttCounts {
-    /// Payloads taken from the outbox.
-    pub taken: u64,
-    /// Payloads written to the broker's connection.
-    pub published: u64,
-    /// Payloads taken and lost: the connection ended (or its queue was full)
-    /// before they were written. Frames the relay did not hand over while the
-    /// broker was away are the destination's drops, not counted here.
-    pub not_published: u64,
-    /// Connections made (the first, and each reconnection).
-    pub connections: u64,
-    /// Connected now.
-    pub connected: bool,
-    /// The last attempt to reach the broker failed (or it can't be tried).
-    pub down: bool,
-}
+/// The certificates of the PEM file at `path`: what the configuration checks
+/// when it is loaded, and what the publisher trusts. Read as the
+/// configuration file is: a regular file, at most 1 MiB, within 2 s.
+pub fn load_ca_file(path: &Path) -> Result<RootCertStore, CaFileError> {
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::CertificateDer;
 
-/// What the publisher's thread, its owner and the outbox share.
-#[derive(Debug, Default)]
-struct Shared {
-    taken: AtomicU64,
-    published: AtomicU64,
-    /// Payloads handed to the client: `queued - published` are on their way.
-    queued: AtomicU64,
-    not_published: AtomicU64,
-    connections: AtomicU64,
-    connected: AtomicBool,
-    down: AtomicBool,
-    stopping: AtomicBool,
-    /// Stop without saying "offline" (a publisher replaced by one on the same
-    /// topic, which says "online").
-    quiet: AtomicBool,
-    wake: Notify,
-}
-
-impl Shared {
-    fn counts(&self) -> MqttCounts {
-        let load = |c: &AtomicU64| c.load(Ordering::Relaxed);
-        MqttCounts {
-            taken: load(&self.taken),
-            published: load(&self.published),
-            not_published: load(&self.not_published),
-            connections: load(&self.connections),
-            connected: self.connected.load(Ordering::Relaxed),
-            down: self.down.load(Ordering::Relaxed),
+    let pem = named_file::read(path).map_err(CaFileError::Read)?;
+    let mut store = RootCertStore::empty();
+    let mut why = String::from("no PEM certificate");
+    for cert in CertificateDer::pem_slice_iter(&pem) {
+        match cert
+            .map_err(|e| e.to_string())
+            .and_then(|c| store.add(c).map_err(|e| e.to_string()))
+        {
+            Ok(()) => {}
+            Err(e) => why = e,
         }
     }
-
-    fn add(counter: &AtomicU64, n: u64) {
-        counter.fetch_add(n, Ordering::Relaxed);
+    if store.is_empty() {
+        return Err(CaFileError::NoCertificate(why));
     }
-}
-
-/// The relay's end of a publisher: payloads are pushed in, each as it is, and
-/// the publisher's thread is woken. Pushing allocates nothing and never waits.
-pub struct Outbox {
-    prod: HeapProd<u8>,
-    shared: Arc<Shared>,
-}
-
-impl Outbox {
-    /// Whether the broker is connected now: frames are handed over only then.
-    #[inline]
-    pub fn is_connected(&self) -> bool {
-        self.shared.connected.load(Ordering::Relaxed)
-    }
-
-    /// Hands `payload` over and wakes the publisher; false (nothing pushed)
-    /// when the ring hasn't room for it.
-    pub fn push(&mut self, payload: &[u8]) -> bool {
-        let Ok(len) = u32::try_from(payload.len()) else {
-            return false;
-        };
-        if self.prod.vacant_len() < LEN_BYTES + payload.len() {
-            return false;
-        }
-        // Room for both was checked above, and only this end adds bytes.
-        self.prod.push_slice(&len.to_le_bytes());
-        self.prod.push_slice(payload);
-        // A permit when the publisher is busy, a wake-up when it waits: it
-        // empties the ring either way.
-        self.shared.wake.notify_one();
-        true
-    }
-}
-
-/// The publisher's end of the outbox.
-struct Inbox {
-    cons: HeapCons<u8>,
-    payload: Vec<u8>,
-}
-
-impl Inbox {
-    /// The next payload, if a whole one is in.
-    fn pop(&mut self) -> Option<&[u8]> {
-        let mut len = [0u8; LEN_BYTES];
-        if self.cons.occupied_len() < LEN_BYTES {
-            return None;
-        }
-        self.cons.peek_slice(&mut len);
-        let len = u32::from_le_bytes(len) as usize;
-        if self.cons.occupied_len() < LEN_BYTES + len {
-            return None;
-        }
-        self.cons.skip(LEN_BYTES);
-        self.payload.resize(len, 0);
-        self.cons.pop_slice(&mut self.payload);
-        Some(&self.payload)
-    }
-}
-
-/// An MQTT publisher running on its own thread. Dropping it stops it without
-/// waiting ([`MqttPublisher::stop`] waits).
-pub struct MqttPublisher {
-    shared: Arc<Shared>,
-    thread: Option<JoinHandle<()>>,
-    ended: mpsc::Receiver<()>,
-    broker: Broker,
-}
-
-impl MqttPublisher {
-    /// Starts a publisher to the broker of `settings`, with its outbox. Fails
-    /// only when no thread can be made: a broker that can't be reached is
-    /// retried, and one that can't be configured (a `ca_file` gone since the
-    /// configuration was read) is warned about and counted down.
-    pub fn start(settings: MqttSettings) -> std::io::Result<(MqttPublisher, Outbox)> {
-        let (prod, cons) = HeapRb::<u8>::new(OUTBOX_BYTES).split();
-        let shared = Arc::new(Shared::default());
-        let (ended_tx, ended) = mpsc::channel::<()>();
-        let broker = settings.broker.clone();
-        let inbox = Inbox {
-            cons,
-            payload: Vec::new(),
-        };
-        let thread = std::thread::Builder::new().name("mqtt".to_owned()).spawn({
-            let shared = shared.clone();
-            move || {
-                let _ended = ended_tx;
-                run(settings, inbox, &shared);
-                shared.connected.store(false, Ordering::SeqCst);
-            }
-        })?;
-        Ok((
-            MqttPublisher {
-                shared: shared.clone(),
-                thread: Some(thread),
-                ended,
-                broker,
-            },
-            Outbox { prod, shared },
-        ))
-    }
-
-    /// What it did so far.
-    pub fn counts(&self) -> MqttCounts {
-        self.shared.counts()
-    }
-
-    /// Whether the last attempt to reach the broker failed (or it can't be
-    /// tried): the destination is failing even when no frame comes.
-    pub fn is_down(&self) -> bool {
-        self.shared.down.load(Ordering::Relaxed)
-    }
-
-    /// The broker it publishes to.
-    pub fn broker(&self) -> &Broker {
-        &self.broker
-    }
-
-    /// Asks it to end: "offline" unless `quiet`, then the disconnect. Returns
-    /// at once.
-    pub fn signal_stop(&self, quiet: bool) {
-        self.shared.quiet.store(quiet, Ordering::SeqCst);
-        self.shared.stopping.store(true, Ordering::SeqCst);
-        self.shared.wake.notify_one();
-    }
-
-    /// Waits until `deadline` at most for a publisher asked to stop to end;
-    /// returns what it did. A thread that does not end by then is left to end
-    /// by itself.
-    pub fn wait(&mut self, deadline: Instant) -> MqttCounts {
-        let left = deadline.saturating_duration_since(Instant::now());
-        match self.ended.recv_timeout(left) {
-            Err(mpsc::RecvTimeoutError::Timeout) => {
-                warn!(
-                    "MQTT {}: the publisher did not stop in time; left to end by itself",
-                    self.broker
-                );
-            }
-            Ok(()) | Err(mpsc::RecvTimeoutError::Disconnected) => {
-                if let Some(thread) = self.thread.take() {
-                    let _ = thread.join();
-                }
-            }
-        }
-        self.shared.counts()
-    }
-
-    /// Says "offline" (when connected), disconnects and ends the thread, within
-    /// [`STOP_WITHIN`] and a second; returns what it did.
-    pub fn stop(mut self) -> MqttCounts {
-        self.signal_stop(false);
-        self.wait(Instant::now() + STOP_WITHIN + Duration::from_secs(1))
-    }
-
-    /// Stops every one of `publishers` at once (each says "offline"), waiting
-    /// for them together within [`STOP_WITHIN`] and a second. They stay, with
-    /// what they did ([`MqttPublisher::counts`]).
-    pub fn stop_all<'a>(publishers: impl IntoIterator<Item = &'a mut MqttPublisher>) {
-        let mut publishers: Vec<&mut MqttPublisher> = publishers.into_iter().collect();
-        for p in &publishers {
-            p.signal_stop(false);
-        }
-        let deadline = Instant::now() + STOP_WITHIN + Duration::from_secs(1);
-        for p in &mut publishers {
-            p.wait(deadline);
-        }
-    }
-
-    /// Whether it was asked to stop: what it does from then on is its
-    /// goodbye, not the broker's state.
-    pub fn is_stopping(&self) -> bool {
-        self.shared.stopping.load(Ordering::Relaxed)
-    }
-}
-
-impl Drop for MqttPublisher {
-    fn drop(&mut self) {
-        // Not stopped yet: it stops by itself, saying "offline" unless asked
-        // for quiet before.
-        if !self.shared.stopping.swap(true, Ordering::SeqCst) {
-            self.shared.wake.notify_one();
-        }
-    }
-}
-
-/// The publisher's thread: its runtime, then [`publish`] until stopped.
-fn run(settings: MqttSettings, mut inbox: Inbox, shared: &Arc<Shared>) {
-    let runtime = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(r) => r,
-        Err(e) => {
-            shared.down.store(true, Ordering::SeqCst);
-            warn!(
-                "MQTT {}: cannot start the publisher ({e}); frames to it are counted as not \
-                 published",
-                settings.broker
-            );
-            return;
-        }
-    };
-    let options = match options(&settings) {
-        Ok(o) => o,
-        Err(e) => {
-            shared.down.store(true, Ordering::SeqCst);
-            warn!(
-                "MQTT {}: {e}; frames to it are counted as not published until the \
-                 configuration changes",
-                settings.broker
-            );
-            // Wait for the stop, emptying the outbox meanwhile (the relay
-            // hands nothing over while not connected).
-            runtime.block_on(async {
-                while !shared.stopping.load(Ordering::SeqCst) {
-                    shared.wake.notified().await;
-                    drain_unpublished(&mut inbox, shared);
-                }
-            });
-            return;
-        }
-    };
-    runtime.block_on(publish(settings, options, inbox, shared));
-    // A look-up or connection still in flight is not waited for.
-    runtime.shutdown_background();
-}
-
-/// Takes every payload in `inbox` and counts it not published.
-fn drain_unpublished(inbox: &mut Inbox, shared: &Shared) {
-    while inbox.pop().is_some() {
-        Shared::add(&shared.taken, 1);
-        Shared::add(&shared.not_published, 1);
-    }
-}
-
-/// The client's options: broker, login, last will, TLS.
-fn options(settings: &MqttSettings) -> Result<MqttOptions, MqttError> {
-    let broker = &settings.broker;
-    let mut options = MqttOptions::new(client_id(), broker.host.clone(), broker.port);
-    options
-        .set_keep_alive(KEEP_ALIVE)
-        .set_clean_session(true)
-        .set_max_packet_size(MAX_PACKET, MAX_PACKET)
-        .set_request_channel_capacity(REQUESTS)
-        .set_last_will(LastWill::new(
-            settings.status_topic(),
-            "offline",
-            QoS::AtLeastOnce,
-            true,
-        ));
-    if let Some(user) = &settings.username {
-        let password = settings.password.as_ref().map_or("", Secret::expose);
-        options.set_credentials(user.clone(), password);
-    }
-    if broker.tls {
-        let config = tls_config(&settings.roots)?;
-        options.set_transport(Transport::tls_with_config(TlsConfiguration::Rustls(
-            Arc::new(config),
-        )));
-    }
-    Ok(options)
-}
-
-/// `forza-relay-` and 8 hex digits, different for each publisher: two relays
-/// (or two destinations) with one client id would take turns throwing each
-/// other off the broker. 20 characters, within MQTT 3.1.1's 23.
-fn client_id() -> String {
-    let nanos = SystemTime::now()
-        .duration_since(SystemTime::UNIX_EPOCH)
-        .map_or(0, |d| d.subsec_nanos() ^ d.as_secs() as u32);
-    static NEXT: AtomicU64 = AtomicU64::new(0);
-    let n = NEXT.fetch_add(1, Ordering::Relaxed) as u32;
-    let mixed = nanos ^ std::process::id().rotate_left(16) ^ n.wrapping_mul(0x9E37_79B9);
-    format!("forza-relay-{mixed:08x}")
-}
-
-/// A rustls client configuration with ring, trusting `roots`.
-fn tls_config(roots: &Roots) -> Result<rustls::ClientConfig, MqttError> {
-    let store = match roots {
-        Roots::CaFile(path) => {
-            load_ca_file(path).map_err(|e| MqttError::CaFile(path.clone(), e))?
-        }
-        Roots::System => {
-            let mut store = rustls::RootCertStore::empty();
-            let found = rustls_native_certs::load_native_certs();
-            let (added, _) = store.add_parsable_certificates(found.certs);
-            if added == 0 {
-                let why = match found.errors.first() {
-                    Some(e) => e.to_string(),
-                    None => "the store is empty".to_owned(),
-                };
-                return Err(MqttError::NoSystemRoots(why));
-            }
-            store
-        }
-    };
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    Ok(rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .map_err(MqttError::Tls)?
-        .with_root_certificates(store)
-        .with_no_client_auth())
-}
-
-/// The publisher: publishes every payload the outbox brings while [`drive`]
-/// runs the connection; ends with "offline" and the disconnect.
-async fn publish(
-    settings: MqttSettings,
-    options: MqttOptions,
-    mut inbox: Inbox,
-    shared: &Arc<Shared>,
-) {
-    let (client, mut eventloop) = AsyncClient::new(options, REQUESTS);
-    let mut network = eventloop.network_options();
-    network
-        .set_connection_timeout(CONNECT_TIMEOUT_SECS)
-        .set_tcp_nodelay(true);
-    eventloop.set_network_options(network);
-    let status = settings.status_topic();
-    let mut driver = tokio::spawn(drive(
-        eventloop,
-        client.clone(),
-        shared.clone(),
-        settings.topic.clone(),
-        settings.broker.clone(),
-    ));
-    loop {
-        shared.wake.notified().await;
-        if shared.stopping.load(Ordering::SeqCst) {
-            break;
-        }
-        while let Some(payload) = inbox.pop() {
-            Shared::add(&shared.taken, 1);
-            // The relay handed it over while connected; the connection may
-            // have ended since.
-            let sent = shared.connected.load(Ordering::Relaxed)
-                && client
-                    .try_publish(
-                        settings.topic.as_str(),
-                        QoS::AtMostOnce,
-                        false,
-                        payload.to_vec(),
-                    )
-                    .is_ok();
-            if sent {
-                Shared::add(&shared.queued, 1);
-            } else {
-                Shared::add(&shared.not_published, 1);
-            }
-        }
-    }
-    drain_unpublished(&mut inbox, shared);
-    // A clean stop: "offline", retained, then the disconnect, both in order on
-    // the connection; not waited for longer than STOP_WITHIN.
-    let mut ended = false;
-    if shared.connected.load(Ordering::SeqCst) {
-        if !shared.quiet.load(Ordering::SeqCst) {
-            let _ = client.try_publish(status, QoS::AtLeastOnce, true, "offline");
-        }
-        let _ = client.try_disconnect();
-        ended = tokio::time::timeout(STOP_WITHIN, &mut driver).await.is_ok();
-    }
-    if !ended {
-        driver.abort();
-        let _ = driver.await;
-    }
-    // Whatever was still on its way did not go.
-    lost_in_flight(shared);
-}
-
-/// Payloads handed to the client and not written when the connection ended
-/// are not published.
-fn lost_in_flight(shared: &Shared) {
-    let queued = shared.queued.load(Ordering::Relaxed);
-    let published = shared.published.load(Ordering::Relaxed);
-    Shared::add(&shared.not_published, queued.saturating_sub(published));
-    shared.queued.store(published, Ordering::Relaxed);
-}
-
-/// Runs the connection: connects, says "online" on `<topic>/status`,
-/// reconnects after a failure with a pause growing to [`MAX_BACKOFF`], and ends
-/// after the clean stop's disconnect (or when aborted).
-async fn drive(
-    mut eventloop: EventLoop,
-    client: AsyncClient,
-    shared: Arc<Shared>,
-    topic: String,
-    broker: Broker,
-) {
-    let status = format!("{topic}/status");
-    let mut backoff = FIRST_BACKOFF;
-    let mut said: Option<String> = None;
-    loop {
-        match eventloop.poll().await {
-            Ok(Event::Incoming(Incoming::ConnAck(_))) => {
-                Shared::add(&shared.connections, 1);
-                shared.down.store(false, Ordering::SeqCst);
-                shared.connected.store(true, Ordering::SeqCst);
-                backoff = FIRST_BACKOFF;
-                said = None;
-                info!("MQTT {broker}: connected; publishing to {topic}");
-                let _ = client.try_publish(status.as_str(), QoS::AtLeastOnce, true, "online");
-            }
-            // QoS 0 publishes have no packet id; the status messages have one.
-            Ok(Event::Outgoing(Outgoing::Publish(0))) => Shared::add(&shared.published, 1),
-            Ok(Event::Outgoing(Outgoing::Disconnect)) => {
-                shared.connected.store(false, Ordering::SeqCst);
-                return;
-            }
-            Ok(_) => {}
-            Err(e) => {
-                let was_connected = shared.connected.swap(false, Ordering::SeqCst);
-                shared.down.store(true, Ordering::SeqCst);
-                lost_in_flight(&shared);
-                if shared.stopping.load(Ordering::SeqCst) {
-                    return;
-                }
-                let why = describe(&e);
-                if was_connected {
-                    warn!("MQTT {broker}: connection lost ({why}); connecting again");
-                } else if said.as_deref() != Some(why.as_str()) {
-                    warn!(
-                        "MQTT {broker}: cannot connect ({why}); trying again, at least every {} s \
-                         (frames meanwhile are counted as broker unavailable)",
-                        MAX_BACKOFF.as_secs()
-                    );
-                }
-                said = Some(why);
-                // A stop meanwhile aborts this task: the pause is not waited out.
-                tokio::time::sleep(backoff).await;
-                backoff = (backoff * 2).min(MAX_BACKOFF);
-            }
-        }
-    }
-}
-
-/// A connection error in words a user can act on.
-fn describe(e: &ConnectionError) -> String {
-    use rumqttc::ConnectReturnCode as Code;
-    match e {
-        ConnectionError::ConnectionRefused(Code::BadUserNamePassword) => {
-            "the broker refused the username or password".to_owned()
-        }
-        ConnectionError::ConnectionRefused(Code::NotAuthorized) => {
-            "the broker says this client is not authorized: check username and password".to_owned()
-        }
-        ConnectionError::NetworkTimeout => format!("no answer within {CONNECT_TIMEOUT_SECS} s"),
-        ConnectionError::Io(io) => io.to_string(),
-        other => other.to_string(),
-    }
+    Ok(store)
 }
 
 #[cfg(test)]
@@ -611,44 +330,125 @@ mod tests {
     use super::*;
 
     #[test]
-    fn client_ids_differ_and_fit_mqtt_3_1_1() {
-        let ids: std::collections::BTreeSet<String> = (0..100).map(|_| client_id()).collect();
-        assert_eq!(ids.len(), 100);
-        assert!(ids.iter().all(|id| id.len() <= 23 && id.is_ascii()));
-    }
-
-    #[test]
-    fn the_outbox_hands_over_whole_payloads_in_order_and_refuses_what_has_no_room() {
-        let (prod, cons) = HeapRb::<u8>::new(64).split();
-        let shared = Arc::new(Shared::default());
-        let mut outbox = Outbox {
-            prod,
-            shared: shared.clone(),
-        };
-        let mut inbox = Inbox {
-            cons,
-            payload: Vec::new(),
-        };
-        assert!(!outbox.is_connected());
-        assert!(outbox.push(b"{\"Speed\":41.5}"));
-        assert!(outbox.push(b""));
-        assert!(!outbox.push(&[b'x'; 64]), "no room: nothing pushed");
-        assert_eq!(inbox.pop(), Some(&b"{\"Speed\":41.5}"[..]));
-        assert_eq!(inbox.pop(), Some(&b""[..]));
-        assert_eq!(inbox.pop(), None);
-        assert!(outbox.push(&[b'y'; 60]), "room again");
-        assert_eq!(inbox.pop().map(<[u8]>::len), Some(60));
-        shared.connected.store(true, Ordering::Relaxed);
-        assert!(outbox.is_connected());
-    }
-
-    #[test]
-    fn a_ca_file_that_cannot_be_used_is_named_when_the_publisher_configures_tls() {
-        let missing = std::env::temp_dir().join("forza-relay-no-such-ca.pem");
-        let e = tls_config(&Roots::CaFile(missing.clone())).unwrap_err();
-        assert!(
-            e.to_string().contains(&missing.display().to_string()),
-            "{e}"
+    fn broker_addresses_parse_with_their_default_ports() {
+        let b = |s: &str| Broker::parse(s).unwrap();
+        assert_eq!(
+            b("mqtt://broker.local"),
+            Broker {
+                host: "broker.local".into(),
+                port: 1883,
+                tls: false
+            }
         );
+        assert_eq!(
+            b("MQTTS://example.com:8884/"),
+            Broker {
+                host: "example.com".into(),
+                port: 8884,
+                tls: true
+            }
+        );
+        assert_eq!(b("mqtts://10.0.0.2").port, 8883);
+        let v6 = b("mqtt://[::1]:1884");
+        assert_eq!((v6.host.as_str(), v6.port), ("::1", 1884));
+        assert_eq!(v6.to_string(), "mqtt://[::1]:1884");
+        assert_eq!(b("mqtt://[fe80::1]").port, 1883);
+        assert_eq!(b("mqtts://h:1").to_string(), "mqtts://h:1");
+        for bad in [
+            "tcp://h:1883",
+            "h:1883",
+            "mqtt://",
+            "mqtt://:1883",
+            "mqtt://h:0",
+            "mqtt://h:70000",
+            "mqtt://h:port",
+            "mqtt://user@h",
+            "mqtt://[::1",
+            "mqtt://[::1]1883",
+            "mqtt://evil\u{202e}moc.example",
+            "mqtt://h\tx",
+            "mqtt://h\u{fffe}",
+        ] {
+            let e = Broker::parse(bad).unwrap_err();
+            assert!(e.contains(&format!("{bad:?}")), "{bad}: {e}");
+        }
+        assert!(Broker::is_broker(" MQTT://h") && Broker::is_broker("mqtts://h:1"));
+        assert!(Broker::same_address(
+            "mqtt://Broker.local",
+            "MQTT://broker.local:1883/"
+        ));
+        for other in [
+            "mqtt://broker.local:1884",
+            "mqtts://broker.local:1883",
+            "mqtt://evil",
+        ] {
+            assert!(
+                !Broker::same_address("mqtt://broker.local", other),
+                "{other}"
+            );
+        }
+        assert!(!Broker::same_address("mqtt://h", "h:1883"), "no broker");
+        assert!(!Broker::is_broker("127.0.0.1:1883") && !Broker::is_broker("mqtt:/h"));
+    }
+
+    #[test]
+    fn a_password_is_never_shown() {
+        let mut s = MqttSettings::new(Broker::parse("mqtt://h").unwrap(), "t");
+        s.username = Some("driver".into());
+        s.password = Some(Secret::new("s3cret"));
+        let shown = format!("{s:?}");
+        assert!(
+            !shown.contains("s3cret") && shown.contains("Secret(…)"),
+            "{shown}"
+        );
+        assert_eq!(s.password.as_ref().map(Secret::expose), Some("s3cret"));
+    }
+
+    #[test]
+    fn topics_default_to_the_name_and_refuse_wildcards() {
+        assert_eq!(default_topic("league"), "forza-relay/league");
+        assert_eq!(default_topic("mqtt://b:1883"), "forza-relay/b:1883");
+        assert_eq!(default_topic(" MQTTS://b"), "forza-relay/b");
+        assert_eq!(
+            default_topic("mqtt://[::1]:1883/x"),
+            "forza-relay/[::1]:1883-x",
+            "one topic level"
+        );
+        assert_eq!(default_topic("a+b#c"), "forza-relay/a-b-c");
+        assert_eq!(topic_problem("league/driver-7"), None);
+        assert_eq!(topic_problem("ligue/pilote-é/ドライバー"), None);
+        for bad in ["", "league/+", "league/#", "a\0b"] {
+            assert!(topic_problem(bad).is_some(), "{bad:?}");
+        }
+        // Issue 30: what mosquitto refuses, what is the broker's, what would
+        // not show as itself; each named.
+        for (bad, said) in [
+            ("league/\u{fffe}", "a Unicode non-character (U+FFFE)"),
+            ("league/\u{fdd0}", "a Unicode non-character (U+FDD0)"),
+            ("league/\n7", "a control character (U+000A)"),
+            ("league/\u{1b}[31m", "a control character (U+001B)"),
+            ("league/\u{202e}7", "a bidirectional-text control (U+202E)"),
+            ("$SYS/broker/uptime", "begins with $"),
+            ("$share/x", "begins with $"),
+        ] {
+            let p = topic_problem(bad).unwrap_or_else(|| panic!("{bad:?} taken"));
+            assert!(
+                p.contains(said) && p.starts_with(&format!("{bad:?}")),
+                "{p}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_ca_file_that_is_missing_or_holds_no_certificate_is_named() {
+        let missing = std::env::temp_dir().join("forza-relay-no-such-ca.pem");
+        let e = load_ca_file(&missing).unwrap_err();
+        assert!(matches!(e, CaFileError::Read(_)), "{e}");
+        let junk = std::env::temp_dir().join(format!("forza-relay-ca-{}.pem", std::process::id()));
+        std::fs::write(&junk, "not a certificate\n").unwrap();
+        let e = load_ca_file(&junk).unwrap_err();
+        let _ = std::fs::remove_file(&junk);
+        assert!(matches!(e, CaFileError::NoCertificate(_)), "{e}");
+        assert!(e.to_string().contains("BEGIN CERTIFICATE"), "{e}");
     }
 }

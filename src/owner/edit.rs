@@ -99,11 +99,11 @@ impl fmt::Display for EditError {
 }
 
 /// The index of the `[[destination]]` called `name` (a table without a name
-/// is called by its address, as the relay calls it).
+/// is called by its address, trimmed, as the relay calls it).
 fn find(tables: &ArrayOfTables, name: &str) -> Option<usize> {
     tables.iter().position(|t| {
         let key = |k: &str| t.get(k).and_then(Item::as_str);
-        key("name").or_else(|| key("addr")) == Some(name)
+        key("name").or_else(|| key("addr").map(str::trim)) == Some(name)
     })
 }
 
@@ -129,9 +129,17 @@ fn set_or_remove(table: &mut Table, key: &str, v: Option<&str>) {
 
 /// Sets `table`'s keys to `d`, leaving out the defaults. A password is
 /// written only when the editor gives one; otherwise the table keeps its
-/// own (an editor never sees it), unless the password now comes from
-/// `password_env` or there is no username any more.
+/// own (an editor never sees it) while the broker stays the same and there
+/// is a username, unless the password comes from `password_env`.
+/// `password_env` and `ca_file` are never written from an editor: the
+/// table's own stay when the editor keeps them (and, for the variable, the
+/// broker and the username stay), and go when it clears them
+/// ([`crate::config::admit`] refused any other).
 fn fill(table: &mut Table, d: &DestinationSpec) {
+    let stays = table
+        .get("addr")
+        .and_then(Item::as_str)
+        .is_some_and(|was| Broker::same_address(was, &d.addr));
     set(table, "name", d.name.as_str());
     set(table, "addr", d.addr.as_str());
     match d.format.as_deref() {
@@ -175,17 +183,23 @@ fn fill(table: &mut Table, d: &DestinationSpec) {
         .filter(|t| t.trim() != default_topic(&d.name));
     set_or_remove(table, "topic", topic);
     set_or_remove(table, "username", d.username.as_deref());
-    set_or_remove(table, "password_env", d.password_env.as_deref());
     let no_username = table.get("username").is_none();
+    let asked = |v: &Option<String>| v.as_deref().is_some_and(|v| !v.trim().is_empty());
+    if !asked(&d.password_env) || no_username || !stays {
+        table.remove("password_env");
+    }
     let from_env = table.get("password_env").is_some();
     match d.password.as_ref().map(Secret::expose) {
-        _ if no_username || from_env => {
+        // Without a username the check refused it already.
+        Some(p) if !p.is_empty() && !no_username => set(table, "password", p),
+        _ if no_username || from_env || !stays => {
             table.remove("password");
         }
-        Some(p) if !p.is_empty() => set(table, "password", p),
         _ => {}
     }
-    set_or_remove(table, "ca_file", d.ca_file.as_deref());
+    if !asked(&d.ca_file) {
+        table.remove("ca_file");
+    }
 }
 
 /// `text` (a TOML body, without its byte-order mark) with `edit` made,
@@ -357,18 +371,27 @@ addr = \"127.0.0.1:8000\"
             changed.contains("max_rate = 0"),
             "every frame, said: {changed}"
         );
-        // From a variable, or without a username: no password in the file.
+        // Issue 30: another broker gets no stored password.
+        let moved = DestinationSpec {
+            addr: "mqtt://127.0.0.1:1884".to_owned(),
+            password: None,
+            ..spec.clone()
+        };
+        let changed = edit_text(&added, &Edit::Change("league".to_owned(), moved)).unwrap();
+        assert!(!changed.contains("password"), "{changed}");
+        // An editor never writes a variable or a CA file.
         let env = DestinationSpec {
             password: None,
             password_env: Some("FORZA_MQTT_PASSWORD".to_owned()),
+            ca_file: Some("/etc/passwd".to_owned()),
             ..spec.clone()
         };
         let changed = edit_text(&added, &Edit::Change("league".to_owned(), env)).unwrap();
-        assert!(!changed.contains("s3cret"), "{changed}");
         assert!(
-            changed.contains("password_env = \"FORZA_MQTT_PASSWORD\""),
+            !changed.contains("password_env") && !changed.contains("ca_file"),
             "{changed}"
         );
+        // Without a username: no password in the file.
         let anonymous = DestinationSpec {
             username: None,
             password: None,

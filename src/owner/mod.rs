@@ -46,20 +46,26 @@
 //! thread that may be blocked (a hostname look-up, a slow disk).
 
 pub mod edit;
+mod editor;
 pub mod text;
+mod ticket;
+mod watch;
 
-use std::ffi::OsString;
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::mpsc::{self, RecvTimeoutError, TryRecvError};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
 use log::{debug, info, warn};
-use notify::event::{EventKind, ModifyKind};
-use notify::{RecommendedWatcher, RecursiveMode, Watcher as _};
+use notify::RecommendedWatcher;
 
 pub use edit::{Edit, EditError, Failed};
+use editor::Answer;
+pub use editor::{Edited, Editor};
+pub use ticket::Ticket;
+use watch::{stamp, watch_file};
 
 use crate::config::{self, Config, ConfigError, LookUp, Overrides};
 use crate::relay::{Applied, Control, StartError};
@@ -75,6 +81,9 @@ pub const APPLY_PATIENCE: Duration = Duration::from_secs(5);
 /// How long an editor waits for the owner's answer: an edit never waits on a
 /// FIFO, a slow disk or a hostname look-up for ever.
 pub const EDIT_WAIT: Duration = Duration::from_secs(5);
+/// How long an editor waits more for an edit the owner committed to when
+/// [`EDIT_WAIT`] ran out: the relay is taking it.
+pub const COMMITTED_WAIT: Duration = Duration::from_secs(3);
 /// How long dropping an [`Owner`] waits for its thread to end.
 const STOP_WAIT: Duration = Duration::from_secs(1);
 
@@ -95,22 +104,6 @@ pub enum Outcome {
     Waiting,
 }
 
-/// What an edit did.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Edited {
-    /// What the relay changed.
-    pub applied: Applied,
-    /// The file the edit was saved in; `None` without one (the change lasts
-    /// until the relay stops).
-    pub saved: Option<PathBuf>,
-    /// One line for the editor and the log: `added destination "dash"
-    /// (127.0.0.1:5301): + dash (fh5); saved in forza-relay.toml`.
-    pub message: String,
-}
-
-/// What an editor's answer comes back on.
-type Answer = mpsc::Sender<Result<Edited, EditError>>;
-
 /// What wakes the owner's thread.
 enum Event {
     /// The file was written (or removed).
@@ -119,8 +112,9 @@ enum Event {
     Replaced,
     /// SIGHUP: read the file now.
     ReadAgain,
-    /// An editor's change, and where to answer.
-    Edit(Box<Edit>, Answer),
+    /// An editor's change, the editor's ticket (given up: not made), and
+    /// where to answer.
+    Edit(Box<Edit>, Ticket, Answer),
     /// The owner is being dropped.
     Stop,
 }
@@ -136,36 +130,20 @@ impl Trigger {
     }
 }
 
-/// Sends edits to an [`Owner`] from any thread; cheap to clone.
-#[derive(Clone)]
-pub struct Editor(mpsc::Sender<Event>);
-
-impl Editor {
-    /// Makes `edit` and waits (at most [`EDIT_WAIT`]) for what the relay did.
-    pub fn edit(&self, edit: Edit) -> Result<Edited, EditError> {
-        let (tx, rx) = mpsc::channel();
-        if self.0.send(Event::Edit(Box::new(edit), tx)).is_err() {
-            return Err(EditError::new(Failed::Unavailable, "the relay is stopping"));
-        }
-        match rx.recv_timeout(EDIT_WAIT) {
-            Ok(answer) => answer,
-            Err(RecvTimeoutError::Timeout) => Err(EditError::new(
-                Failed::Unavailable,
-                format!(
-                    "no answer within {} s (a slow disk, a hostname look-up or a busy \
-                     relay): the change may still apply; reload the page to see",
-                    EDIT_WAIT.as_secs()
-                ),
-            )),
-            Err(RecvTimeoutError::Disconnected) => {
-                Err(EditError::new(Failed::Unavailable, "the relay is stopping"))
-            }
-        }
-    }
+/// What moves the web page when `[web] addr` changes in the file: the page
+/// (above the owner) hands one in ([`Owner::move_page_with`]).
+pub trait PageMover: Send {
+    /// Serves the page on `addr` (`None`: no page), closing the old address;
+    /// `false` when it can't (the page said why in the log, and stays where
+    /// it was).
+    fn move_to(&mut self, addr: Option<SocketAddr>) -> bool;
 }
 
 /// Where outcomes go, if anyone listens.
 type Listener = Arc<Mutex<Option<mpsc::Sender<Outcome>>>>;
+
+/// What moves the page, once the page is there.
+type Mover = Arc<Mutex<Option<Box<dyn PageMover>>>>;
 
 /// The running owner; dropping it stops the thread.
 pub struct Owner {
@@ -174,6 +152,7 @@ pub struct Owner {
     /// Closed when the thread ends.
     ended: mpsc::Receiver<()>,
     listener: Listener,
+    mover: Mover,
     _watcher: Option<RecommendedWatcher>,
 }
 
@@ -206,6 +185,7 @@ impl Owner {
             }
         });
         let listener: Listener = Arc::default();
+        let mover: Mover = Arc::default();
         let (ended_tx, ended) = mpsc::channel::<()>();
         let mut thread = OwnerThread {
             file: path.map(|path| File {
@@ -219,6 +199,7 @@ impl Owner {
             look_up,
             rx,
             listener: listener.clone(),
+            mover: mover.clone(),
             pending: None,
         };
         let thread = std::thread::Builder::new()
@@ -232,6 +213,7 @@ impl Owner {
             thread: Some(thread),
             ended,
             listener,
+            mover,
             _watcher: watcher,
         })
     }
@@ -244,6 +226,12 @@ impl Owner {
     /// A handle that sends edits (for the web page).
     pub fn editor(&self) -> Editor {
         Editor(self.tx.clone())
+    }
+
+    /// Moves the page with `mover` when a saved file changes `[web] addr`
+    /// (issue 30); without one, such a change takes effect at the next start.
+    pub fn move_page_with(&self, mover: Box<dyn PageMover>) {
+        *self.mover.lock().unwrap_or_else(|e| e.into_inner()) = Some(mover);
     }
 
     /// Every [`Outcome`] of a reading from now on (a second call takes them
@@ -270,77 +258,6 @@ impl Drop for Owner {
     }
 }
 
-/// The folder holding `path` (`.` for a bare file name).
-fn folder_of(path: &Path) -> PathBuf {
-    match path.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
-        _ => PathBuf::from("."),
-    }
-}
-
-/// Watches the folder of `path`, and of its target when it is a symbolic link
-/// to another folder, sending an [`Event`] for each change to either name.
-/// Returns the watcher and how to name what is watched.
-fn watch_file(
-    path: &Path,
-    tx: mpsc::Sender<Event>,
-) -> notify::Result<(RecommendedWatcher, String)> {
-    let mut names: Vec<OsString> = path
-        .file_name()
-        .map(ToOwned::to_owned)
-        .into_iter()
-        .collect();
-    let mut folders = vec![folder_of(path)];
-    let mut described = path.display().to_string();
-    let is_link = std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink());
-    if let Some(target) = std::fs::canonicalize(path).ok().filter(|_| is_link) {
-        described = format!("{described} (a link to {})", target.display());
-        names.extend(target.file_name().map(ToOwned::to_owned));
-        let folder = folder_of(&target);
-        let same = |f: &PathBuf| std::fs::canonicalize(f).is_ok_and(|f| f == folder);
-        if !folders.iter().any(same) {
-            folders.push(folder);
-        }
-    }
-    let mut watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
-        let event = match event {
-            // Reading the file (ours included) is not a change.
-            Ok(e) if matches!(e.kind, EventKind::Access(_)) => return,
-            Ok(e)
-                if !e.paths.iter().any(|p| {
-                    p.file_name()
-                        .is_some_and(|n| names.iter().any(|ours| ours == n))
-                }) =>
-            {
-                return
-            }
-            Ok(e)
-                if matches!(
-                    e.kind,
-                    EventKind::Create(_) | EventKind::Modify(ModifyKind::Name(_))
-                ) =>
-            {
-                Event::Replaced
-            }
-            // A change, or an error from the watcher: look at the file, to be safe.
-            _ => Event::Written,
-        };
-        let _ = tx.send(event);
-    })?;
-    for folder in &folders {
-        watcher.watch(folder, RecursiveMode::NonRecursive)?;
-    }
-    Ok((watcher, described))
-}
-
-/// What can change while a file is being written: its size and modification
-/// time (`None` when it can't be looked at).
-fn stamp(path: &Path) -> Option<(u64, Option<SystemTime>)> {
-    std::fs::metadata(path)
-        .ok()
-        .map(|m| (m.len(), m.modified().ok()))
-}
-
 /// The configuration file, as the owner knows it.
 struct File {
     path: PathBuf,
@@ -363,6 +280,7 @@ struct OwnerThread {
     look_up: Arc<LookUp>,
     rx: mpsc::Receiver<Event>,
     listener: Listener,
+    mover: Mover,
     /// An event that came while the relay was being waited for.
     pending: Option<Event>,
 }
@@ -390,8 +308,8 @@ impl OwnerThread {
             let asked = match event {
                 Event::Stop => return,
                 Event::ReadAgain => true,
-                Event::Edit(edit, answer) => {
-                    let _ = answer.send(self.edit(&edit));
+                Event::Edit(edit, ticket, answer) => {
+                    let _ = answer.send(self.edit(&edit, &ticket));
                     continue;
                 }
                 Event::Written | Event::Replaced => {
@@ -468,8 +386,8 @@ impl OwnerThread {
                     Ok(Event::ReadAgain) => asked = true,
                     // The file is changing: the edit sees that it is not the
                     // text that runs, and is refused without waiting.
-                    Ok(Event::Edit(edit, answer)) => {
-                        let _ = answer.send(self.edit(&edit));
+                    Ok(Event::Edit(edit, ticket, answer)) => {
+                        let _ = answer.send(self.edit(&edit, &ticket));
                     }
                     Ok(Event::Stop) | Err(RecvTimeoutError::Disconnected) => return None,
                     Err(RecvTimeoutError::Timeout) => break true,
@@ -539,7 +457,7 @@ impl OwnerThread {
                                 return Answered::Gone
                             }
                             // An editor waits no longer than EDIT_WAIT anyway.
-                            Ok(Event::Edit(_, answer)) => {
+                            Ok(Event::Edit(_, _, answer)) => {
                                 let _ = answer.send(Err(EditError::new(
                                     Failed::Unavailable,
                                     "the relay is busy taking another change: try again",
@@ -605,6 +523,14 @@ impl OwnerThread {
             at_next_start.push("[record] path");
             next.record.clone_from(&self.running.record);
         }
+        // The page moves once the rest is applied (issue 30: a new address
+        // was ignored in silence); the relay itself has no part in it.
+        let web = std::mem::replace(&mut next.web, self.running.web);
+        let mover = self.mover.clone();
+        let mut mover = mover.lock().unwrap_or_else(|e| e.into_inner());
+        if web != self.running.web && mover.is_none() {
+            at_next_start.push("[web] addr");
+        }
         if !at_next_start.is_empty() {
             warn!(
                 "{prefix}{shown}: a change to {} takes effect at the next start",
@@ -612,7 +538,12 @@ impl OwnerThread {
             );
         }
         if next == self.running {
-            if asked && at_next_start.is_empty() {
+            if move_page(&mut self.running, &mut mover, web) {
+                self.succeeded(Some(text));
+                self.report(Outcome::Applied("the web page moved".to_owned()));
+                return true;
+            }
+            if asked && at_next_start.is_empty() && web == self.running.web {
                 info!("SIGHUP: {shown} is unchanged");
             } else {
                 debug!("{shown}: saved, but nothing that applies live changed");
@@ -624,6 +555,7 @@ impl OwnerThread {
         match self.apply(&next, &shown) {
             Answered::Yes(Ok(changes)) => {
                 self.running = next;
+                move_page(&mut self.running, &mut mover, web);
                 self.succeeded(Some(text));
                 self.report(Outcome::Applied(changes.to_string()));
                 true
@@ -642,8 +574,12 @@ impl OwnerThread {
     }
 
     /// Makes an editor's change: validated (the problems of what the editor
-    /// wrote named by field), applied, saved in the file if there is one.
-    fn edit(&mut self, edit: &Edit) -> Result<Edited, EditError> {
+    /// wrote named by field), applied, saved in the file if there is one;
+    /// not at all if the editor gave `ticket` up before it was applied.
+    fn edit(&mut self, edit: &Edit, ticket: &Ticket) -> Result<Edited, EditError> {
+        if ticket.is_abandoned() {
+            return Err(given_up(edit));
+        }
         let at = match edit {
             Edit::Add(_) => None,
             Edit::Change(name, _) | Edit::Remove(name) => Some(
@@ -665,6 +601,7 @@ impl OwnerThread {
             Edit::Add(d) | Edit::Change(_, d) => Some(d),
             Edit::Remove(_) => None,
         };
+        let mut note = None;
         if let Some(d) = spec {
             if d.name.trim().is_empty() {
                 return Err(EditError::field(
@@ -678,6 +615,11 @@ impl OwnerThread {
                     "a destination needs an address, like 192.168.1.50:5300",
                 ));
             }
+            // Before anything is read: what the editor may not ask of the
+            // secrets (issue 30).
+            let was = at.and_then(|i| self.running.destinations.get(i));
+            let folder = self.file.as_ref().and_then(|f| f.path.parent());
+            note = config::admit(d, was, folder).map_err(|e| field_error(&e))?;
         }
         let mut next = self
             .running
@@ -692,6 +634,11 @@ impl OwnerThread {
             }
         };
         let what = edit.describe();
+        // The last moment the editor can still give it up (issue 30: an edit
+        // answered 408 was applied 81 s later).
+        if !ticket.commit() {
+            return Err(given_up(edit));
+        }
         let applied = match self.apply(&next, &what) {
             Answered::Yes(Ok(applied)) => applied,
             Answered::Yes(Err(e)) => {
@@ -729,6 +676,10 @@ impl OwnerThread {
         } else {
             message.push_str(" (not saved: no configuration file)");
         }
+        if let Some(note) = note {
+            message.push_str("; ");
+            message.push_str(&note);
+        }
         info!("{message}");
         Ok(Edited {
             applied,
@@ -763,11 +714,39 @@ impl OwnerThread {
         )
         .map_err(|e| EditError::new(Failed::Invalid, e.to_string()))?
         .config;
-        // What runs until the next start stays as it runs.
+        // What runs until the next start stays as it runs, and the page
+        // where it is (it moves on a reading of the file).
         next.stats_format = self.running.stats_format;
         next.record.clone_from(&self.running.record);
+        next.web = self.running.web;
         Ok((new_text, next))
     }
+}
+
+/// Moves the page to `web` when it is served elsewhere and there is a mover;
+/// whether it moved (`running` then says so).
+fn move_page(
+    running: &mut Config,
+    mover: &mut Option<Box<dyn PageMover>>,
+    web: Option<SocketAddr>,
+) -> bool {
+    let Some(mover) = mover.as_mut().filter(|_| web != running.web) else {
+        return false;
+    };
+    if !mover.move_to(web) {
+        return false;
+    }
+    running.web = web;
+    true
+}
+
+/// The answer to an edit its editor gave up (nobody reads it).
+fn given_up(edit: &Edit) -> EditError {
+    debug!(
+        "{}: given up by its editor before it was made; not made",
+        edit.describe()
+    );
+    EditError::new(Failed::Unavailable, "given up before it was made")
 }
 
 /// Whether `a` and `b` differ only in the keys that take effect at the next

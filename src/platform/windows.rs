@@ -14,8 +14,10 @@
 //!   event returns (or after about 5 s), so that handler waits, bounded, for
 //!   [`summary_printed`] before returning.
 
+use std::fs::{File, OpenOptions};
 use std::io::{self, BufRead, IsTerminal, Write};
 use std::os::windows::io::AsRawSocket;
+use std::path::{Path, PathBuf};
 use std::sync::{Condvar, Mutex, OnceLock};
 use std::time::Duration;
 
@@ -174,6 +176,34 @@ unsafe extern "system" fn on_control(event: u32) -> BOOL {
         std::thread::sleep(EXIT_WAIT);
     }
     TRUE
+}
+
+/// The user's folder for what forza-relay keeps between runs:
+/// `%LOCALAPPDATA%\forza-relay`. `None` when the variable is not set.
+pub fn state_dir() -> Option<PathBuf> {
+    std::env::var_os("LOCALAPPDATA")
+        .filter(|d| !d.is_empty())
+        .map(|d| PathBuf::from(d).join("forza-relay"))
+}
+
+/// Creates `dir` (and its parents) if needed. The user's local application
+/// data is already theirs: a folder made in it inherits an access list that
+/// lets in only the user, SYSTEM and the administrators.
+pub fn create_private_dir(dir: &Path) -> io::Result<()> {
+    std::fs::create_dir_all(dir)
+}
+
+/// A new file at `path` (private by its folder's access list, see
+/// [`create_private_dir`]); fails if one is there.
+pub fn private_file(path: &Path) -> io::Result<File> {
+    OpenOptions::new().write(true).create_new(true).open(path)
+}
+
+/// Whether the log (stderr) goes to a console that takes ANSI colours: its
+/// virtual-terminal mode is turned on (Windows 10 and later) or the terminal
+/// says it has them.
+pub fn colours_on_stderr() -> bool {
+    std::io::stderr().is_terminal() && ratatui::crossterm::ansi_support::supports_ansi()
 }
 
 #[cfg(test)]

@@ -78,7 +78,9 @@ impl Shell {
     pub(super) fn apply(&mut self, setup: LoopConfig, now: Instant) -> Result<Applied, StartError> {
         // Open what is new first, so that a failure changes nothing.
         // Port 0 in a config means "any": the port bound is as good.
-        let listener = if setup.listen == self.configured_listen || setup.listen == self.listen {
+        let listener = if setup.listen == self.intake.configured_listen
+            || setup.listen == self.intake.listen
+        {
             None
         } else {
             Some(bind_listener(
@@ -87,13 +89,15 @@ impl Shell {
                 &setup.listen_place,
             )?)
         };
-        let listen = listener.as_ref().map_or(self.listen, |(_, addr)| *addr);
+        let listen = listener
+            .as_ref()
+            .map_or(self.intake.listen, |(_, addr)| *addr);
         let plan = self.core.plan(&setup.routes);
         let mut opened = Vec::new();
+        let warn_every = setup.stats_interval.unwrap_or(DEFAULT_WARN_INTERVAL);
         let opening = plan.steps().try_for_each(|(d, step)| match step.action {
-            Action::Open => {
-                Opened::open(step.id, d, listen).map(|link| opened.push((step.id, link)))
-            }
+            Action::Open => Opened::open(step.id, d, listen, warn_every)
+                .map(|link| opened.push((step.id, link))),
             // The same socket stays; a new listen address may make it a loop.
             Action::Keep { .. } => check_loop(d, listen),
         });
@@ -107,21 +111,21 @@ impl Shell {
         if let Some((socket, addr)) = listener {
             // What the old socket still holds is relayed before it closes.
             self.drain(now);
-            let mut old = std::mem::replace(&mut self.listener, socket);
+            let mut old = std::mem::replace(&mut self.intake.listener, socket);
             let _ = self.registry.deregister(&mut old);
-            moved = Some((self.listen, addr));
-            self.listen = addr;
-            self.configured_listen = setup.listen;
+            moved = Some((self.intake.listen, addr));
+            self.intake.listen = addr;
+            self.intake.configured_listen = setup.listen;
             self.open_wake();
         }
         // Held-back frames go as they would have, before anything closes.
         self.release_held_back(now);
         for &id in plan.closed() {
-            if let Some(mut link) = self.links.get_mut(id.index()).and_then(Option::take) {
+            if let Some(mut link) = self.out.links.get_mut(id.index()).and_then(Option::take) {
                 link.clear_backlog(&self.registry);
             }
             // Its publisher says "offline" and ends by itself.
-            if let Some(broker) = self.brokers.get_mut(id.index()).and_then(Option::take) {
+            if let Some(broker) = self.out.brokers.get_mut(id.index()).and_then(Option::take) {
                 broker.replaced_by(None);
             }
         }
@@ -132,7 +136,7 @@ impl Shell {
             } = step.action
             {
                 // Frames waiting are in the old format.
-                if let Some(Some(link)) = self.links.get_mut(step.id.index()) {
+                if let Some(Some(link)) = self.out.links.get_mut(step.id.index()) {
                     link.clear_backlog(&self.registry);
                 }
             }
@@ -140,14 +144,14 @@ impl Shell {
         for (id, link) in opened {
             // What it had before goes: a socket with what it held, a
             // publisher (quiet when the new one says "online" on its topic).
-            let old_link = self.links.get_mut(id.index()).and_then(Option::take);
-            let old_broker = self.brokers.get_mut(id.index()).and_then(Option::take);
+            let old_link = self.out.links.get_mut(id.index()).and_then(Option::take);
+            let old_broker = self.out.brokers.get_mut(id.index()).and_then(Option::take);
             if let Some(mut old) = old_link {
                 old.clear_backlog(&self.registry);
             }
             match link {
                 Opened::Udp(link) => {
-                    put(&mut self.links, id, link);
+                    put(&mut self.out.links, id, link);
                     if let Some(old) = old_broker {
                         old.replaced_by(None);
                     }
@@ -156,12 +160,12 @@ impl Shell {
                     if let Some(old) = old_broker {
                         old.replaced_by(Some(&broker));
                     }
-                    put(&mut self.brokers, id, broker);
+                    put(&mut self.out.brokers, id, broker);
                 }
             }
         }
         let changes = self.core.commit(plan);
-        self.hold_back_age = hold_back_age(&self.core);
+        self.out.hold_back_age = hold_back_age(&self.core);
         for removed in &changes.removed {
             // Its last word: the final summary no longer lists it.
             let s = &removed.stats;
@@ -170,12 +174,12 @@ impl Shell {
                 removed.destination.name,
                 s.received,
                 s.sent,
-                crate::stats::Refusals(s),
+                crate::report::Refusals(s),
                 s.dropped_total(),
-                crate::stats::Drops(s)
+                crate::report::Drops(s)
             );
         }
-        self.horizon = self.core.horizon();
+        self.warnings.horizon = self.core.horizon();
         self.set_stats_interval(setup.stats_interval, now);
         self.check_backlogs();
         Ok(Applied {
@@ -189,15 +193,20 @@ impl Shell {
     /// the latency window) comes one new interval after the last one (or the
     /// start), and not before now.
     fn set_stats_interval(&mut self, interval: Option<Duration>, now: Instant) {
-        if interval == self.stats_interval {
+        if interval == self.schedule.stats_interval {
             return;
         }
-        self.stats_interval = interval;
-        self.wait_slack = wait_slack(interval);
-        self.warn_every = interval.unwrap_or(DEFAULT_WARN_INTERVAL);
-        self.next_summary = self
+        self.schedule.stats_interval = interval;
+        self.intake.wait_slack = wait_slack(interval);
+        self.schedule.warn_every = interval.unwrap_or(DEFAULT_WARN_INTERVAL);
+        // The publishers follow the same rule for their connection problems.
+        for broker in self.out.brokers.iter().flatten() {
+            broker.publisher.set_warn_every(self.schedule.warn_every);
+        }
+        self.schedule.next_summary = self
+            .schedule
             .last_summary
-            .checked_add(self.warn_every)
+            .checked_add(self.schedule.warn_every)
             .map(|due| due.max(now));
     }
 }
@@ -242,30 +251,30 @@ mod tests {
         let mut relay = Relay::bind(&config).unwrap();
         let shell = &mut relay.shell;
         let s = Duration::from_secs;
-        let t0 = shell.last_summary;
-        assert_eq!(shell.next_summary, Some(t0 + s(3)));
+        let t0 = shell.schedule.last_summary;
+        assert_eq!(shell.schedule.next_summary, Some(t0 + s(3)));
         shell.set_stats_interval(Some(s(3)), t0 + s(2));
         assert_eq!(
-            shell.next_summary,
+            shell.schedule.next_summary,
             Some(t0 + s(3)),
             "a reload moves nothing"
         );
         shell.set_stats_interval(Some(s(10)), t0 + s(2));
         assert_eq!(
-            shell.next_summary,
+            shell.schedule.next_summary,
             Some(t0 + s(10)),
             "one new interval after the last summary"
         );
         shell.set_stats_interval(Some(s(1)), t0 + s(5));
-        assert_eq!(shell.next_summary, Some(t0 + s(5)), "overdue: now");
+        assert_eq!(shell.schedule.next_summary, Some(t0 + s(5)), "overdue: now");
         shell.set_stats_interval(None, t0 + s(6));
         assert_eq!(
-            shell.next_summary,
+            shell.schedule.next_summary,
             Some(t0 + DEFAULT_WARN_INTERVAL),
             "summaries off: the latency window keeps its schedule"
         );
         shell.set_stats_interval(Some(s(2)), t0 + s(7));
-        assert_eq!(shell.next_summary, Some(t0 + s(7)));
+        assert_eq!(shell.schedule.next_summary, Some(t0 + s(7)));
     }
 
     #[test]

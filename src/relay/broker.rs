@@ -5,13 +5,14 @@
 //! connected the frame is dropped as `broker_unavailable`, and when the ring
 //! is full (the publisher stuck) as `backlog_full`.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use super::warn::Clock;
 use super::StartError;
+use crate::counters::DropReason;
 use crate::fanout::{Destination, Fate, Report};
-use crate::output::mqtt::{MqttPublisher, MqttSettings, Outbox};
-use crate::stats::DropReason;
+use crate::output::mqtt::MqttSettings;
+use crate::relay::mqtt::{MqttPublisher, Outbox};
 
 /// An MQTT destination's publisher and outbox.
 pub(super) struct BrokerLink {
@@ -23,15 +24,21 @@ pub(super) struct BrokerLink {
 
 impl BrokerLink {
     /// Starts the publisher of destination `d`, to the broker `settings`
-    /// name: a thread spawn, nothing slower (the publisher's thread makes its
+    /// name, saying a connection problem at most once every `warn_every`: a
+    /// thread spawn, nothing slower (the publisher's thread makes its
     /// runtime and reads its certificates).
-    pub(super) fn open(d: &Destination, settings: &MqttSettings) -> Result<BrokerLink, StartError> {
+    pub(super) fn open(
+        d: &Destination,
+        settings: &MqttSettings,
+        warn_every: Duration,
+    ) -> Result<BrokerLink, StartError> {
         let (publisher, outbox) =
             MqttPublisher::start(settings.clone()).map_err(|source| StartError::Broker {
                 name: d.name.clone(),
                 broker: settings.broker.to_string(),
                 source,
             })?;
+        publisher.set_warn_every(warn_every);
         Ok(BrokerLink {
             publisher,
             outbox,

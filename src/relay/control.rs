@@ -7,10 +7,9 @@
 //!
 //! Other programs on this computer (`doctor`, `setup`, `record`, `watch`) ask
 //! the loop what it sees with a status query on the listening socket
-//! ([`crate::query`]); the core recognises it ([`Verdict::Query`]) and
+//! ([`crate::report::query`]); the core recognises it ([`Verdict::Query`]) and
 //! [`Shell::answer_queries`] answers it from the listening socket.
 
-use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
@@ -21,11 +20,12 @@ use mio::Waker;
 
 use super::{Applied, LoopConfig, Shell, StartError};
 use crate::config::Config;
+use crate::counters::LatencyWindow;
 use crate::fanout::Verdict;
-use crate::query::Answer;
-use crate::recv;
-use crate::recv::wait::WakeSender;
-use crate::stats::{ConfigState, LatencyWindow, Snapshot};
+use crate::net::recv;
+use crate::net::recv::wait::WakeSender;
+use crate::report::query::Answer;
+use crate::report::{ConfigState, Snapshot};
 use crate::tap::TapProducer;
 
 /// What other threads ask of the loop.
@@ -42,12 +42,14 @@ pub(super) enum Command {
     /// Fill this snapshot with every counter and hand it back: the reader's
     /// buffers, so the loop allocates nothing ([`Snapshots`]).
     Fill(Box<Snapshot>, mpsc::SyncSender<Box<Snapshot>>),
-    /// Copy every datagram admitted into this tap from now on.
-    Attach(Box<TapProducer>),
+    /// Copy every datagram admitted into this tap from now on, and say so
+    /// when asked.
+    Attach(Box<TapProducer>, Option<mpsc::Sender<()>>),
     /// The configuration file's state, for the snapshots.
     ConfigState(Box<ConfigState>),
-    /// Where the relay's page is served, for the status query's answer.
-    Page(SocketAddr),
+    /// Where the relay's page is served (`None`: nowhere any more), for the
+    /// status query's answer.
+    Page(Option<Box<crate::report::query::PageServed>>),
 }
 
 /// Talks to a running relay from any thread: a message, then a wake-up.
@@ -106,7 +108,19 @@ impl Control {
     /// Copies every datagram admitted from now on into `tap` (see
     /// [`crate::tap`]); dropping the tap's reader detaches it.
     pub fn attach(&self, tap: TapProducer) {
-        self.send(Command::Attach(Box::new(tap)));
+        self.send(Command::Attach(Box::new(tap), None));
+    }
+
+    /// As [`Control::attach`], and waits (at most `timeout`) until the loop
+    /// has taken the tap: every datagram received after this returns `true`
+    /// is in it. A datagram that came in the same batch as the command's
+    /// wake-up would otherwise be handled before the tap is attached (a
+    /// recording started from the page missed the first frame sent after
+    /// its "started"). `false`: the loop has not taken it yet (it will).
+    pub fn attach_now(&self, tap: TapProducer, timeout: Duration) -> bool {
+        let (tx, rx) = mpsc::channel();
+        self.send(Command::Attach(Box::new(tap), Some(tx)));
+        rx.recv_timeout(timeout).is_ok()
     }
 
     /// Every counter now, or `None` if the loop doesn't answer within `timeout`.
@@ -123,9 +137,9 @@ impl Control {
     }
 
     /// Tells the relay where its page is served, for the answer to a status
-    /// query ([`crate::query`]): the tools point there.
-    pub fn page_served(&self, addr: SocketAddr) {
-        self.send(Command::Page(addr));
+    /// query ([`crate::report::query`]): the tools point there.
+    pub fn page_served(&self, page: Option<crate::report::query::PageServed>) {
+        self.send(Command::Page(page.map(Box::new)));
     }
 
     /// A reader of snapshots that brings its own buffers (see [`Snapshots`]).
@@ -191,7 +205,7 @@ impl Shell {
     #[inline]
     pub(super) fn commands(&mut self, now: Instant) {
         // Cleared before reading: a message sent meanwhile sets it again.
-        if self.control.pending.swap(false, Ordering::Acquire) {
+        if self.inbox.control.pending.swap(false, Ordering::Acquire) {
             self.read_commands(now);
         }
     }
@@ -201,9 +215,9 @@ impl Shell {
     #[cold]
     #[inline(never)]
     fn read_commands(&mut self, now: Instant) {
-        while let Ok(command) = self.commands.try_recv() {
+        while let Ok(command) = self.inbox.commands.try_recv() {
             match command {
-                Command::Stop => self.stopping = true,
+                Command::Stop => self.inbox.stopping = true,
                 Command::Apply(setup, reply) => {
                     let result = self.apply(*setup, now);
                     match &result {
@@ -224,9 +238,14 @@ impl Shell {
                     // A reader that gave up twice gets this one dropped.
                     let _ = reply.try_send(snapshot);
                 }
-                Command::Attach(tap) => self.taps.push(*tap),
-                Command::ConfigState(state) => self.config_state = *state,
-                Command::Page(addr) => self.page = Some(addr),
+                Command::Attach(tap, attached) => {
+                    self.taps.list.push(*tap);
+                    if let Some(attached) = attached {
+                        let _ = attached.send(());
+                    }
+                }
+                Command::ConfigState(state) => self.inbox.config_state = *state,
+                Command::Page(page) => self.inbox.page = page,
             }
         }
     }
@@ -238,16 +257,18 @@ impl Shell {
     #[cold]
     #[inline(never)]
     pub(super) fn answer_queries(&mut self, n: usize) {
-        self.answered = self.core.queries();
+        self.inbox.answered = self.core.queries();
         let mut answer = Answer::of(&self.snapshot(LatencyWindow::Interval), self.core.input());
-        answer.page = self.page.map(crate::query::page_url);
+        if let Some(page) = &self.inbox.page {
+            page.describe(&mut answer);
+        }
         let json = answer.to_json();
-        for (i, verdict) in self.verdicts.iter().enumerate().take(n) {
+        for (i, verdict) in self.intake.verdicts.iter().enumerate().take(n) {
             if *verdict != Verdict::Query {
                 continue;
             }
-            let (_, from) = self.batch.datagram(i);
-            match recv::send_now(&self.listener, &json, from) {
+            let (_, from) = self.intake.batch.datagram(i);
+            match recv::send_now(&self.intake.listener, &json, from) {
                 Ok(_) => debug!("{from} asked for the relay's status: answered"),
                 Err(e) => debug!("{from} asked for the relay's status: the answer failed: {e}"),
             }

@@ -4,7 +4,7 @@ use std::fmt;
 use std::io;
 use std::net::SocketAddr;
 
-use crate::socket::PortInUse;
+use crate::net::socket::PortInUse;
 
 /// Why the relay could not start, or a new configuration was not taken.
 #[derive(Debug)]

@@ -16,13 +16,13 @@ use ringbuf::traits::{Consumer, Observer, Producer, RingBuffer};
 use ringbuf::LocalRb;
 
 use super::broker::BrokerLink;
-use super::warn::{Clock, Throttle, Warner};
+use super::warn::{Clock, Warner};
 use super::{token_of, StartError, FRAME_CAPACITY};
 use crate::config;
+use crate::counters::{DropReason, SendErrorKind};
 use crate::fanout::{self, Destination, DestinationId, Fate, HeldFrame, Report, Sink};
-use crate::recv;
-use crate::socket;
-use crate::stats::{DropReason, SendErrorKind};
+use crate::net::recv;
+use crate::net::socket;
 
 /// Newest frames kept per destination while its socket would block.
 pub const BACKLOG_FRAMES: usize = 8;
@@ -200,11 +200,7 @@ impl Link {
             backlog: LocalRb::new(BACKLOG_FRAMES),
             held_back: HeldBack::new(),
             watched: false,
-            warner: Warner {
-                name: d.name.clone(),
-                addr,
-                throttle: Throttle::default(),
-            },
+            warner: Warner::new(d.name.clone(), addr),
         })
     }
 
@@ -217,11 +213,10 @@ impl Link {
         bytes: &[u8],
         received: Instant,
         report: &mut Report<'_>,
-        registry: &Registry,
-        clock: Clock,
+        env: &Env<'_>,
     ) -> Fate {
         if !self.backlog.is_empty() {
-            return self.send_behind(bytes, received, report, registry, clock);
+            return self.send_behind(bytes, received, report, env);
         }
         match send_now(
             &self.socket,
@@ -229,10 +224,10 @@ impl Link {
             bytes,
             received,
             report,
-            clock,
+            env.clock,
         ) {
             Some(outcome) => outcome,
-            None => self.queue_and_watch(bytes, received, report, registry),
+            None => self.queue_and_watch(bytes, received, report, env),
         }
     }
 
@@ -245,11 +240,10 @@ impl Link {
         bytes: &[u8],
         received: Instant,
         report: &mut Report<'_>,
-        registry: &Registry,
-        clock: Clock,
+        env: &Env<'_>,
     ) -> Fate {
         let outcome = self.queue(bytes, received, report);
-        self.flush(report, registry, clock);
+        self.flush(report, env);
         outcome
     }
 
@@ -263,10 +257,10 @@ impl Link {
         bytes: &[u8],
         received: Instant,
         report: &mut Report<'_>,
-        registry: &Registry,
+        env: &Env<'_>,
     ) -> Fate {
         let outcome = self.queue(bytes, received, report);
-        self.watch(registry, true);
+        self.watch(env.registry, true);
         outcome
     }
 
@@ -279,19 +273,18 @@ impl Link {
         bytes: &[u8],
         received: Instant,
         report: &mut Report<'_>,
-        registry: &Registry,
-        clock: Clock,
+        env: &Env<'_>,
     ) -> Fate {
         let len = match u16::try_from(bytes.len()) {
             Ok(len) if bytes.len() <= FRAME_CAPACITY => len,
             // Too large to hold: it goes now, after the frames before it.
             _ => {
-                self.release(report, registry, clock);
-                return self.send(bytes, received, report, registry, clock);
+                self.release(report, env);
+                return self.send(bytes, received, report, env);
             }
         };
         if !self.held_back.has_room(bytes.len()) {
-            self.release(report, registry, clock);
+            self.release(report, env);
         }
         // Released, the rings have room for any frame up to FRAME_CAPACITY.
         let _ = self.held_back.heads.try_push((len, received));
@@ -303,22 +296,22 @@ impl Link {
     /// when they came (behind the backlog, into it when the socket would
     /// block).
     #[inline]
-    pub(super) fn release(&mut self, report: &mut Report<'_>, registry: &Registry, clock: Clock) {
+    pub(super) fn release(&mut self, report: &mut Report<'_>, env: &Env<'_>) {
         if !self.held_back.heads.is_empty() {
-            self.release_held(report, registry, clock);
+            self.release_held(report, env);
         }
     }
 
     /// [`Link::release`] when frames are held back: after a stall only.
     #[cold]
     #[inline(never)]
-    fn release_held(&mut self, report: &mut Report<'_>, registry: &Registry, clock: Clock) {
+    fn release_held(&mut self, report: &mut Report<'_>, env: &Env<'_>) {
         // Taking the boxed slice leaves an empty one: no allocation.
         let mut scratch = std::mem::take(&mut self.held_back.scratch);
         while let Some((len, received)) = self.held_back.heads.try_pop() {
             let frame = &mut scratch[..usize::from(len)];
             self.held_back.bytes.pop_slice(frame);
-            let outcome = self.send(frame, received, report, registry, clock);
+            let outcome = self.send(frame, received, report, env);
             report.held(outcome);
         }
         self.held_back.scratch = scratch;
@@ -345,7 +338,8 @@ impl Link {
     /// socket would block; a frame grown too old for the destination's
     /// `max_age` is dropped instead. The socket is watched only while frames
     /// remain.
-    pub(super) fn flush(&mut self, report: &mut Report<'_>, registry: &Registry, clock: Clock) {
+    pub(super) fn flush(&mut self, report: &mut Report<'_>, env: &Env<'_>) {
+        let clock = env.clock;
         let Link {
             socket,
             backlog,
@@ -365,7 +359,7 @@ impl Link {
             backlog.try_pop();
             report.held(outcome);
         }
-        self.watch(registry, !self.backlog.is_empty());
+        self.watch(env.registry, !self.backlog.is_empty());
     }
 
     /// Registers the socket for writability, or deregisters it. A failure is
@@ -399,13 +393,22 @@ impl Link {
     }
 }
 
+/// What every call of a link that may send needs from the loop, besides
+/// where it reports to the core: the registry that watches its socket while
+/// frames wait, and the time. Made once a batch (or a timer, or an event),
+/// and lent to each call.
+#[derive(Clone, Copy)]
+pub(super) struct Env<'a> {
+    pub(super) registry: &'a Registry,
+    pub(super) clock: Clock,
+}
+
 /// The shell's side of the core's [`Sink`]: each destination's link, a UDP
 /// one or a broker's.
 pub(super) struct Links<'a> {
     pub(super) links: &'a mut [Option<Box<Link>>],
     pub(super) brokers: &'a mut [Option<BrokerLink>],
-    pub(super) registry: &'a Registry,
-    pub(super) clock: Clock,
+    pub(super) env: Env<'a>,
     /// A backlog is being drained: frames for destinations without `max_age`
     /// are held back.
     pub(super) hold_back: bool,
@@ -422,18 +425,18 @@ impl Sink for Links<'_> {
         received: Instant,
         report: &mut Report<'_>,
     ) -> Fate {
-        let (registry, clock) = (self.registry, self.clock);
+        let env = &self.env;
         match self.links.get_mut(id.index()) {
             Some(Some(link)) if self.hold_back && !report.has_age_limit() => {
-                link.hold_back(bytes, received, report, registry, clock)
+                link.hold_back(bytes, received, report, env)
             }
             Some(Some(link)) => {
                 // Frames held back go first (none are, outside a drain).
-                link.release(report, registry, clock);
-                link.send(bytes, received, report, registry, clock)
+                link.release(report, env);
+                link.send(bytes, received, report, env)
             }
             _ => match self.brokers.get_mut(id.index()) {
-                Some(Some(broker)) => broker.deliver(bytes, received, report, clock),
+                Some(Some(broker)) => broker.deliver(bytes, received, report, env.clock),
                 // Every destination of the core has a link (see `Shell::apply`).
                 _ => Fate::Dropped(DropReason::SendError),
             },
@@ -450,9 +453,10 @@ mod tests {
     use super::*;
     use std::time::SystemTime;
 
+    use crate::counters::DestinationStats;
     use crate::fanout::{Arrival, Fanout, Output, Routes, Target};
     use crate::relay::DEFAULT_WARN_INTERVAL;
-    use crate::stats::DestinationStats;
+    use crate::report::CountersOf as _;
     use crate::wire::Input;
 
     const FROM: SocketAddr =
@@ -520,7 +524,15 @@ mod tests {
             received: Instant,
             report: &mut Report<'_>,
         ) -> Fate {
-            self.0.send(bytes, received, report, self.1, self.2)
+            self.0.send(
+                bytes,
+                received,
+                report,
+                &Env {
+                    registry: self.1,
+                    clock: self.2,
+                },
+            )
         }
     }
 
@@ -584,7 +596,13 @@ mod tests {
         };
         link.watch(poll.registry(), true);
         assert!(link.watched);
-        link.flush(&mut core.report(id).unwrap(), poll.registry(), clock);
+        link.flush(
+            &mut core.report(id).unwrap(),
+            &Env {
+                registry: poll.registry(),
+                clock,
+            },
+        );
         assert!(link.backlog.is_empty());
         assert!(!link.watched, "a flushed link is no longer watched");
         let s = stats(&core);
@@ -651,7 +669,13 @@ mod tests {
             now: t0 + ms(100),
             warn_every: DEFAULT_WARN_INTERVAL,
         };
-        link.flush(&mut core.report(id).unwrap(), poll.registry(), clock);
+        link.flush(
+            &mut core.report(id).unwrap(),
+            &Env {
+                registry: poll.registry(),
+                clock,
+            },
+        );
         assert!(link.backlog.is_empty());
         let s = stats(&core);
         assert_eq!((s.sent, s.dropped(DropReason::Stale), s.held), (2, 2, 0));
@@ -725,8 +749,10 @@ mod tests {
             let mut sink = Links {
                 links: &mut links,
                 brokers: &mut [],
-                registry: poll.registry(),
-                clock,
+                env: Env {
+                    registry: poll.registry(),
+                    clock,
+                },
                 hold_back: true,
             };
             core.handle(arrival, now, &mut sink);
@@ -752,7 +778,13 @@ mod tests {
 
         let plain_link = links[1].as_mut().unwrap();
         assert_eq!(plain_link.holding(), 30);
-        plain_link.release(&mut core.report(plain).unwrap(), poll.registry(), clock);
+        plain_link.release(
+            &mut core.report(plain).unwrap(),
+            &Env {
+                registry: poll.registry(),
+                clock,
+            },
+        );
         assert_eq!(got(&receivers[1]), (0..30).collect::<Vec<_>>());
         for (i, s) in [counts(&core, 0), counts(&core, 1)].iter().enumerate() {
             assert!(s.is_balanced(), "{i}: {s:?}");
@@ -768,8 +800,10 @@ mod tests {
             let mut sink = Links {
                 links: &mut links,
                 brokers: &mut [],
-                registry: poll.registry(),
-                clock,
+                env: Env {
+                    registry: poll.registry(),
+                    clock,
+                },
                 hold_back: true,
             };
             core.handle(

@@ -77,9 +77,9 @@
 //! reach it.
 //!
 //! [`Fate`]: crate::fanout::Fate
-//! [`wait::RecvTimeout`]: crate::recv::wait::RecvTimeout
+//! [`wait::RecvTimeout`]: crate::net::recv::wait::RecvTimeout
 //! [`Report::drop_if_stale`]: crate::fanout::Report::drop_if_stale
-//! [`wait::WakeSender`]: crate::recv::wait::WakeSender
+//! [`wait::WakeSender`]: crate::net::recv::wait::WakeSender
 
 use std::net::SocketAddr;
 use std::sync::atomic::AtomicBool;
@@ -92,11 +92,12 @@ use mio::net::UdpSocket;
 use mio::{Events, Interest, Poll, Registry, Token, Waker};
 
 use crate::config::Config;
+use crate::counters::{InputStats, LatencyWindow};
 use crate::fanout::{Destination, DestinationId, Fanout, Target, Verdict};
-use crate::recv::wait::{RecvTimeout, WakeFilter};
-use crate::recv::{self, Batch};
-use crate::socket;
-use crate::stats::{ConfigState, InputStats, LatencyWindow, Snapshot};
+use crate::net::recv::wait::{RecvTimeout, WakeFilter};
+use crate::net::recv::{self, Batch};
+use crate::net::socket;
+use crate::report::{ConfigState, Snapshot};
 use crate::tap::TapProducer;
 use crate::wire::Reading;
 
@@ -105,6 +106,7 @@ mod broker;
 mod control;
 mod error;
 mod link;
+pub mod mqtt;
 mod turn;
 mod warn;
 
@@ -138,7 +140,7 @@ fn destination_of(token: Token) -> Option<DestinationId> {
 }
 
 pub use crate::fanout::FRAME_CAPACITY;
-pub use crate::recv::MAX_DATAGRAM;
+pub use crate::net::recv::MAX_DATAGRAM;
 /// Datagrams read per drain before other work gets a turn.
 const DRAIN_BUDGET: usize = 256;
 /// Datagrams found queued in a row that mean a backlog is being drained (a
@@ -176,9 +178,27 @@ pub struct Relay {
     shell: Shell,
 }
 
-/// Everything but the poll: split so events can be iterated while handled.
+/// Everything but the poll, split so events can be iterated while handled;
+/// and in parts, each borrowed on its own.
 struct Shell {
     registry: Registry,
+    core: Fanout,
+    /// The listening socket and how the loop waits for it.
+    intake: Intake,
+    /// The destinations' links, and holding frames back for some of them.
+    out: Out,
+    /// What other threads tell the loop, and what it keeps of it.
+    inbox: Inbox,
+    /// When summaries (and the latency windows) are due, and where they go.
+    schedule: Schedule,
+    /// The input's repeated warnings, each at most once an interval.
+    warnings: InputWarnings,
+    /// Readers of every datagram admitted, and what the gone ones lost.
+    taps: Taps,
+}
+
+/// The listening socket and how the loop waits for it.
+struct Intake {
     listener: UdpSocket,
     /// The address bound, and the one configured (they differ with port 0).
     listen: SocketAddr,
@@ -186,32 +206,13 @@ struct Shell {
     batch: Batch,
     /// What the core decided about each datagram of the last batch.
     verdicts: [Verdict; Batch::SIZE],
-    core: Fanout,
-    /// The UDP destinations' links, indexed by [`DestinationId`], as the
-    /// core's destinations are. Boxed: a send tells whether a slot has a
-    /// link from its pointer, in one line for all, not from a field far into
-    /// the link that `Option` would keep its tag in (issue 26).
-    links: Vec<Option<Box<Link>>>,
-    /// The MQTT destinations' links, indexed the same way.
-    brokers: Vec<Option<BrokerLink>>,
-    commands: mpsc::Receiver<Command>,
-    control: Control,
-    stopping: bool,
-    /// The last drain stopped at its budget with datagrams still queued.
-    unread: bool,
-    /// Since when a backlog is being drained: frames for destinations without
-    /// `max_age` are held back until the listening socket is empty, or for
-    /// [`HOLD_BACK_MAX`] at most (issue 15).
-    holding_back: Option<Instant>,
-    /// The smallest `max_age` when destinations with and without a limit are
-    /// both configured (else holding back has no use): worked out when the
-    /// destinations change, not per batch.
-    hold_back_age: Option<Duration>,
     /// Tells the wake-up datagram apart; `None`: the loop never waits in the
     /// receive (not Linux, or the wake-up socket could not be made).
     wake: Option<WakeFilter>,
     /// The listening socket's timeout for the wait in the receive.
     recv_timeout: RecvTimeout,
+    /// The last drain stopped at its budget with datagrams still queued.
+    unread: bool,
     /// The last turn waited in the receive, not in the poll.
     waiting: bool,
     /// Waits in the receive that failed in a row.
@@ -228,6 +229,43 @@ struct Shell {
     /// How late the wait in the receive may end ([`MIN_WAIT_SLACK`]): worked
     /// out when the summary interval changes, not per wake-up.
     wait_slack: Duration,
+}
+
+/// The destinations' links, and holding frames back for some of them.
+struct Out {
+    /// The UDP destinations' links, indexed by [`DestinationId`], as the
+    /// core's destinations are. Boxed: a send tells whether a slot has a
+    /// link from its pointer, in one line for all, not from a field far into
+    /// the link that `Option` would keep its tag in (issue 26).
+    links: Vec<Option<Box<Link>>>,
+    /// The MQTT destinations' links, indexed the same way.
+    brokers: Vec<Option<BrokerLink>>,
+    /// Since when a backlog is being drained: frames for destinations without
+    /// `max_age` are held back until the listening socket is empty, or for
+    /// [`HOLD_BACK_MAX`] at most (issue 15).
+    holding_back: Option<Instant>,
+    /// The smallest `max_age` when destinations with and without a limit are
+    /// both configured (else holding back has no use): worked out when the
+    /// destinations change, not per batch.
+    hold_back_age: Option<Duration>,
+}
+
+/// What other threads tell the loop, and what it keeps of it.
+struct Inbox {
+    commands: mpsc::Receiver<Command>,
+    control: Control,
+    stopping: bool,
+    /// Status queries answered so far ([`crate::report::query`]).
+    answered: u64,
+    /// Where the relay's page is served, as the page said.
+    page: Option<Box<crate::report::query::PageServed>>,
+    /// The configuration file's state, as its owner last said (for the
+    /// snapshots).
+    config_state: ConfigState,
+}
+
+/// When summaries (and the latency windows) are due, and where they go.
+struct Schedule {
     started: Instant,
     stats_interval: Option<Duration>,
     /// When the last summary was taken (the start, before the first).
@@ -238,30 +276,32 @@ struct Shell {
     /// show is recent either way (issue 15).
     next_summary: Option<Instant>,
     summaries: Option<mpsc::SyncSender<Snapshot>>,
-    /// Readers of every datagram admitted (the capture writer, the dashboard).
-    taps: Vec<TapProducer>,
-    /// Datagrams dropped by taps whose readers have gone.
-    tap_dropped: u64,
-    /// Datagrams taps whose readers have gone took but could not keep.
-    not_recorded: u64,
     warn_every: Duration,
+}
+
+/// The input's repeated warnings, each at most once an interval.
+struct InputWarnings {
     /// Input counters when their warnings were last considered.
     warned: InputStats,
     /// How `auto` reads Horizon packets, as last logged.
     horizon: Option<Reading>,
-    /// Status queries answered so far ([`crate::query`]).
-    answered: u64,
-    /// Where the relay's page is served, as the page said.
-    page: Option<SocketAddr>,
-    /// The configuration file's state, as its owner last said (for the
-    /// snapshots).
-    config_state: ConfigState,
     malformed: Throttle,
     disallowed: Throttle,
     /// Senders beside the one followed (issue 23).
     senders: Throttle,
     recv_error: Throttle,
     poll_error: Throttle,
+}
+
+/// Readers of every datagram admitted, and what the gone ones lost.
+#[derive(Default)]
+struct Taps {
+    /// Readers of every datagram admitted (the capture writer, the dashboard).
+    list: Vec<TapProducer>,
+    /// Datagrams dropped by taps whose readers have gone.
+    dropped: u64,
+    /// Datagrams taps whose readers have gone took but could not keep.
+    not_recorded: u64,
 }
 
 impl Relay {
@@ -276,7 +316,8 @@ impl Relay {
         let mut links = Vec::new();
         let mut brokers = Vec::new();
         for (id, d) in core.destinations() {
-            match Opened::open(id, d, listen)? {
+            let warn_every = setup.stats_interval.unwrap_or(DEFAULT_WARN_INTERVAL);
+            match Opened::open(id, d, listen, warn_every)? {
                 Opened::Udp(link) => {
                     put(&mut links, id, link);
                 }
@@ -288,87 +329,96 @@ impl Relay {
         let (tx, commands) = mpsc::channel();
         let now = Instant::now();
         let interval = setup.stats_interval;
+        let horizon = core.horizon();
         let mut relay = Relay {
             poll,
             events: Events::with_capacity(EVENTS),
             shell: Shell {
                 registry,
-                listener,
-                listen,
-                configured_listen: setup.listen,
-                batch: Batch::new(),
-                verdicts: [Verdict::Disallowed; Batch::SIZE],
-                horizon: core.horizon(),
-                answered: 0,
-                page: None,
-                config_state: ConfigState::default(),
                 core,
-                links,
-                brokers,
-                commands,
-                control: Control {
-                    commands: tx,
-                    waker,
-                    wake: Arc::new(Mutex::new(None)),
-                    pending: Arc::new(AtomicBool::new(false)),
+                intake: Intake {
+                    listener,
+                    listen,
+                    configured_listen: setup.listen,
+                    batch: Batch::new(),
+                    verdicts: [Verdict::Disallowed; Batch::SIZE],
+                    wake: None,
+                    recv_timeout: RecvTimeout::default(),
+                    unread: false,
+                    waiting: false,
+                    wait_errors: 0,
+                    flowing: false,
+                    last_read: now,
+                    wait_slack: wait_slack(interval),
                 },
-                stopping: false,
-                unread: false,
-                holding_back: None,
-                hold_back_age: None,
-                wake: None,
-                recv_timeout: RecvTimeout::default(),
-                waiting: false,
-                wait_errors: 0,
-                flowing: false,
-                last_read: now,
-                wait_slack: wait_slack(interval),
-                started: now,
-                stats_interval: interval,
-                last_summary: now,
-                next_summary: now.checked_add(interval.unwrap_or(DEFAULT_WARN_INTERVAL)),
-                summaries: None,
-                taps: Vec::new(),
-                tap_dropped: 0,
-                not_recorded: 0,
-                warn_every: interval.unwrap_or(DEFAULT_WARN_INTERVAL),
-                warned: InputStats::default(),
-                malformed: Throttle::default(),
-                disallowed: Throttle::default(),
-                senders: Throttle::default(),
-                recv_error: Throttle::default(),
-                poll_error: Throttle::default(),
+                out: Out {
+                    links,
+                    brokers,
+                    holding_back: None,
+                    hold_back_age: None,
+                },
+                inbox: Inbox {
+                    commands,
+                    control: Control {
+                        commands: tx,
+                        waker,
+                        wake: Arc::new(Mutex::new(None)),
+                        pending: Arc::new(AtomicBool::new(false)),
+                    },
+                    stopping: false,
+                    answered: 0,
+                    page: None,
+                    config_state: ConfigState::default(),
+                },
+                schedule: Schedule {
+                    started: now,
+                    stats_interval: interval,
+                    last_summary: now,
+                    next_summary: now.checked_add(interval.unwrap_or(DEFAULT_WARN_INTERVAL)),
+                    summaries: None,
+                    warn_every: interval.unwrap_or(DEFAULT_WARN_INTERVAL),
+                },
+                warnings: InputWarnings {
+                    warned: InputStats::default(),
+                    horizon,
+                    malformed: Throttle::default(),
+                    disallowed: Throttle::default(),
+                    senders: Throttle::default(),
+                    recv_error: Throttle::default(),
+                    poll_error: Throttle::default(),
+                },
+                taps: Taps::default(),
             },
         };
-        relay.shell.hold_back_age = hold_back_age(&relay.shell.core);
+        relay.shell.out.hold_back_age = hold_back_age(&relay.shell.core);
         relay.shell.open_wake();
         Ok(relay)
     }
 
     /// The address actually bound (useful with port 0).
     pub fn local_addr(&self) -> SocketAddr {
-        self.shell.listen
+        self.shell.intake.listen
     }
 
     /// A handle that stops, reconfigures or asks the relay from anywhere.
     pub fn control(&self) -> Control {
-        self.shell.control.clone()
+        self.shell.inbox.control.clone()
     }
 
     /// The periodic summaries (every `stats.interval`), as snapshots to render
-    /// with [`crate::stats::Summary`] or as JSON. The loop never waits for the
+    /// with [`crate::report::Summary`] or as JSON. The loop never waits for the
     /// reader: a summary the reader hasn't taken while more pile up is dropped.
     /// The channel closes when the relay is dropped.
     pub fn summaries(&mut self) -> mpsc::Receiver<Snapshot> {
         let (tx, rx) = mpsc::sync_channel(SUMMARY_QUEUE);
-        self.shell.summaries = Some(tx);
+        self.shell.schedule.summaries = Some(tx);
         rx
     }
 
     /// Copies every datagram admitted from now on into `tap`, as
     /// [`Control::attach`] does from another thread.
     pub fn attach(&mut self, tap: TapProducer) {
-        self.shell.taps.push(tap);
+        self.shell.taps.list.push(tap);
     }
 
     /// Takes `config` now, as [`Control::apply`] does from another thread: all of
@@ -396,11 +446,17 @@ enum Opened {
 
 impl Opened {
     /// Opens destination `id`'s link: its socket (refusing one that would
-    /// loop back to `listen`), or its broker's publisher.
-    fn open(id: DestinationId, d: &Destination, listen: SocketAddr) -> Result<Opened, StartError> {
+    /// loop back to `listen`), or its broker's publisher (which says a
+    /// connection problem at most once every `warn_every`).
+    fn open(
+        id: DestinationId,
+        d: &Destination,
+        listen: SocketAddr,
+        warn_every: Duration,
+    ) -> Result<Opened, StartError> {
         match &d.target {
             Target::Udp(addr) => Link::open(id, d, *addr, listen).map(|l| Opened::Udp(Box::new(l))),
-            Target::Mqtt(settings) => BrokerLink::open(d, settings).map(Opened::Broker),
+            Target::Mqtt(settings) => BrokerLink::open(d, settings, warn_every).map(Opened::Broker),
         }
     }
 }

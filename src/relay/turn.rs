@@ -8,28 +8,29 @@ use std::io;
 use std::time::{Duration, Instant};
 
 use log::{debug, error, trace, warn};
-use mio::Registry;
 use ringbuf::traits::Observer;
 
 use super::broker::BrokerLink;
-use super::link::Links;
+use super::link::{Env, Links};
 use super::warn::{Clock, Suppressed};
 use super::{
-    destination_of, Link, Relay, Shell, BACKLOG_IN_ROW, DRAIN_BUDGET, HOLD_BACK_MAX, LISTENER,
-    MAX_RECV_ERRORS, POLL_ERROR_PAUSE, WAKER,
+    destination_of, Intake, Link, Out, Relay, Schedule, Shell, BACKLOG_IN_ROW, DRAIN_BUDGET,
+    HOLD_BACK_MAX, LISTENER, MAX_RECV_ERRORS, POLL_ERROR_PAUSE, WAKER,
 };
-use crate::fanout::{Arrival, Counters, DestinationId, Report, Verdict};
-use crate::output::mqtt::MqttPublisher;
-use crate::recv::wait::{self, RecvTimeout, WakeFilter};
-use crate::recv::{Batch, Moment, WAITS};
-use crate::stats::{DestinationSnapshot, LatencyWindow, Snapshot, Status};
+use crate::counters::{LatencyWindow, Status};
+use crate::fanout::{Arrival, DestinationId, Report, Verdict};
+use crate::net::recv::wait::{self, RecvTimeout, WakeFilter};
+use crate::net::recv::{Batch, Moment, WAITS};
+use crate::relay::mqtt::MqttPublisher;
+use crate::report::CountersOf as _;
+use crate::report::{DestinationSnapshot, Snapshot};
 use crate::tap::TapProducer;
 
 impl Relay {
     /// Runs until stopped, then returns the final snapshot, in which every
     /// destination's frames are sent or dropped: none is held any more.
     pub fn run(&mut self) -> Snapshot {
-        while !self.shell.stopping {
+        while !self.shell.inbox.stopping {
             self.step(None);
         }
         self.shell.finish(Instant::now());
@@ -44,13 +45,13 @@ impl Relay {
         let shell = &mut self.shell;
         // While packets flow, the turn starts when the last batch was read:
         // its sends took microseconds since.
-        let now = if shell.flowing {
-            shell.last_read
+        let now = if shell.intake.flowing {
+            shell.intake.last_read
         } else {
             Instant::now()
         };
-        // Looked up once a turn: it walks every destination when one may
-        // wait for its rate slot.
+        // Walks every destination when one may wait for its rate slot (once
+        // here for the wait, once more in `timers` when it was due).
         let deadline = shell.core.next_deadline();
         let until = match (
             shell.next_wake(deadline),
@@ -60,18 +61,18 @@ impl Relay {
             (a, b) => a.or(b),
         };
         if shell.plain(deadline) {
-            shell.waiting = true;
+            shell.intake.waiting = true;
             shell.wait(until, now);
             return;
         }
-        if std::mem::take(&mut shell.waiting) {
+        if std::mem::take(&mut shell.intake.waiting) {
             // Datagrams may have come since the last receive: look, drain
             // until empty, then sleep (mio is edge-triggered).
-            shell.unread = true;
+            shell.intake.unread = true;
         }
         // The next wait in the receive reads the clock and sets its timeout
         // again.
-        shell.flowing = false;
+        shell.intake.flowing = false;
         self.poll_once(until.map(|d| d.saturating_duration_since(now)));
     }
 
@@ -81,7 +82,7 @@ impl Relay {
     pub fn poll_once(&mut self, timeout: Option<Duration>) {
         let shell = &mut self.shell;
         // Datagrams left unread by the last drain: look, don't wait.
-        let timeout = if shell.unread {
+        let timeout = if shell.intake.unread {
             Some(Duration::ZERO)
         } else {
             timeout
@@ -89,7 +90,12 @@ impl Relay {
         if let Err(e) = self.poll.poll(&mut self.events, timeout) {
             if e.kind() != io::ErrorKind::Interrupted {
                 let now = Instant::now();
-                if let Some(more) = shell.poll_error.occurred(1, now, shell.warn_every) {
+                if let Some(more) =
+                    shell
+                        .warnings
+                        .poll_error
+                        .occurred(1, now, shell.schedule.warn_every)
+                {
                     error!(
                         "waiting for packets failed: {e}; trying again{}",
                         Suppressed(more)
@@ -100,7 +106,7 @@ impl Relay {
             return;
         }
         let now = Instant::now();
-        let unread = shell.unread;
+        let unread = shell.intake.unread;
         for event in self.events.iter() {
             match event.token() {
                 LISTENER if !unread => shell.drain(now),
@@ -124,42 +130,34 @@ impl Shell {
     fn clock(&self, now: Instant) -> Clock {
         Clock {
             now,
-            warn_every: self.warn_every,
+            warn_every: self.schedule.warn_every,
         }
     }
 
     /// As [`Shell::snapshot`], into `into`, reusing its lists' capacity.
     pub(super) fn snapshot_into(&self, window: LatencyWindow, into: &mut Snapshot) {
         let now = Instant::now();
-        into.listen = self.listen;
-        into.elapsed = now.saturating_duration_since(self.started);
+        into.listen = self.intake.listen;
+        into.elapsed = now.saturating_duration_since(self.schedule.started);
         into.input = self.core.counters_into(window, now, &mut into.destinations);
         self.brokers_status(&mut into.destinations);
         into.tap_dropped =
-            self.tap_dropped + self.taps.iter().map(TapProducer::dropped).sum::<u64>();
-        into.not_recorded =
-            self.not_recorded + self.taps.iter().map(TapProducer::not_recorded).sum::<u64>();
-        into.config.clone_from(&self.config_state);
+            self.taps.dropped + self.taps.list.iter().map(TapProducer::dropped).sum::<u64>();
+        into.not_recorded = self.taps.not_recorded
+            + self
+                .taps
+                .list
+                .iter()
+                .map(TapProducer::not_recorded)
+                .sum::<u64>();
+        into.config.clone_from(&self.inbox.config_state);
     }
 
     /// Every counter, latency over `window`.
     pub(super) fn snapshot(&self, window: LatencyWindow) -> Snapshot {
-        let now = Instant::now();
-        let Counters {
-            input,
-            mut destinations,
-        } = self.core.counters_over(window, now);
-        self.brokers_status(&mut destinations);
-        Snapshot {
-            listen: self.listen,
-            elapsed: now.saturating_duration_since(self.started),
-            input,
-            destinations,
-            tap_dropped: self.tap_dropped + self.taps.iter().map(TapProducer::dropped).sum::<u64>(),
-            not_recorded: self.not_recorded
-                + self.taps.iter().map(TapProducer::not_recorded).sum::<u64>(),
-            config: self.config_state.clone(),
-        }
+        let mut snapshot = Snapshot::empty();
+        self.snapshot_into(window, &mut snapshot);
+        snapshot
     }
 
     /// What the MQTT destinations' publishers did: each one's published and
@@ -167,11 +165,11 @@ impl Shell {
     /// can't be reached is failing, even while no frame comes to tell (the
     /// core's status follows its frames). `rows` are the core's, in its order.
     fn brokers_status(&self, rows: &mut [DestinationSnapshot]) {
-        if self.brokers.iter().all(Option::is_none) {
+        if self.out.brokers.iter().all(Option::is_none) {
             return;
         }
         for (row, (id, _)) in rows.iter_mut().zip(self.core.destinations()) {
-            if let Some(Some(broker)) = self.brokers.get(id.index()) {
+            if let Some(Some(broker)) = self.out.brokers.get(id.index()) {
                 // Once stopped, the core's health alone says (see `finish`).
                 let stopped = broker.publisher.is_stopping();
                 if broker.is_down() && !stopped && row.status != Status::Refused {
@@ -182,6 +180,7 @@ impl Shell {
                     mqtt.published = counts.published;
                     mqtt.not_published = counts.not_published;
                     mqtt.connections = counts.connections;
+                    broker.publisher.problem_into(&mut mqtt.problem);
                 }
             }
         }
@@ -191,23 +190,25 @@ impl Shell {
     /// listening socket in blocking mode, so the loop can wait in its receive;
     /// if either fails, the loop only waits in the poll.
     pub(super) fn open_wake(&mut self) {
-        self.wake = None;
-        self.recv_timeout = RecvTimeout::default();
+        self.intake.wake = None;
+        self.intake.recv_timeout = RecvTimeout::default();
         let sender = if WAITS {
-            match wait::set_blocking(&self.listener).and_then(|()| wait::wake_pair(self.listen)) {
+            match wait::set_blocking(&self.intake.listener)
+                .and_then(|()| wait::wake_pair(self.intake.listen))
+            {
                 Ok((sender, filter)) => {
-                    self.wake = Some(filter);
+                    self.intake.wake = Some(filter);
                     Some(sender)
                 }
                 Err(e) => {
-                    debug!("{}: waiting in the poll only: {e}", self.listen);
+                    debug!("{}: waiting in the poll only: {e}", self.intake.listen);
                     None
                 }
             }
         } else {
             None
         };
-        if let Ok(mut wake) = self.control.wake.lock() {
+        if let Ok(mut wake) = self.inbox.control.wake.lock() {
             *wake = sender;
         }
     }
@@ -215,12 +216,13 @@ impl Shell {
     /// The plain case, in which the loop can wait inside the receive: nothing
     /// left unread, no frame waiting in a backlog or for its rate slot.
     fn plain(&self, deadline: Option<Instant>) -> bool {
-        self.wake.is_some()
-            && !self.unread
-            && self.holding_back.is_none()
-            && !self.stopping
+        self.intake.wake.is_some()
+            && !self.intake.unread
+            && self.out.holding_back.is_none()
+            && !self.inbox.stopping
             && deadline.is_none()
             && self
+                .out
                 .links
                 .iter()
                 .flatten()
@@ -234,31 +236,35 @@ impl Shell {
         // A command whose wake-up was lost (a full socket, a moved listener)
         // is not left waiting for the next packet.
         self.commands(now);
-        if self.stopping {
+        if self.inbox.stopping {
             return;
         }
         if until.is_none_or(|until| until > now) {
-            let slack = self.wait_slack;
+            let slack = self.intake.wait_slack;
             // While packets flow a timeout within the slack is right for any
             // deadline: nothing to work out.
-            let armed = if self.flowing
+            let armed = if self.intake.flowing
                 && until.is_some()
-                && self.recv_timeout.holds_while_flowing(slack)
+                && self.intake.recv_timeout.holds_while_flowing(slack)
             {
                 Ok(())
             } else {
                 let timeout = until.map(|d| d.saturating_duration_since(now));
-                self.recv_timeout
-                    .arm(&self.listener, timeout, slack, self.flowing)
+                self.intake.recv_timeout.arm(
+                    &self.intake.listener,
+                    timeout,
+                    slack,
+                    self.intake.flowing,
+                )
             };
-            now = match armed.and_then(|()| self.batch.wait(&self.listener)) {
+            now = match armed.and_then(|()| self.intake.batch.wait(&self.intake.listener)) {
                 Ok(n) => {
-                    self.wait_errors = 0;
+                    self.intake.wait_errors = 0;
                     let read = self.handle_batch(n, 0);
                     // While packets flow `now` is the last batch's moment:
                     // they flow while batches come within the slack.
-                    self.flowing = read < now + slack;
-                    self.last_read = read;
+                    self.intake.flowing = read < now + slack;
+                    self.intake.last_read = read;
                     if n == Batch::SIZE {
                         // More may be queued.
                         self.drain(read);
@@ -273,7 +279,7 @@ impl Shell {
                     }
                 }
                 Err(e) => {
-                    self.flowing = false;
+                    self.intake.flowing = false;
                     self.wait_failed(&e, now);
                     Instant::now()
                 }
@@ -297,14 +303,14 @@ impl Shell {
             }
             _ => {
                 self.receive_failed(e, now);
-                self.wait_errors += 1;
-                if self.wait_errors == MAX_RECV_ERRORS {
+                self.intake.wait_errors += 1;
+                if self.intake.wait_errors == MAX_RECV_ERRORS {
                     warn!(
                         "{}: the receive keeps failing; waiting in the poll from now on",
-                        self.listen
+                        self.intake.listen
                     );
-                    self.wake = None;
-                    if let Ok(mut wake) = self.control.wake.lock() {
+                    self.intake.wake = None;
+                    if let Ok(mut wake) = self.inbox.control.wake.lock() {
                         *wake = None;
                     }
                 }
@@ -315,7 +321,7 @@ impl Shell {
     /// The earliest moment the loop must wake without an event, given the
     /// core's next `deadline`.
     fn next_wake(&self, deadline: Option<Instant>) -> Option<Instant> {
-        match (deadline, self.next_summary) {
+        match (deadline, self.schedule.next_summary) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         }
@@ -324,11 +330,11 @@ impl Shell {
     /// Receives until the socket is empty, handing each datagram to the core
     /// with when it reached the machine.
     pub(super) fn drain(&mut self, mut now: Instant) {
-        self.unread = false;
+        self.intake.unread = false;
         let mut errors = 0;
         let mut read = 0;
         loop {
-            match self.batch.recv(&self.listener) {
+            match self.intake.batch.recv(&self.intake.listener) {
                 Ok(n) => {
                     now = self.handle_batch(n, read);
                     read += n;
@@ -340,7 +346,7 @@ impl Shell {
                         // Datagrams still queued: other work (writable
                         // destinations, rate slots, commands) goes first, then
                         // draining resumes.
-                        self.unread = true;
+                        self.intake.unread = true;
                         break;
                     }
                 }
@@ -364,7 +370,7 @@ impl Shell {
                 },
             }
         }
-        if !self.unread {
+        if !self.intake.unread {
             self.release_held_back(now);
         }
         self.warn_input(now);
@@ -376,23 +382,22 @@ impl Shell {
     /// frame already past the smallest `max_age`. Only worth acting on when
     /// some destinations have a limit and others don't ([`hold_back_age`](super::hold_back_age)).
     fn is_backlog(&self, n: usize, read: usize, moment: &Moment) -> bool {
-        let Some(smallest) = self.hold_back_age.filter(|_| n > 0) else {
+        let Some(smallest) = self.out.hold_back_age.filter(|_| n > 0) else {
             return false;
         };
-        let oldest = moment.received(&self.batch, 0);
+        let oldest = moment.received(&self.intake.batch, 0);
         read + n >= BACKLOG_IN_ROW || moment.instant.saturating_duration_since(oldest) > smallest
     }
 
     /// The listening socket is empty (or a command needs the frames out): the
     /// frames held back go, in order.
     pub(super) fn release_held_back(&mut self, now: Instant) {
-        if self.holding_back.take().is_none() {
+        if self.out.holding_back.take().is_none() {
             return;
         }
-        let clock = self.clock(now);
-        for i in 0..self.links.len() {
-            self.on_link(DestinationId::from_index(i), |link, report, registry| {
-                link.release(report, registry, clock);
+        for i in 0..self.out.links.len() {
+            self.on_link(DestinationId::from_index(i), now, |link, report, env| {
+                link.release(report, env);
             });
         }
     }
@@ -409,6 +414,7 @@ impl Shell {
         let moment = Moment::now();
         let now = moment.instant;
         if self
+            .out
             .holding_back
             .is_some_and(|since| now.saturating_duration_since(since) > HOLD_BACK_MAX)
         {
@@ -416,30 +422,40 @@ impl Shell {
             // empties: destinations without a limit still get their frames.
             self.release_held_back(now);
         }
-        if self.holding_back.is_none() && self.is_backlog(n, read, &moment) {
+        if self.out.holding_back.is_none() && self.is_backlog(n, read, &moment) {
             // Destinations with a limit reach the newest frame before those
             // without get the backlog (issue 15).
-            self.holding_back = Some(now);
+            self.out.holding_back = Some(now);
         }
         let Shell {
-            batch,
-            verdicts,
+            intake:
+                Intake {
+                    batch,
+                    verdicts,
+                    wake,
+                    ..
+                },
             core,
-            links,
-            brokers,
+            out:
+                Out {
+                    links,
+                    brokers,
+                    holding_back,
+                    ..
+                },
             registry,
-            warn_every,
-            wake,
-            holding_back,
+            schedule: Schedule { warn_every, .. },
             ..
         } = self;
         let mut sink = Links {
             links,
             brokers,
-            registry,
-            clock: Clock {
-                now,
-                warn_every: *warn_every,
+            env: Env {
+                registry,
+                clock: Clock {
+                    now,
+                    warn_every: *warn_every,
+                },
             },
             hold_back: holding_back.is_some(),
         };
@@ -454,7 +470,7 @@ impl Shell {
                     w.is_wake(data, from)
                 })
             {
-                *verdict = Verdict::Disallowed;
+                *verdict = Verdict::WakeUp;
                 continue;
             }
             let (data, from) = batch.datagram(i);
@@ -462,11 +478,11 @@ impl Shell {
             let arrival = Arrival::new(data, from, received, wall);
             *verdict = core.handle(arrival, now, &mut sink);
         }
-        if self.core.queries() != self.answered {
+        if self.core.queries() != self.inbox.answered {
             self.answer_queries(n);
         }
         // After the sends: a tap's copy never delays a packet.
-        if !self.taps.is_empty() {
+        if !self.taps.list.is_empty() {
             self.tap(n, moment);
         }
         now
@@ -478,12 +494,16 @@ impl Shell {
     fn tap(&mut self, n: usize, moment: Moment) {
         let Shell {
             taps,
-            batch,
-            verdicts,
-            listen,
+            intake:
+                Intake {
+                    batch,
+                    verdicts,
+                    listen,
+                    ..
+                },
             ..
         } = self;
-        for tap in taps.iter_mut() {
+        for tap in taps.list.iter_mut() {
             for (i, verdict) in verdicts.iter().enumerate().take(n) {
                 if verdict.is_admitted() {
                     let (data, from) = batch.datagram(i);
@@ -492,21 +512,23 @@ impl Shell {
                 }
             }
         }
-        if self.taps.iter().any(TapProducer::is_closed) {
+        if self.taps.list.iter().any(TapProducer::is_closed) {
             let gone: u64 = self
                 .taps
+                .list
                 .iter()
                 .filter(|t| t.is_closed())
                 .map(TapProducer::dropped)
                 .sum();
-            self.tap_dropped += gone;
-            self.not_recorded += self
+            self.taps.dropped += gone;
+            self.taps.not_recorded += self
                 .taps
+                .list
                 .iter()
                 .filter(|t| t.is_closed())
                 .map(TapProducer::not_recorded)
                 .sum::<u64>();
-            self.taps.retain(|t| !t.is_closed());
+            self.taps.list.retain(|t| !t.is_closed());
         }
     }
 
@@ -514,7 +536,7 @@ impl Shell {
     /// as queued for it: every outcome reached the core.
     pub(super) fn check_backlogs(&self) {
         if cfg!(debug_assertions) {
-            for (i, link) in self.links.iter().enumerate() {
+            for (i, link) in self.out.links.iter().enumerate() {
                 if let Some(link) = link {
                     let id = DestinationId::from_index(i);
                     debug_assert_eq!(
@@ -528,34 +550,36 @@ impl Shell {
         }
     }
 
-    /// Runs `f` on destination `id`'s link, with where it reports to the core.
+    /// Runs `f` on destination `id`'s link at `now`, with where it reports
+    /// to the core and what it needs from the loop.
     fn on_link(
         &mut self,
         id: DestinationId,
-        f: impl FnOnce(&mut Link, &mut Report<'_>, &Registry),
+        now: Instant,
+        f: impl FnOnce(&mut Link, &mut Report<'_>, &Env<'_>),
     ) {
+        let clock = self.clock(now);
         let Shell {
-            links,
+            out: Out { links, .. },
             core,
             registry,
             ..
         } = self;
         if let (Some(Some(link)), Some(mut report)) = (links.get_mut(id.index()), core.report(id)) {
-            f(link, &mut report, registry);
+            f(link, &mut report, &Env { registry, clock });
         }
     }
 
     fn destination_event(&mut self, id: DestinationId, event: &mio::event::Event, now: Instant) {
-        let clock = self.clock(now);
-        self.on_link(id, |link, report, registry| {
+        self.on_link(id, now, |link, report, env| {
             if event.is_error() || event.is_read_closed() {
                 // Collect a pending ICMP error now, so it doesn't fail the next send.
                 if let Ok(Some(e)) = link.socket.take_error() {
-                    link.warner.report(&e, report, clock);
+                    link.warner.report(&e, report, env.clock);
                 }
             }
             if event.is_writable() {
-                link.flush(report, registry, clock);
+                link.flush(report, env);
             }
         });
     }
@@ -566,10 +590,14 @@ impl Shell {
             let clock = self.clock(now);
             let Shell {
                 core,
-                links,
-                brokers,
+                out:
+                    Out {
+                        links,
+                        brokers,
+                        holding_back,
+                        ..
+                    },
                 registry,
-                holding_back,
                 ..
             } = self;
             core.due(
@@ -577,20 +605,20 @@ impl Shell {
                 &mut Links {
                     links,
                     brokers,
-                    registry,
-                    clock,
+                    env: Env { registry, clock },
                     hold_back: holding_back.is_some(),
                 },
             );
             self.check_backlogs();
         }
-        if self.next_summary.is_some_and(|due| now >= due) {
-            self.last_summary = now;
-            self.next_summary = now.checked_add(self.warn_every);
+        if self.schedule.next_summary.is_some_and(|due| now >= due) {
+            self.schedule.last_summary = now;
+            self.schedule.next_summary = now.checked_add(self.schedule.warn_every);
             if let Some(tx) = self
+                .schedule
                 .summaries
                 .as_ref()
-                .filter(|_| self.stats_interval.is_some())
+                .filter(|_| self.schedule.stats_interval.is_some())
             {
                 // A reader that is behind misses this one; one that is gone is
                 // no reason to stop.
@@ -607,23 +635,22 @@ impl Shell {
     /// core counts dropped.
     fn finish(&mut self, now: Instant) {
         self.release_held_back(now);
-        let clock = self.clock(now);
-        for i in 0..self.links.len() {
-            self.on_link(DestinationId::from_index(i), |link, report, registry| {
+        for i in 0..self.out.links.len() {
+            self.on_link(DestinationId::from_index(i), now, |link, report, env| {
                 if !link.backlog.is_empty() {
-                    link.flush(report, registry, clock);
+                    link.flush(report, env);
                 }
             });
         }
         self.check_backlogs();
-        for link in self.links.iter_mut().flatten() {
+        for link in self.out.links.iter_mut().flatten() {
             link.clear_backlog(&self.registry);
         }
         self.core.finish();
         // A broker that can't be reached now stays failing in the final
         // summary, as in the periodic ones, however long ago its last frame
         // came: its publisher is gone once stopped.
-        for (i, broker) in self.brokers.iter().enumerate() {
+        for (i, broker) in self.out.brokers.iter().enumerate() {
             if broker.as_ref().is_some_and(BrokerLink::is_down) {
                 if let Some(mut report) = self.core.report(DestinationId::from_index(i)) {
                     report.unavailable(now);
@@ -633,7 +660,13 @@ impl Shell {
         // Every publisher says "offline" and disconnects, together, within
         // a second or two whatever the brokers do.
         // They stay, for the final summary's published counts.
-        MqttPublisher::stop_all(self.brokers.iter_mut().flatten().map(|b| &mut b.publisher));
+        MqttPublisher::stop_all(
+            self.out
+                .brokers
+                .iter_mut()
+                .flatten()
+                .map(|b| &mut b.publisher),
+        );
         self.last_words();
     }
 }
@@ -665,8 +698,11 @@ mod tests {
         )
         .unwrap();
         let mut relay = Relay::bind(&config).unwrap();
-        let t0 = relay.shell.last_summary;
-        assert_eq!(relay.shell.next_summary, Some(t0 + DEFAULT_WARN_INTERVAL));
+        let t0 = relay.shell.schedule.last_summary;
+        assert_eq!(
+            relay.shell.schedule.next_summary,
+            Some(t0 + DEFAULT_WARN_INTERVAL)
+        );
         let sender = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
         sender.send_to(&[7; 324], relay.local_addr()).unwrap();
         let deadline = Instant::now() + Duration::from_secs(5);
@@ -679,12 +715,12 @@ mod tests {
             |relay: &Relay, window| relay.shell.snapshot(window).destinations[0].latency.count;
         assert_eq!(count(&relay, LatencyWindow::Interval), 1);
 
-        let due = relay.shell.next_summary.unwrap();
+        let due = relay.shell.schedule.next_summary.unwrap();
         relay.shell.timers(due);
         assert_eq!(count(&relay, LatencyWindow::Interval), 0, "a new window");
         assert_eq!(count(&relay, LatencyWindow::Run), 1, "the run keeps it");
         assert_eq!(
-            relay.shell.next_summary,
+            relay.shell.schedule.next_summary,
             Some(due + DEFAULT_WARN_INTERVAL),
             "and the next one after the same interval"
         );

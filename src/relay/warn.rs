@@ -1,7 +1,8 @@
 //! The relay's warnings: a repeated problem (a malformed datagram, a sender
-//! outside `listen.allow`, a failed receive or send) is logged at most once
-//! per interval, with how many more happened since the last message, and what
-//! no message described is said once as the relay stops. Per packet nothing
+//! outside `listen.allow`, a failed receive) is logged at most once per
+//! interval, with how many more happened since the last message, and what no
+//! message described is said once as the relay stops; a destination's send
+//! errors are said once and again when they change ([`Warner`]). Per packet nothing
 //! here logs or formats: the loop looks at the core's counters once per drain
 //! ([`Shell::warn_input`]) and only formats when they moved.
 
@@ -13,55 +14,10 @@ use std::time::{Duration, Instant};
 use log::{info, warn};
 
 use super::Shell;
+use crate::counters::{InputStats, SendErrorKind, FOLLOW_SILENCE};
 use crate::fanout::Report;
-use crate::stats::{InputStats, SendErrorKind, FOLLOW_SILENCE};
+pub(super) use crate::logging::{Suppressed, Throttle};
 use crate::wire::{Expected, Input, Reading, AGREEING_PACKETS};
-
-/// Logs a repeated problem at most once per interval, and counts what it held
-/// back.
-#[derive(Debug, Default)]
-pub(super) struct Throttle {
-    last: Option<Instant>,
-    /// Occurrences since the last message.
-    unlogged: u64,
-}
-
-impl Throttle {
-    /// `n` more occurrences at `now`. `Some(more)` when a message about the
-    /// latest may be logged now, `more` being the other occurrences since the
-    /// last message, which no message described.
-    pub(super) fn occurred(&mut self, n: u64, now: Instant, every: Duration) -> Option<u64> {
-        if n == 0 {
-            return None;
-        }
-        self.unlogged += n;
-        if self
-            .last
-            .is_some_and(|last| now.saturating_duration_since(last) < every)
-        {
-            return None;
-        }
-        self.last = Some(now);
-        Some(std::mem::take(&mut self.unlogged) - 1)
-    }
-
-    /// The occurrences no message described, for a last word at the end.
-    pub(super) fn unlogged(&mut self) -> u64 {
-        std::mem::take(&mut self.unlogged)
-    }
-}
-
-/// How many occurrences a throttle held back, for the end of the next message.
-pub(super) struct Suppressed(pub(super) u64);
-
-impl fmt::Display for Suppressed {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.0 {
-            0 => Ok(()),
-            n => write!(f, " ({n} more like this since the last message)"),
-        }
-    }
-}
 
 /// `1 more datagram` or `3 more datagrams`.
 pub(super) struct More(u64, &'static str);
@@ -97,16 +53,64 @@ pub(super) struct Clock {
     pub(super) warn_every: Duration,
 }
 
-/// Warns about one destination's send errors, at most once per interval.
+/// Says one destination's send errors once, and again only when they change
+/// (issue 30: a tool that was not running gave a warning every 10 s for as
+/// long as it was off, filling the page's last 50 lines): another kind of
+/// error, the same after it had stopped for a warning interval, or (said by
+/// [`Warner::receiving_again`]) a refused destination receiving again. Every
+/// error is counted in the summaries and on the page meanwhile.
 pub(super) struct Warner {
     pub(super) name: String,
     pub(super) addr: SocketAddr,
-    pub(super) throttle: Throttle,
+    said: News,
+}
+
+/// When a destination's send error is news (see [`Warner`]).
+#[derive(Debug, Default)]
+struct News {
+    /// The kind of error last said.
+    said: Option<SendErrorKind>,
+    /// When the last error came.
+    last: Option<Instant>,
+    /// News is said at most once an interval too: errors of two kinds
+    /// taking turns (a flaky route) would otherwise be said per packet.
+    throttle: Throttle,
+}
+
+impl News {
+    /// An error of `kind` at `now`: true when it is to be said.
+    fn is_news(&mut self, kind: SendErrorKind, now: Instant, every: Duration) -> bool {
+        let quiet = self
+            .last
+            .is_none_or(|last| now.saturating_duration_since(last) >= every);
+        self.last = Some(now);
+        let news = quiet || self.said != Some(kind);
+        if news && self.throttle.occurred(1, now, every).is_some() {
+            self.said = Some(kind);
+            return true;
+        }
+        false
+    }
+
+    /// The destination receives again: its next error is news.
+    fn reset(&mut self) {
+        self.said = None;
+        self.last = None;
+    }
 }
 
 impl Warner {
+    /// Says nothing yet for destination `name` at `addr`.
+    pub(super) fn new(name: String, addr: SocketAddr) -> Warner {
+        Warner {
+            name,
+            addr,
+            said: News::default(),
+        }
+    }
+
     /// Reports a send error (from `send`, or collected from the socket after an
-    /// ICMP message) to the core, and warns at most once per interval.
+    /// ICMP message) to the core, and warns when it is news.
     pub(super) fn report(
         &mut self,
         e: &io::Error,
@@ -115,42 +119,32 @@ impl Warner {
     ) -> SendErrorKind {
         let kind = SendErrorKind::of(e);
         report.send_error(kind, clock.now);
-        if let Some(more) = self.throttle.occurred(1, clock.now, clock.warn_every) {
+        if self.said.is_news(kind, clock.now, clock.warn_every) {
             warn!(
-                "{} ({}): {}; still sending to it{}",
+                "{} ({}): {}; still sending to it (the summaries count {}; said again when \
+                 that changes)",
                 self.name,
                 self.addr,
                 SendProblem(kind, e),
-                Suppressed(more)
+                match kind {
+                    SendErrorKind::Refused => "its refusals",
+                    _ => "its send errors",
+                }
             );
         }
         kind
     }
 
     /// The destination, refused `refused` times, sends without a refusal
-    /// again: said once, and the refusals before are said with it (a later
-    /// last word counts only what came after).
+    /// again: said once.
     #[cold]
     #[inline(never)]
     pub(super) fn receiving_again(&mut self, refused: u64) {
-        self.throttle = Throttle::default();
+        self.said.reset();
         info!(
             "{} ({}) is receiving again (after {refused} refused)",
             self.name, self.addr
         );
-    }
-
-    /// The send errors no message described, said once as the relay stops.
-    pub(super) fn last_word(&mut self) {
-        let n = self.throttle.unlogged();
-        if n > 0 {
-            warn!(
-                "{} ({}): {} since the last message",
-                self.name,
-                self.addr,
-                More(n, "send error")
-            );
-        }
     }
 }
 
@@ -201,8 +195,16 @@ impl Shell {
     /// about at most once per interval.
     pub(super) fn receive_failed(&mut self, e: &io::Error, now: Instant) {
         self.core.count_recv_error();
-        if let Some(more) = self.recv_error.occurred(1, now, self.warn_every) {
-            warn!("receive failed on {}: {e}{}", self.listen, Suppressed(more));
+        if let Some(more) = self
+            .warnings
+            .recv_error
+            .occurred(1, now, self.schedule.warn_every)
+        {
+            warn!(
+                "receive failed on {}: {e}{}",
+                self.intake.listen,
+                Suppressed(more)
+            );
         }
     }
 
@@ -212,10 +214,10 @@ impl Shell {
     #[inline]
     pub(super) fn warn_input(&mut self, now: Instant) {
         let stats = self.core.input_stats();
-        if stats.malformed != self.warned.malformed
-            || stats.disallowed != self.warned.disallowed
-            || stats.senders.changes() != self.warned.senders.changes()
-            || self.core.horizon() != self.horizon
+        if stats.malformed != self.warnings.warned.malformed
+            || stats.disallowed != self.warnings.warned.disallowed
+            || stats.senders.changes() != self.warnings.warned.senders.changes()
+            || self.core.horizon() != self.warnings.horizon
         {
             self.warn_new_input(now);
         }
@@ -226,9 +228,11 @@ impl Shell {
     #[inline(never)]
     fn warn_new_input(&mut self, now: Instant) {
         let stats = *self.core.input_stats();
-        let new = stats.malformed - self.warned.malformed;
+        let new = stats.malformed - self.warnings.warned.malformed;
         if let (Some(more), Some((len, from))) = (
-            self.malformed.occurred(new, now, self.warn_every),
+            self.warnings
+                .malformed
+                .occurred(new, now, self.schedule.warn_every),
             self.core.last_malformed(),
         ) {
             warn!(
@@ -238,9 +242,11 @@ impl Shell {
                 Suppressed(more)
             );
         }
-        let new = stats.disallowed - self.warned.disallowed;
+        let new = stats.disallowed - self.warnings.warned.disallowed;
         if let (Some(more), Some(from)) = (
-            self.disallowed.occurred(new, now, self.warn_every),
+            self.warnings
+                .disallowed
+                .occurred(new, now, self.schedule.warn_every),
             self.core.last_disallowed(),
         ) {
             warn!(
@@ -249,10 +255,10 @@ impl Shell {
             );
         }
         self.warn_senders(&stats, now);
-        self.warned = stats;
+        self.warnings.warned = stats;
         let horizon = self.core.horizon();
-        if horizon != self.horizon {
-            if let (Some(before), Some(after)) = (self.horizon, horizon) {
+        if horizon != self.warnings.horizon {
+            if let (Some(before), Some(after)) = (self.warnings.horizon, horizon) {
                 info!(
                     "Horizon packets: {}",
                     HorizonChange {
@@ -262,7 +268,7 @@ impl Shell {
                     }
                 );
             }
-            self.horizon = horizon;
+            self.warnings.horizon = horizon;
         }
     }
 
@@ -270,7 +276,7 @@ impl Shell {
     /// whose stream is followed, and when another sender's stream becomes
     /// the one followed.
     fn warn_senders(&mut self, stats: &InputStats, now: Instant) {
-        let (senders, before) = (&stats.senders, &self.warned.senders);
+        let (senders, before) = (&stats.senders, &self.warnings.warned.senders);
         if senders.changes() == before.changes() {
             return;
         }
@@ -297,7 +303,9 @@ impl Shell {
             .map(|s| s.addr)
             .filter(|&a| !(switched && Some(a) == followed));
         if let (Some(more), Some(newest), Some(followed)) = (
-            self.senders.occurred(new, now, self.warn_every),
+            self.warnings
+                .senders
+                .occurred(new, now, self.schedule.warn_every),
             newest,
             followed,
         ) {
@@ -310,7 +318,7 @@ impl Shell {
             warn!(
                 "another sender: {newest} sends to {} too, beside {followed} (the stream \
                  followed); its datagrams are forwarded as well{auto}{}",
-                self.listen,
+                self.intake.listen,
                 Suppressed(more)
             );
         }
@@ -318,7 +326,7 @@ impl Shell {
 
     /// What the throttles held back, said once as the relay stops.
     pub(super) fn last_words(&mut self) {
-        let n = self.malformed.unlogged();
+        let n = self.warnings.malformed.unlogged();
         if n > 0 {
             warn!(
                 "{} since the last message {} not {}; sent only to destinations with \
@@ -328,23 +336,20 @@ impl Shell {
                 Expected(self.core.input())
             );
         }
-        let n = self.disallowed.unlogged();
+        let n = self.warnings.disallowed.unlogged();
         if n > 0 {
             warn!(
                 "dropped {} since the last message from senders not in listen.allow",
                 More(n, "datagram")
             );
         }
-        let n = self.recv_error.unlogged();
+        let n = self.warnings.recv_error.unlogged();
         if n > 0 {
             warn!(
                 "{} on {} since the last message",
                 More(n, "receive error"),
-                self.listen
+                self.intake.listen
             );
-        }
-        for link in self.links.iter_mut().flatten() {
-            link.warner.last_word();
         }
     }
 }
@@ -352,29 +357,6 @@ impl Shell {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn throttle_counts_occurrences_not_calls() {
-        let t0 = Instant::now();
-        let s = Duration::from_secs;
-        let every = s(10);
-        let mut t = Throttle::default();
-        assert_eq!(t.occurred(1, t0, every), Some(0));
-        assert_eq!(t.occurred(1, t0 + s(1), every), None, "held back");
-        // Many drains with nothing new (issue 17: they were counted).
-        for i in 2..30 {
-            assert_eq!(t.occurred(0, t0 + s(i), every), None);
-        }
-        assert_eq!(
-            t.occurred(1, t0 + s(30), every),
-            Some(1),
-            "the latest, and 1 more held back"
-        );
-        assert_eq!(t.occurred(3, t0 + s(40), every), Some(2), "3 at once");
-        assert_eq!(t.occurred(1, t0 + s(41), every), None);
-        assert_eq!(t.unlogged(), 1, "for the last word");
-        assert_eq!(t.unlogged(), 0);
-    }
 
     /// Issue 23: the log says what changed and from what.
     #[test]
@@ -409,5 +391,44 @@ mod tests {
             said(Reading::sure(Format::Fh5), guess(Format::Fh6)),
             "reading fh6 (a guess; was fh5)"
         );
+    }
+
+    /// Issue 30: a destination refusing for as long as its tool is off is
+    /// said once; another kind of error, or the same after a quiet interval,
+    /// is said again, and two kinds taking turns (found in review: a flaky
+    /// route said per packet) are said at most once an interval.
+    #[test]
+    fn a_send_error_is_said_once_and_again_when_it_changes() {
+        let t0 = Instant::now();
+        let every = Duration::from_secs(10);
+        let ms = |n: u64| t0 + Duration::from_millis(n);
+        let mut news = News::default();
+        let refused = SendErrorKind::Refused;
+        let unreachable = SendErrorKind::Unreachable;
+        let said: Vec<u64> = (0..3_000u64)
+            .filter(|&i| news.is_news(refused, ms(i * 10), every))
+            .collect();
+        assert_eq!(said, [0], "30 s of refusals: said once");
+        assert!(
+            news.is_news(unreachable, ms(30_000), every),
+            "another kind is news"
+        );
+        // Two kinds taking turns every 10 ms for 25 s: once an interval.
+        let turns: Vec<u64> = (1..2_500u64)
+            .filter(|&i| {
+                let kind = if i % 2 == 0 { refused } else { unreachable };
+                news.is_news(kind, ms(30_000 + i * 10), every)
+            })
+            .collect();
+        assert_eq!(turns.len(), 2, "{turns:?}");
+        // Quiet for an interval, then the same kind again: news.
+        assert!(news.is_news(refused, ms(80_000), every));
+        assert!(!news.is_news(refused, ms(80_010), every));
+        news.reset();
+        assert!(
+            !news.is_news(refused, ms(80_020), every),
+            "receiving again, refused again within the interval: held to it"
+        );
+        assert!(news.is_news(refused, ms(90_000), every));
     }
 }

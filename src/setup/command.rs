@@ -12,7 +12,7 @@ use super::finder::{self, Proposal, Socket};
 use super::running;
 use super::tools;
 use crate::config::{Config, Input, StatsFormat, DEFAULT_FILE_NAME, DEFAULT_LISTEN};
-use crate::query::{self, Answer};
+use crate::report::query::{self, Answer};
 
 /// Options of `setup`.
 #[derive(Debug, Clone, Default)]
@@ -80,6 +80,67 @@ pub fn setup(options: &SetupOptions) -> u8 {
         },
         None => 0,
     }
+}
+
+/// `forza-relay web new-token` (issue 30): a new token for the page, kept in
+/// the state folder; the old one opens nothing any more, in a running relay
+/// too (it reads the file on every request). Prints where it is kept and the
+/// page of each relay running that keeps it there. 0, or 1 when it can't be
+/// written.
+pub fn new_token() -> u8 {
+    let file = match crate::state::TokenFile::of_user() {
+        Ok(f) => f,
+        Err(e) => {
+            eprintln!("error: cannot keep the page's token: {e}");
+            return 1;
+        }
+    };
+    if let Err(e) = file.renew() {
+        eprintln!(
+            "error: cannot write a new token to {}: {e}",
+            file.path().display()
+        );
+        return 1;
+    }
+    let shown = file.path().display().to_string();
+    println!(
+        "A new token for the web page is kept in {shown}: every link with the old one opens \
+         nothing any more."
+    );
+    let relays = finder::udp_sockets()
+        .map(|sockets| running_relays(&sockets, None))
+        .unwrap_or_default();
+    let mut told = false;
+    for relay in &relays {
+        if relay.page_token_file.as_deref() != Some(shown.as_str()) {
+            continue;
+        }
+        if let Some(link) = running::page_link(relay) {
+            println!("The page of forza-relay (pid {}): {link}", relay.pid);
+            told = true;
+        }
+    }
+    // A relay that keeps its token elsewhere (FORZA_RELAY_STATE_DIR) keeps it.
+    let elsewhere: Vec<String> = relays
+        .iter()
+        .filter(|r| {
+            r.page_token_file
+                .as_deref()
+                .is_some_and(|f| f != shown.as_str())
+        })
+        .map(|r| format!("pid {}", r.pid))
+        .collect();
+    if !elsewhere.is_empty() {
+        println!(
+            "forza-relay ({}) keeps its token in another folder (FORZA_RELAY_STATE_DIR): its \
+             link is unchanged; run this command with the same FORZA_RELAY_STATE_DIR for it.",
+            elsewhere.join(", ")
+        );
+    }
+    if !told {
+        println!("A forza-relay started with this folder serves its page with it.");
+    }
+    0
 }
 
 /// The forza-relays running on this computer that answer (issue 23): asked
@@ -201,7 +262,11 @@ fn proposal_text(proposal: &Proposal, relays: &[Answer]) -> String {
             let _ = write!(
                 text,
                 "\nTools found that it does not forward to yet. Add these to {path} (it applies \
-                 the file when it is saved), or add them on its page:\n{}",
+                 the file when it is saved), or add them on its page{}:\n{}",
+                match running::page_link(relay) {
+                    Some(link) => format!(", {link}"),
+                    None => String::new(),
+                },
                 proposal.new_destinations_toml()
             );
         }
@@ -232,18 +297,24 @@ pub fn socket_json(s: &Socket) -> String {
 }
 
 /// The sockets as a table, with the tool each one is, or may be, and the
-/// running relay's listening socket.
+/// running relay's listening socket. The running relay's other sockets (one
+/// per destination it sends from, and its wake-up) are one line under it, not
+/// a row each (issue 30: seven "forza-relay" rows beside a relay of six
+/// destinations).
 fn table(sockets: &[Socket], relay: Option<&Answer>) -> String {
     use std::fmt::Write as _;
+    let (own, listed): (Vec<&Socket>, Vec<&Socket>) = sockets
+        .iter()
+        .partition(|s| relay.is_some_and(|r| r.pid == s.pid && r.listen.port() != s.addr.port()));
     let mut text = format!(
         "UDP sockets on this computer ({}):\n  {:<40} {:>5} {:>7}  {:<20} TOOL\n",
-        sockets.len(),
+        listed.len(),
         "ADDRESS",
         "PORT",
         "PID",
         "PROCESS"
     );
-    for s in sockets {
+    for s in listed {
         let listening = relay.is_some_and(|r| r.pid == s.pid && r.listen.port() == s.addr.port());
         let tool = match s.tool() {
             _ if listening => "forza-relay, listening (running)".to_owned(),
@@ -268,6 +339,14 @@ fn table(sockets: &[Socket], relay: Option<&Answer>) -> String {
             s.addr.port(),
             s.pid,
             s.process
+        );
+    }
+    if let (Some(r), n @ 1..) = (relay, own.len()) {
+        let _ = writeln!(
+            text,
+            "  (and {n} more of the running forza-relay's (pid {}): the sockets it sends \
+             from, not listed)",
+            r.pid
         );
     }
     text
@@ -385,9 +464,13 @@ pub fn doctor(config: Option<Config>, options: &DoctorOptions) -> u8 {
             running = Some((answer.pid, answer.listen, answer.config.path.clone()));
             eprintln!(
                 "forza-relay (pid {}) listens on {listen}: watching what it receives for up \
-                 to {} s (drive in the game now) ...",
+                 to {} s (drive in the game now){} ...",
                 answer.pid,
-                options.wait.as_secs_f64()
+                options.wait.as_secs_f64(),
+                match running::page_link(answer) {
+                    Some(link) => format!("; its page: {link}"),
+                    None => String::new(),
+                }
             );
         }
     });
@@ -484,5 +567,57 @@ pub fn autostart(options: &AutostartOptions) -> u8 {
             eprintln!("error: {e}");
             1
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn socket(addr: &str, pid: u32, process: &str) -> Socket {
+        Socket {
+            addr: addr.parse().expect("an address"),
+            pid,
+            process: process.to_owned(),
+        }
+    }
+
+    /// Issue 30: the running relay's own sending sockets were a row each.
+    #[test]
+    fn the_running_relays_own_sockets_are_one_line_not_a_row_each() {
+        let relay: Answer = serde_json::from_value(serde_json::json!({
+            "program": "forza-relay", "version": "0.1.0", "pid": 700,
+            "listen": "127.0.0.1:5400", "elapsed_s": 3.0,
+            "input": {"expects": "fh6", "received": 0, "malformed": 0, "disallowed": 0,
+                      "format": null, "format_guessed": false, "senders": []},
+            "destinations": [], "config": {"path": null, "error": null}
+        }))
+        .expect("an answer");
+        let sockets = [
+            socket("127.0.0.1:5400", 700, "forza-relay"),
+            socket("0.0.0.0:8000", 900, "SimHubWPF.exe"),
+            socket("127.0.0.1:55134", 700, "forza-relay"),
+            socket("127.0.0.1:59122", 700, "forza-relay"),
+            socket("127.0.0.1:59218", 700, "forza-relay"),
+            socket("127.0.0.1:41000", 701, "forza-relay"),
+        ];
+        let text = table(&sockets, Some(&relay));
+        let rows: Vec<&str> = text.lines().skip(2).collect();
+        assert_eq!(rows.len(), 4, "{text}");
+        assert!(
+            text.starts_with("UDP sockets on this computer (3):"),
+            "{text}"
+        );
+        assert!(rows[0].contains("5400") && rows[0].ends_with("forza-relay, listening (running)"));
+        assert!(rows[1].contains("8000") && rows[1].contains("SimHubWPF.exe"));
+        // Another forza-relay (a `watch`, a `simulate`) keeps its row.
+        assert!(rows[2].contains("41000") && rows[2].ends_with("forza-relay"));
+        assert_eq!(
+            rows[3],
+            "  (and 3 more of the running forza-relay's (pid 700): the sockets it sends from, \
+             not listed)"
+        );
+        // With no relay running, every socket is a row.
+        assert_eq!(table(&sockets, None).lines().count(), 2 + 6);
     }
 }

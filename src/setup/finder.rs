@@ -199,7 +199,7 @@ pub struct Proposal {
     /// The running relay's listening address, when one answered.
     pub running_listen: Option<SocketAddr>,
     /// The running relay's destinations, kept as they are.
-    pub running: Vec<crate::query::Destination>,
+    pub running: Vec<crate::report::query::Destination>,
     /// One destination per tool recognised, and per socket on a known tool's
     /// default port, that the running relay does not already send to.
     pub destinations: Vec<Proposed>,
@@ -227,7 +227,7 @@ fn is_game(process: &str) -> bool {
 /// destination per tool recognised (on the tool's default port when it holds
 /// that, else on its only socket), and one per other socket on a known tool's
 /// default port, each unless the running relay already sends there.
-pub fn propose(sockets: &[Socket], running: Option<&crate::query::Answer>) -> Proposal {
+pub fn propose(sockets: &[Socket], running: Option<&crate::report::query::Answer>) -> Proposal {
     let relay_port = running.map(|r| r.listen.port());
     // The relay's own sockets, and its listening port, are no tool's.
     let sockets: Vec<&Socket> = sockets
@@ -650,7 +650,7 @@ mod tests {
 
     #[test]
     fn beside_a_running_relay_the_proposal_keeps_what_it_runs_and_adds_the_rest() {
-        use crate::query::{Answer, Destination};
+        use crate::report::query::{Answer, Destination};
         let mut running = Answer::example(at("0.0.0.0:5400"));
         running.destinations.push(Destination {
             name: "hub".to_owned(),
@@ -659,9 +659,10 @@ mod tests {
             only_race_on: true,
             max_rate: 30,
             max_age_ms: Some(50),
-            status: crate::stats::Status::Ok,
+            status: crate::counters::Status::Ok,
             received: 10,
             sent: 10,
+            problem: None,
         });
         let sockets = [
             socket("0.0.0.0:5400", 30, "forza-relay"),

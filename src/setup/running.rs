@@ -1,6 +1,6 @@
 //! The forza-relay already running on this computer, as the tools find it
 //! (issue 23): when the port a tool would listen on is taken, the tool asks
-//! whoever holds it for its status ([`crate::query`]); a relay answers. Then
+//! whoever holds it for its status ([`crate::report::query`]); a relay answers. Then
 //! `doctor` reports what the relay receives ([`observe`]), `record` and
 //! `watch` say how to do it beside the relay instead of stopping it
 //! ([`beside`]), and `setup` proposes from what it runs.
@@ -13,7 +13,8 @@ use std::io;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use crate::query::{self, Answer};
+use crate::report::query::{self, Answer};
+use crate::state::TokenFile;
 
 /// How long a tool waits for the relay's answer to one question.
 pub const ASK_TIMEOUT: Duration = Duration::from_secs(1);
@@ -34,6 +35,28 @@ pub fn relay_on(addr: SocketAddr, error: &io::Error) -> Option<Answer> {
         }
         _ => None,
     }
+}
+
+/// The page of the relay that answered, as a link that opens it from this
+/// computer (issue 30: served to the network, a link without its token
+/// answered 401): with the token read from the file the relay keeps it in
+/// (the same user's) when it needs one; `None` when it serves no page.
+pub fn page_link(answer: &Answer) -> Option<String> {
+    let page = answer.page.as_deref()?;
+    if !answer.page_needs_token {
+        return Some(page.to_owned());
+    }
+    let token = answer
+        .page_token_file
+        .as_deref()
+        .and_then(|f| TokenFile::at(std::path::Path::new(f)).read().ok().flatten());
+    Some(match token {
+        Some(token) => format!("{page}?token={token}"),
+        None => format!(
+            "{page}?token=… (with the token of the link it printed at its start: this user \
+             can't read where it keeps it)"
+        ),
+    })
 }
 
 /// What a tool that would listen can do beside a running relay instead.
@@ -63,7 +86,8 @@ pub fn beside(answer: &Answer, what: Beside) -> String {
         }
         None => String::new(),
     };
-    let page = answer.page.as_deref();
+    let link = page_link(answer);
+    let page = link.as_deref();
     match what {
         Beside::Record => match page {
             Some(url) => format!(

@@ -1,4 +1,4 @@
-//! What a frame's packet shows: the state the car left ([`Shown`]) and the
+//! What a frame's packet shows: the state the car left (`car::Shown`) and the
 //! car's identity, written field by field through the [`Packet`] setters
 //! ([`Fields::write`]), never by offset.
 //!
@@ -20,30 +20,6 @@ pub(super) const CYLINDERS: i32 = 8;
 pub(super) const TRACK_ORDINAL: i32 = 1_640;
 /// The grid slot the car starts from; it gains a place a lap.
 pub(super) const GRID_POSITION: u8 = 4;
-
-/// Everything a packet shows, as the last frame left it.
-#[derive(Debug, Clone, Copy, Default)]
-pub(super) struct Shown {
-    pub(super) accel: [f64; 3],
-    pub(super) velocity: [f64; 3],
-    pub(super) angular: [f64; 3],
-    pub(super) yaw: f64,
-    pub(super) pitch: f64,
-    pub(super) roll: f64,
-    pub(super) position: [f64; 3],
-    pub(super) suspension: [f64; 4],
-    pub(super) slip_ratio: [f64; 4],
-    pub(super) slip_angle: [f64; 4],
-    pub(super) wheel_speed: [f64; 4],
-    pub(super) kerb: [bool; 4],
-    pub(super) puddle: [f64; 4],
-    pub(super) rumble: [f64; 4],
-    pub(super) power: f64,
-    pub(super) torque: f64,
-    pub(super) steer: f64,
-    pub(super) line: f64,
-    pub(super) ai_brake: f64,
-}
 
 impl Simulator {
     /// The car as this format's game names it: (CarClass, CarPerformanceIndex).

@@ -14,11 +14,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use super::{Simulator, RACE_OFF_FRAMES};
-use crate::config::{self, ConfigError, Problem};
+use crate::net::socket;
+use crate::numbers::Elapsed;
 use crate::numbers::{Count, Thousands};
-use crate::socket;
-use crate::stats::Elapsed;
-use crate::wire::{Format, FORMAT_IDS, MAX_LEN};
+use crate::wire::{Format, MAX_LEN};
 
 /// Packets per second when `--rate` is not given: a game at 60 fps.
 pub const DEFAULT_RATE: u32 = 60;
@@ -44,54 +43,6 @@ pub struct SendOptions {
 }
 
 impl SendOptions {
-    /// Validates the options as typed; every mistake is listed, each naming the
-    /// flag and its value.
-    pub fn from_args(
-        to: &str,
-        format: &str,
-        rate: u32,
-        duration: Option<f64>,
-        seed: u64,
-    ) -> Result<SendOptions, ConfigError> {
-        let mut problems = Vec::new();
-        let to = config::resolve(to, &config::system_look_up)
-            .map_err(|message| problems.push(problem(format!("--to {to:?}"), message)))
-            .ok();
-        let format = format
-            .parse::<Format>()
-            .map_err(|_| {
-                problems.push(problem(
-                    format!("--format {format:?}"),
-                    format!("not a packet format (valid: {FORMAT_IDS})"),
-                ))
-            })
-            .ok();
-        if rate == 0 || rate > MAX_RATE {
-            problems.push(problem(
-                format!("--rate {rate}"),
-                format!("must be from 1 to {MAX_RATE} packets per second"),
-            ));
-        }
-        let duration = match duration.map(|d| seconds("--duration", d)) {
-            Some(Err(p)) => {
-                problems.push(p);
-                None
-            }
-            Some(Ok(d)) => Some(d),
-            None => None,
-        };
-        match (to, format) {
-            (Some(to), Some(format)) if problems.is_empty() => Ok(SendOptions {
-                to,
-                format,
-                rate,
-                duration,
-                seed,
-            }),
-            _ => Err(ConfigError { problems }),
-        }
-    }
-
     /// The number of frames a drive of [`SendOptions::duration`] sends, if set.
     pub fn frames(&self) -> Option<u64> {
         self.duration
@@ -113,24 +64,6 @@ impl SendOptions {
             self.rate,
             self.seed
         )
-    }
-}
-
-fn problem(place: String, message: impl Into<String>) -> Problem {
-    Problem {
-        place,
-        message: message.into(),
-    }
-}
-
-/// `value` seconds given to `flag` as a duration: a number above 0.
-pub fn seconds(flag: &str, value: f64) -> Result<Duration, Problem> {
-    match Duration::try_from_secs_f64(value) {
-        Ok(d) if !d.is_zero() => Ok(d),
-        _ => Err(problem(
-            format!("{flag} {value}"),
-            "must be a number of seconds above 0",
-        )),
     }
 }
 
@@ -382,46 +315,6 @@ mod tests {
         p.sent(late);
         assert_eq!(p.due(), late);
         assert_eq!(p.restarts(), 1);
-    }
-
-    #[test]
-    fn bad_options_are_all_named_with_their_values() {
-        let e = SendOptions::from_args("nonsense", "fh7", 0, Some(-1.0), 1).unwrap_err();
-        let text = e.to_string();
-        for part in [
-            "--to \"nonsense\"",
-            "--format \"fh7\"",
-            "sled, fm7, fm2023, fh4, fh5, fh6",
-            "--rate 0: must be from 1 to 1000",
-            "--duration -1: must be a number of seconds above 0",
-        ] {
-            assert!(text.contains(part), "{part:?} not in:\n{text}");
-        }
-        assert_eq!(e.problems.len(), 4);
-        let e = SendOptions::from_args("127.0.0.1:5400", "fh6", 1001, Some(f64::NAN), 1);
-        let text = e.unwrap_err().to_string();
-        assert!(text.contains("--rate 1001"), "{text}");
-        assert!(text.contains("--duration NaN"), "{text}");
-        let e = SendOptions::from_args("127.0.0.1:0", "fh6", 60, Some(0.0), 1);
-        let text = e.unwrap_err().to_string();
-        assert!(text.contains("port 0"), "{text}");
-        assert!(text.contains("--duration 0"), "{text}");
-    }
-
-    #[test]
-    fn good_options_are_kept() {
-        let o = SendOptions::from_args("127.0.0.1:5400", "FM7", 100, Some(1.5), 9).unwrap();
-        assert_eq!(o.to, "127.0.0.1:5400".parse().unwrap());
-        assert_eq!(o.format, Format::Fm7);
-        assert_eq!(o.duration, Some(Duration::from_millis(1_500)));
-        assert_eq!(o.frames(), Some(150));
-        assert_eq!(o.seed, 9);
-        let text = o.describe();
-        assert!(
-            text.contains("fm7 packets (311 bytes) to 127.0.0.1:5400 at 100/s"),
-            "{text}"
-        );
-        assert!(text.contains("seed 9"), "{text}");
     }
 
     #[test]

@@ -9,7 +9,8 @@
 //!   ([`MAX_HEAD_BUFFER`]: a header line that never ends gets 431 at that
 //!   size, it is never buffered whole): hyper's HTTP/1 connection;
 //! - a request is answered within [`REQUEST_DEADLINE`], its body included
-//!   (tower-http's timeout; 408 otherwise, and the connection is closed);
+//!   (`tokio::time::timeout` around the service; 408 otherwise, and the
+//!   connection is closed);
 //! - a write that makes no progress for [`WRITE_DEADLINE`] (a client that
 //!   stopped reading: the socket's buffers are full) closes the connection;
 //! - a stop never waits on any of them: the runtime is dropped with its
@@ -33,7 +34,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
 use tokio::time::Sleep;
 
-use super::{lock, server, Shared, MAX_HEADER_BYTES, STOP_WAIT, WORKERS};
+use super::{lock, server, Shared, MAX_HEADER_BYTES, STOP_WAIT};
 
 /// Connections served at once.
 pub const MAX_CONNECTIONS: usize = 256;
@@ -53,21 +54,17 @@ pub const WRITE_DEADLINE: Duration = Duration::from_secs(3);
 /// it never spins.
 const ACCEPT_REST: Duration = Duration::from_millis(100);
 
-/// The runtime the `web` thread runs: one thread, with at most [`WORKERS`]
-/// more for the requests that wait on a file or on the relay, which end when
-/// idle for a few seconds.
+/// The runtime the `web` thread runs: one thread (the requests that wait on
+/// a file or on the relay run from the page's own queue, [`super::work`]).
 pub fn runtime() -> io::Result<tokio::runtime::Runtime> {
     tokio::runtime::Builder::new_current_thread()
         .enable_io()
         .enable_time()
-        .max_blocking_threads(WORKERS)
-        .thread_keep_alive(Duration::from_secs(5))
-        .thread_name("web-work")
         .build()
 }
 
 /// Serves `listener` on `runtime` until `stop` is notified, then drops every
-/// connection (waiting at most [`STOP_WAIT`] for the workers).
+/// connection (waiting at most [`STOP_WAIT`]).
 pub fn serve(
     runtime: tokio::runtime::Runtime,
     listener: std::net::TcpListener,

@@ -9,7 +9,7 @@ use serde_json::{json, Map, Value};
 use super::Shared;
 use crate::config::{field, DestinationSpec};
 use crate::output::mqtt::Secret;
-use crate::owner::{Edit, EditError, Failed};
+use crate::owner::{Edit, EditError, Failed, Ticket};
 
 /// The label of the form's `max_rate` field, for its errors.
 const MAX_RATE: &str = "Max rate";
@@ -176,8 +176,9 @@ fn edit_of(value: &Value) -> Result<Edit, EditError> {
 /// Makes the change the page asks for; the answer's status and body: `{"ok":
 /// true, "message": …, "saved": …}` once the relay applied it, or `{"ok":
 /// false, "error": "Address: …", "field": "Address"}` with nothing changed.
-pub fn change(shared: &Shared, value: &Value) -> (u16, Value) {
-    let answer = edit_of(value).and_then(|edit| shared.editor.edit(edit));
+/// Nothing is made once `ticket` is given up (the request was answered).
+pub fn change(shared: &Shared, value: &Value, ticket: &Ticket) -> (u16, Value) {
+    let answer = edit_of(value).and_then(|edit| shared.editor.edit_with(edit, ticket));
     match answer {
         Ok(edited) => (
             200,

@@ -15,12 +15,13 @@ use tokio::sync::watch;
 use super::{lock, Shared, CAR_EVERY, COUNTERS_EVERY};
 use crate::capture::record::{Existing, Recorder};
 use crate::config::Input;
+use crate::counters::DropReason;
 use crate::logging;
 use crate::relay::Snapshots;
-use crate::stats::{DropReason, Snapshot, SnapshotKind};
+use crate::report::{Snapshot, SnapshotKind};
 use crate::tap;
-use crate::watch::model::{Car, DestinationRates, Finite, Model, Tyre};
-use crate::watch::Reader;
+use crate::view::model::{Car, DestinationRates, Finite, Model, Tyre};
+use crate::view::Reader;
 use crate::wire::{Format, MAX_LEN};
 
 /// How long the feed listens before it sends its first counters.
@@ -33,6 +34,8 @@ const SNAPSHOT_TIMEOUT: Duration = Duration::from_millis(200);
 pub const CAR_WAIT: Duration = Duration::from_millis(500);
 /// The ring of that short listen: a second of a 360 Hz stream.
 const LISTEN_CAPACITY: usize = 128 << 10;
+/// How long starting a recording waits for the relay to take its tap.
+const ATTACH_WAIT: Duration = Duration::from_secs(2);
 
 /// The newest update of each kind, as JSON text (`None` before the first):
 /// `{"car":…}`'s value, the counters, the log's last lines. Sent to every
@@ -172,7 +175,10 @@ impl PageRecording {
         let (producer, tap) = tap::tap(tap::DEFAULT_CAPACITY);
         let recorder = Recorder::start(template, Existing::Number, tap, None, || {})
             .map_err(|e| e.to_string())?;
-        shared.control.attach(producer);
+        // "Started" means every frame from now on is in it.
+        if !shared.control.attach_now(producer, ATTACH_WAIT) {
+            warn!("the relay took more than {ATTACH_WAIT:?} to start the recording");
+        }
         info!(
             "recording from the web page into {}",
             recorder.path().display()
@@ -194,11 +200,25 @@ impl PageRecording {
         })
     }
 
-    /// Closes the file and says what was recorded.
-    pub fn finish(self) {
+    /// Closes the file and says what was recorded: in the log, and as the
+    /// page shows it once stopped (its path, packets and bytes; `None` when
+    /// writing failed).
+    pub fn finish(self) -> Option<Value> {
+        let seconds = self.started.elapsed().as_secs();
         match self.recorder.finish() {
-            Ok(r) => info!("{r}"),
-            Err(e) => warn!("the recording stopped early: {e}"),
+            Ok(r) => {
+                info!("{r}");
+                Some(json!({
+                    "path": r.path.display().to_string(),
+                    "bytes": std::fs::metadata(&r.path).map_or(0, |m| m.len()),
+                    "packets": r.packets,
+                    "seconds": seconds,
+                }))
+            }
+            Err(e) => {
+                warn!("the recording stopped early: {e}");
+                None
+            }
         }
     }
 }
@@ -295,6 +315,9 @@ pub fn counters_json(
     value["recording"] = lock(&shared.recording)
         .as_ref()
         .map_or(Value::Null, PageRecording::describe);
+    // Issue 30: once stopped, where the file went ("not recording" alone
+    // left no path to it).
+    value["last_recording"] = lock(&shared.last_recording).clone().unwrap_or(Value::Null);
     value
 }
 

@@ -8,6 +8,7 @@
 
 use std::ffi::OsString;
 use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
 
 use log::{info, warn};
 
@@ -66,29 +67,63 @@ fn opener(url: &str, chosen: Option<OsString>) -> Option<Command> {
     }
 }
 
+/// How long [`page_and_wait`] waits for the opener.
+pub const OPEN_WAIT: Duration = Duration::from_secs(5);
+
 /// Opens `url` in the default browser, on a thread of its own (the opener is
 /// waited for there, so it leaves no zombie behind); says so in the log.
 pub fn page(url: &str) {
+    let shown = url.to_owned();
+    let spawned = std::thread::Builder::new()
+        .name("web-open".to_owned())
+        .spawn(move || open(&shown, None));
+    if let Err(e) = spawned {
+        warn!("cannot open {url} in the browser: {e}");
+    }
+}
+
+/// Opens `url` in the default browser and waits (at most [`OPEN_WAIT`]) for
+/// the opener to end: for a program about to exit, whose threads end with it.
+pub fn page_and_wait(url: &str) {
+    open(url, Some(OPEN_WAIT));
+}
+
+/// Runs the opener of `url` and waits for it: until it ends, or at most
+/// `wait` (then it goes on by itself).
+fn open(url: &str, wait: Option<Duration>) {
     let Some(mut command) = opener(url, std::env::var_os(OPENER_VAR)) else {
         info!("open {url} in a browser to see the page");
         return;
     };
     info!("opening {url} in the browser");
-    command
+    let program = command.get_program().to_string_lossy().into_owned();
+    let spawned = command
         .stdin(Stdio::null())
         .stdout(Stdio::null())
-        .stderr(Stdio::null());
-    let program = command.get_program().to_string_lossy().into_owned();
-    let shown = url.to_owned();
-    let spawned = std::thread::Builder::new()
-        .name("web-open".to_owned())
-        .spawn(move || match command.status() {
-            Ok(s) if s.success() => {}
-            Ok(s) => warn!("{program} could not open {shown} ({s}): open it in a browser"),
-            Err(e) => warn!("cannot run {program} to open {shown}: {e}; open it in a browser"),
-        });
-    if let Err(e) = spawned {
-        warn!("cannot open {url} in the browser: {e}");
+        .stderr(Stdio::null())
+        .spawn();
+    let mut child = match spawned {
+        Ok(child) => child,
+        Err(e) => {
+            warn!("cannot run {program} to open {url}: {e}; open it in a browser");
+            return;
+        }
+    };
+    let deadline = wait.map(|w| Instant::now() + w);
+    let ended = loop {
+        match deadline {
+            None => break child.wait().ok(),
+            Some(deadline) => match child.try_wait() {
+                Ok(Some(status)) => break Some(status),
+                Ok(None) if Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+                _ => break None,
+            },
+        }
+    };
+    if let Some(status) = ended.filter(|s| !s.success()) {
+        warn!("{program} could not open {url} ({status}): open it in a browser");
     }
 }
 

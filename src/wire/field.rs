@@ -7,6 +7,10 @@
 //! fields exist in every format, so their getters return the value; the others
 //! return `Option` (`None` when the format lacks the block) and their setters return
 //! `Err(Absent)`.
+//!
+//! Each entry also says what the field means (its doc comment's first line), its
+//! unit and the values it takes, where known: the data the generated pages
+//! (docs/formats.md, docs/fields.md) print, kept here so that there is one list.
 
 use serde::Serialize;
 
@@ -228,6 +232,13 @@ pub struct Field {
     pub scalar: Scalar,
     /// True for a per-wheel field: four values, FL, FR, RL, RR.
     pub wheels: bool,
+    /// Its unit (`"rpm"`, `"m/s²"`), `""` for a count, a code or a ratio.
+    pub unit: &'static str,
+    /// The values it takes, where the games' documents or the code say
+    /// (`"0 … 255"`); `""` where nothing is known.
+    pub range: &'static str,
+    /// What it means: the first line of its documentation in the table.
+    pub meaning: &'static str,
 }
 
 impl Field {
@@ -245,8 +256,10 @@ macro_rules! fields {
         $(
             $block:ident $presence:ident {
                 $(
+                    #[doc = $meaning:literal]
                     $(#[doc = $doc:literal])*
-                    $name:ident, $setter:ident, $konst:ident: $ty:ty = $off:literal, $wire:literal;
+                    $name:ident, $setter:ident, $konst:ident: $ty:ty = $off:literal, $wire:literal
+                        $(, unit $unit:literal)? $(, range $range:literal)?;
                 )*
             }
         )*
@@ -261,6 +274,9 @@ macro_rules! fields {
                 size: <$ty as Value>::SIZE,
                 scalar: <$ty as Value>::SCALAR,
                 wheels: <$ty as Value>::WHEELS,
+                unit: fields!(@or $($unit)?),
+                range: fields!(@or $($range)?),
+                meaning: fields!(@trim $meaning),
             };
         )*)*
 
@@ -269,7 +285,7 @@ macro_rules! fields {
 
         impl<T: AsRef<[u8]>> Packet<T> {
             $($(
-                fields!(@get $presence, $name, $konst, $ty, $wire $(, $doc)*);
+                fields!(@get $presence, $name, $konst, $ty, $wire, $meaning $(, $doc)*);
             )*)*
         }
 
@@ -283,7 +299,9 @@ macro_rules! fields {
         #[derive(Debug, Clone, Copy, PartialEq, Default, Serialize)]
         pub struct Fields {
             $($(
+                #[doc = $meaning]
                 $(#[doc = $doc])*
+                $(#[doc = concat!("\n\nIn ", $unit, ".")])?
                 pub $name: fields!(@ty $presence, $ty),
             )*)*
         }
@@ -302,14 +320,16 @@ macro_rules! fields {
         }
     };
 
-    (@get always, $name:ident, $konst:ident, $ty:ty, $wire:literal $(, $doc:literal)*) => {
+    (@get always, $name:ident, $konst:ident, $ty:ty, $wire:literal, $meaning:literal $(, $doc:literal)*) => {
+        #[doc = $meaning]
         $(#[doc = $doc])*
         #[inline]
         pub fn $name(&self) -> $ty {
             <$ty as Value>::read(&self.as_bytes()[$konst.offset..], self.format())
         }
     };
-    (@get optional, $name:ident, $konst:ident, $ty:ty, $wire:literal $(, $doc:literal)*) => {
+    (@get optional, $name:ident, $konst:ident, $ty:ty, $wire:literal, $meaning:literal $(, $doc:literal)*) => {
+        #[doc = $meaning]
         $(#[doc = $doc])*
         #[doc = ""]
         #[doc = concat!("`None` when the packet's format has no ", $wire, ".")]
@@ -337,6 +357,18 @@ macro_rules! fields {
             Ok(())
         }
     };
+    (@or) => { "" };
+    (@or $text:literal) => { $text };
+    // A doc comment's text starts with the space after `///`.
+    (@trim $doc:literal) => {
+        match $doc.as_bytes() {
+            [b' ', rest @ ..] => match std::str::from_utf8(rest) {
+                Ok(text) => text,
+                Err(_) => panic!("a doc comment is UTF-8"),
+            },
+            _ => $doc,
+        }
+    };
     (@ty always, $ty:ty) => { $ty };
     (@ty optional, $ty:ty) => { Option<$ty> };
     (@write always, $value:expr, $packet:ident . $setter:ident) => {
@@ -353,130 +385,133 @@ macro_rules! fields {
 fields! {
     Sled always {
         /// 1 while driving, 0 in menus or when the race is stopped.
-        is_race_on, set_is_race_on, IS_RACE_ON: i32 = 0, "IsRaceOn";
-        /// Milliseconds; wraps to 0 after 2^32 ms, so use it for order, not as a clock.
-        timestamp_ms, set_timestamp_ms, TIMESTAMP_MS: u32 = 4, "TimestampMS";
-        /// Redline, rpm.
-        engine_max_rpm, set_engine_max_rpm, ENGINE_MAX_RPM: f32 = 8, "EngineMaxRpm";
-        /// Idle, rpm.
-        engine_idle_rpm, set_engine_idle_rpm, ENGINE_IDLE_RPM: f32 = 12, "EngineIdleRpm";
-        /// Current revs, rpm.
-        current_engine_rpm, set_current_engine_rpm, CURRENT_ENGINE_RPM: f32 = 16, "CurrentEngineRpm";
-        /// Car-space acceleration, X right, m/s².
-        acceleration_x, set_acceleration_x, ACCELERATION_X: f32 = 20, "AccelerationX";
-        /// Car-space acceleration, Y up, m/s².
-        acceleration_y, set_acceleration_y, ACCELERATION_Y: f32 = 24, "AccelerationY";
-        /// Car-space acceleration, Z forward, m/s².
-        acceleration_z, set_acceleration_z, ACCELERATION_Z: f32 = 28, "AccelerationZ";
-        /// Car-space velocity, X right, m/s.
-        velocity_x, set_velocity_x, VELOCITY_X: f32 = 32, "VelocityX";
-        /// Car-space velocity, Y up, m/s.
-        velocity_y, set_velocity_y, VELOCITY_Y: f32 = 36, "VelocityY";
-        /// Car-space velocity, Z forward, m/s.
-        velocity_z, set_velocity_z, VELOCITY_Z: f32 = 40, "VelocityZ";
-        /// Pitch rate, rad/s.
-        angular_velocity_x, set_angular_velocity_x, ANGULAR_VELOCITY_X: f32 = 44, "AngularVelocityX";
-        /// Yaw rate, rad/s.
-        angular_velocity_y, set_angular_velocity_y, ANGULAR_VELOCITY_Y: f32 = 48, "AngularVelocityY";
-        /// Roll rate, rad/s.
-        angular_velocity_z, set_angular_velocity_z, ANGULAR_VELOCITY_Z: f32 = 52, "AngularVelocityZ";
-        /// Heading, rad.
-        yaw, set_yaw, YAW: f32 = 56, "Yaw";
-        /// Pitch, rad.
-        pitch, set_pitch, PITCH: f32 = 60, "Pitch";
-        /// Roll, rad.
-        roll, set_roll, ROLL: f32 = 64, "Roll";
-        /// 0 stretched … 1 compressed.
-        normalized_suspension_travel, set_normalized_suspension_travel, NORMALIZED_SUSPENSION_TRAVEL: Wheels<f32> = 68, "NormalizedSuspensionTravel";
-        /// 0 = grip, abs > 1 = grip lost.
+        is_race_on, set_is_race_on, IS_RACE_ON: i32 = 0, "IsRaceOn", range "0 or 1";
+        /// Wraps to 0 after 2^32 ms: an order, not a clock.
+        timestamp_ms, set_timestamp_ms, TIMESTAMP_MS: u32 = 4, "TimestampMS", unit "ms";
+        /// The redline.
+        engine_max_rpm, set_engine_max_rpm, ENGINE_MAX_RPM: f32 = 8, "EngineMaxRpm", unit "rpm";
+        /// Idle revs.
+        engine_idle_rpm, set_engine_idle_rpm, ENGINE_IDLE_RPM: f32 = 12, "EngineIdleRpm", unit "rpm";
+        /// Current revs.
+        current_engine_rpm, set_current_engine_rpm, CURRENT_ENGINE_RPM: f32 = 16, "CurrentEngineRpm", unit "rpm",
+            range "EngineIdleRpm … EngineMaxRpm while driving";
+        /// Acceleration in car space, X to the right.
+        acceleration_x, set_acceleration_x, ACCELERATION_X: f32 = 20, "AccelerationX", unit "m/s²";
+        /// Acceleration in car space, Y up.
+        acceleration_y, set_acceleration_y, ACCELERATION_Y: f32 = 24, "AccelerationY", unit "m/s²";
+        /// Acceleration in car space, Z forward.
+        acceleration_z, set_acceleration_z, ACCELERATION_Z: f32 = 28, "AccelerationZ", unit "m/s²";
+        /// Velocity in car space, X to the right.
+        velocity_x, set_velocity_x, VELOCITY_X: f32 = 32, "VelocityX", unit "m/s";
+        /// Velocity in car space, Y up.
+        velocity_y, set_velocity_y, VELOCITY_Y: f32 = 36, "VelocityY", unit "m/s";
+        /// Velocity in car space, Z forward.
+        velocity_z, set_velocity_z, VELOCITY_Z: f32 = 40, "VelocityZ", unit "m/s";
+        /// Pitch rate.
+        angular_velocity_x, set_angular_velocity_x, ANGULAR_VELOCITY_X: f32 = 44, "AngularVelocityX", unit "rad/s";
+        /// Yaw rate.
+        angular_velocity_y, set_angular_velocity_y, ANGULAR_VELOCITY_Y: f32 = 48, "AngularVelocityY", unit "rad/s";
+        /// Roll rate.
+        angular_velocity_z, set_angular_velocity_z, ANGULAR_VELOCITY_Z: f32 = 52, "AngularVelocityZ", unit "rad/s";
+        /// Heading.
+        yaw, set_yaw, YAW: f32 = 56, "Yaw", unit "rad";
+        /// Pitch.
+        pitch, set_pitch, PITCH: f32 = 60, "Pitch", unit "rad";
+        /// Roll.
+        roll, set_roll, ROLL: f32 = 64, "Roll", unit "rad";
+        /// Suspension travel: 0 stretched, 1 compressed.
+        normalized_suspension_travel, set_normalized_suspension_travel, NORMALIZED_SUSPENSION_TRAVEL: Wheels<f32> = 68, "NormalizedSuspensionTravel",
+            range "0 … 1";
+        /// Tyre slip ratio: 0 is grip, an absolute value above 1 is grip lost.
         tire_slip_ratio, set_tire_slip_ratio, TIRE_SLIP_RATIO: Wheels<f32> = 84, "TireSlipRatio";
-        /// rad/s.
-        wheel_rotation_speed, set_wheel_rotation_speed, WHEEL_ROTATION_SPEED: Wheels<f32> = 100, "WheelRotationSpeed";
-        /// 0 or 1.
-        wheel_on_rumble_strip, set_wheel_on_rumble_strip, WHEEL_ON_RUMBLE_STRIP: Wheels<i32> = 116, "WheelOnRumbleStrip";
-        /// F32 depth in sled, fm7, fm2023, fh4, fh5; S32 0/1 in fh6.
-        wheel_in_puddle, set_wheel_in_puddle, WHEEL_IN_PUDDLE: Wheels<Puddle> = 132, "WheelInPuddle";
-        /// Force-feedback rumble, dimensionless.
+        /// How fast the wheel turns.
+        wheel_rotation_speed, set_wheel_rotation_speed, WHEEL_ROTATION_SPEED: Wheels<f32> = 100, "WheelRotationSpeed", unit "rad/s";
+        /// 1 on a rumble strip.
+        wheel_on_rumble_strip, set_wheel_on_rumble_strip, WHEEL_ON_RUMBLE_STRIP: Wheels<i32> = 116, "WheelOnRumbleStrip", range "0 or 1";
+        /// In water: an F32 depth in sled, fm7, fm2023, fh4, fh5; an S32 flag (0 or 1) in fh6.
+        wheel_in_puddle, set_wheel_in_puddle, WHEEL_IN_PUDDLE: Wheels<Puddle> = 132, "WheelInPuddle", range "0 … 1";
+        /// Force-feedback rumble of the surface.
         surface_rumble, set_surface_rumble, SURFACE_RUMBLE: Wheels<f32> = 148, "SurfaceRumble";
-        /// Normalised like the slip ratio.
+        /// Tyre slip angle, normalised like the slip ratio.
         tire_slip_angle, set_tire_slip_angle, TIRE_SLIP_ANGLE: Wheels<f32> = 164, "TireSlipAngle";
-        /// Normalised like the slip ratio.
+        /// Combined slip, normalised like the slip ratio.
         tire_combined_slip, set_tire_combined_slip, TIRE_COMBINED_SLIP: Wheels<f32> = 180, "TireCombinedSlip";
-        /// Metres.
-        suspension_travel_meters, set_suspension_travel_meters, SUSPENSION_TRAVEL_METERS: Wheels<f32> = 196, "SuspensionTravelMeters";
-        /// Unique per make and model.
+        /// Suspension travel.
+        suspension_travel_meters, set_suspension_travel_meters, SUSPENSION_TRAVEL_METERS: Wheels<f32> = 196, "SuspensionTravelMeters", unit "m";
+        /// The id of the car's make and model.
         car_ordinal, set_car_ordinal, CAR_ORDINAL: i32 = 212, "CarOrdinal";
         /// Class index on the game's own scale (docs/formats.md "Car class").
         car_class, set_car_class, CAR_CLASS: i32 = 216, "CarClass";
-        /// 100..999.
-        car_performance_index, set_car_performance_index, CAR_PERFORMANCE_INDEX: i32 = 220, "CarPerformanceIndex";
+        /// Performance index.
+        car_performance_index, set_car_performance_index, CAR_PERFORMANCE_INDEX: i32 = 220, "CarPerformanceIndex", range "100 … 999";
         /// 0 FWD, 1 RWD, 2 AWD.
-        drivetrain_type, set_drivetrain_type, DRIVETRAIN_TYPE: i32 = 224, "DrivetrainType";
-        /// Cylinder count.
+        drivetrain_type, set_drivetrain_type, DRIVETRAIN_TYPE: i32 = 224, "DrivetrainType", range "0 … 2";
+        /// Number of cylinders.
         num_cylinders, set_num_cylinders, NUM_CYLINDERS: i32 = 228, "NumCylinders";
     }
     Horizon optional {
         /// Car category.
         car_group, set_car_group, CAR_GROUP: u32 = 0, "CarGroup";
-        /// Speed lost hitting a smashable object, m/s.
-        smashable_vel_diff, set_smashable_vel_diff, SMASHABLE_VEL_DIFF: f32 = 4, "SmashableVelDiff";
-        /// Mass of that object, kg.
-        smashable_mass, set_smashable_mass, SMASHABLE_MASS: f32 = 8, "SmashableMass";
+        /// Speed lost hitting a smashable object.
+        smashable_vel_diff, set_smashable_vel_diff, SMASHABLE_VEL_DIFF: f32 = 4, "SmashableVelDiff", unit "m/s";
+        /// Mass of that object.
+        smashable_mass, set_smashable_mass, SMASHABLE_MASS: f32 = 8, "SmashableMass", unit "kg";
     }
     Dash optional {
-        /// World position X, m.
-        position_x, set_position_x, POSITION_X: f32 = 0, "PositionX";
-        /// World position Y, m.
-        position_y, set_position_y, POSITION_Y: f32 = 4, "PositionY";
-        /// World position Z, m.
-        position_z, set_position_z, POSITION_Z: f32 = 8, "PositionZ";
-        /// m/s.
-        speed, set_speed, SPEED: f32 = 12, "Speed";
-        /// W.
-        power, set_power, POWER: f32 = 16, "Power";
-        /// N·m.
-        torque, set_torque, TORQUE: f32 = 20, "Torque";
-        /// °F.
-        tire_temp, set_tire_temp, TIRE_TEMP: Wheels<f32> = 24, "TireTemp";
-        /// psi above atmospheric.
-        boost, set_boost, BOOST: f32 = 40, "Boost";
-        /// 0..1.
-        fuel, set_fuel, FUEL: f32 = 44, "Fuel";
-        /// Metres.
-        distance_traveled, set_distance_traveled, DISTANCE_TRAVELED: f32 = 48, "DistanceTraveled";
-        /// Seconds.
-        best_lap, set_best_lap, BEST_LAP: f32 = 52, "BestLap";
-        /// Seconds.
-        last_lap, set_last_lap, LAST_LAP: f32 = 56, "LastLap";
-        /// Seconds.
-        current_lap, set_current_lap, CURRENT_LAP: f32 = 60, "CurrentLap";
-        /// Seconds.
-        current_race_time, set_current_race_time, CURRENT_RACE_TIME: f32 = 64, "CurrentRaceTime";
+        /// Position in the world, X.
+        position_x, set_position_x, POSITION_X: f32 = 0, "PositionX", unit "m";
+        /// Position in the world, Y.
+        position_y, set_position_y, POSITION_Y: f32 = 4, "PositionY", unit "m";
+        /// Position in the world, Z.
+        position_z, set_position_z, POSITION_Z: f32 = 8, "PositionZ", unit "m";
+        /// Speed.
+        speed, set_speed, SPEED: f32 = 12, "Speed", unit "m/s";
+        /// Engine power.
+        power, set_power, POWER: f32 = 16, "Power", unit "W";
+        /// Engine torque.
+        torque, set_torque, TORQUE: f32 = 20, "Torque", unit "N·m";
+        /// Tyre temperature.
+        tire_temp, set_tire_temp, TIRE_TEMP: Wheels<f32> = 24, "TireTemp", unit "°F";
+        /// Boost above atmospheric pressure.
+        boost, set_boost, BOOST: f32 = 40, "Boost", unit "psi";
+        /// Fuel left.
+        fuel, set_fuel, FUEL: f32 = 44, "Fuel", range "0 … 1";
+        /// Distance driven.
+        distance_traveled, set_distance_traveled, DISTANCE_TRAVELED: f32 = 48, "DistanceTraveled", unit "m";
+        /// Best lap time.
+        best_lap, set_best_lap, BEST_LAP: f32 = 52, "BestLap", unit "s";
+        /// Last lap time.
+        last_lap, set_last_lap, LAST_LAP: f32 = 56, "LastLap", unit "s";
+        /// Time in the current lap.
+        current_lap, set_current_lap, CURRENT_LAP: f32 = 60, "CurrentLap", unit "s";
+        /// Time in the race.
+        current_race_time, set_current_race_time, CURRENT_RACE_TIME: f32 = 64, "CurrentRaceTime", unit "s";
         /// Laps completed.
         lap_number, set_lap_number, LAP_NUMBER: u16 = 68, "LapNumber";
         /// Position in the race.
         race_position, set_race_position, RACE_POSITION: u8 = 70, "RacePosition";
-        /// Throttle, 0..255.
-        accel, set_accel, ACCEL: u8 = 71, "Accel";
-        /// 0..255.
-        brake, set_brake, BRAKE: u8 = 72, "Brake";
-        /// 0..255.
-        clutch, set_clutch, CLUTCH: u8 = 73, "Clutch";
-        /// 0..255.
-        hand_brake, set_hand_brake, HAND_BRAKE: u8 = 74, "HandBrake";
-        /// 0 = R, 1..10 forward, 11 = N (docs/formats.md "Gear").
+        /// Throttle.
+        accel, set_accel, ACCEL: u8 = 71, "Accel", range "0 … 255";
+        /// Brake.
+        brake, set_brake, BRAKE: u8 = 72, "Brake", range "0 … 255";
+        /// Clutch.
+        clutch, set_clutch, CLUTCH: u8 = 73, "Clutch", range "0 … 255";
+        /// Handbrake.
+        hand_brake, set_hand_brake, HAND_BRAKE: u8 = 74, "HandBrake", range "0 … 255";
+        /// 0 = R, 1 … 10 forward, 11 = N (docs/formats.md "Gear").
         gear, set_gear, GEAR: u8 = 75, "Gear";
-        /// -127 left … 127 right.
-        steer, set_steer, STEER: i8 = 76, "Steer";
-        /// -127 … 127, position relative to the racing line.
-        normalized_driving_line, set_normalized_driving_line, NORMALIZED_DRIVING_LINE: i8 = 77, "NormalizedDrivingLine";
-        /// -127 … 127, difference from the AI braking hint.
-        normalized_ai_brake_difference, set_normalized_ai_brake_difference, NORMALIZED_AI_BRAKE_DIFFERENCE: i8 = 78, "NormalizedAIBrakeDifference";
+        /// Steering: -127 full left, 127 full right.
+        steer, set_steer, STEER: i8 = 76, "Steer", range "-127 … 127";
+        /// Position relative to the racing line.
+        normalized_driving_line, set_normalized_driving_line, NORMALIZED_DRIVING_LINE: i8 = 77, "NormalizedDrivingLine", range "-127 … 127";
+        /// Difference from the AI's braking hint.
+        normalized_ai_brake_difference, set_normalized_ai_brake_difference, NORMALIZED_AI_BRAKE_DIFFERENCE: i8 = 78, "NormalizedAIBrakeDifference",
+            range "-127 … 127";
     }
     Extras optional {
-        /// FM2023 tyre wear, 0..1.
-        tire_wear, set_tire_wear, TIRE_WEAR: Wheels<f32> = 0, "TireWear";
-        /// FM2023 track id.
+        /// Tyre wear (FM2023).
+        tire_wear, set_tire_wear, TIRE_WEAR: Wheels<f32> = 0, "TireWear", range "0 … 1";
+        /// The track's id (FM2023).
         track_ordinal, set_track_ordinal, TRACK_ORDINAL: i32 = 16, "TrackOrdinal";
     }
 }
@@ -560,6 +595,25 @@ mod tests {
             "normalized_ai_brake_difference"
         );
         assert_eq!(TIMESTAMP_MS.key, "timestamp_ms");
+    }
+
+    #[test]
+    fn every_field_says_what_it_means_in_a_sentence() {
+        for f in ALL {
+            let m = f.meaning;
+            assert!(!m.starts_with(' ') && m.ends_with('.'), "{}: {m:?}", f.name);
+            assert!(
+                m.chars().next().is_some_and(|c| !c.is_lowercase()),
+                "{}",
+                f.name
+            );
+        }
+        assert_eq!(
+            IS_RACE_ON.meaning,
+            "1 while driving, 0 in menus or when the race is stopped."
+        );
+        assert_eq!((SPEED.unit, SPEED.range), ("m/s", ""));
+        assert_eq!((ACCEL.unit, ACCEL.range), ("", "0 … 255"));
     }
 
     #[test]

@@ -308,8 +308,9 @@ impl fmt::Display for UnknownFormat {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "unknown format {:?} (valid formats: {FORMAT_IDS})",
-            self.0
+            "unknown format {:?}{} (valid formats: {FORMAT_IDS})",
+            self.0,
+            crate::words::did_you_mean(&self.0, &Format::ALL.map(|f| f.id()))
         )
     }
 }

@@ -98,14 +98,33 @@ impl Finished {
 /// process id, so signals and process names still reach the relay.
 pub fn command() -> Command {
     let exe = env!("CARGO_BIN_EXE_forza-relay");
-    match std::env::var_os("FORZA_RELAY_TEST_RUNNER") {
+    let mut command = match std::env::var_os("FORZA_RELAY_TEST_RUNNER") {
         Some(runner) => {
             let mut command = Command::new(runner);
             command.arg(exe);
             command
         }
         None => Command::new(exe),
-    }
+    };
+    in_test_state(&mut command);
+    command
+}
+
+/// The state folder every binary a test starts keeps its page's token in
+/// (issue 30): one per test program under the system's temporary folder, never
+/// the user's own (`~/.local/state/forza-relay`). A test that needs its own
+/// sets `FORZA_RELAY_STATE_DIR` after this.
+pub fn test_state_dir() -> &'static Path {
+    static DIR: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
+    DIR.get_or_init(|| {
+        std::env::temp_dir().join(format!("forza-relay-test-state-{}", std::process::id()))
+    })
+}
+
+/// Points `command` (the binary, or a program that runs it) at
+/// [`test_state_dir`].
+pub fn in_test_state(command: &mut Command) -> &mut Command {
+    command.env("FORZA_RELAY_STATE_DIR", test_state_dir())
 }
 
 /// The start of a command line that runs the binary: its path, after the
@@ -184,6 +203,11 @@ impl Bin {
     #[track_caller]
     pub fn run(args: &[&str], dir: Option<&Path>) -> Finished {
         Bin::spawn(args, dir).wait()
+    }
+
+    /// Whether a stderr line read so far (by the waits) contains `needle`.
+    pub fn has_said(&self, needle: &str) -> bool {
+        self.stderr.iter().any(|l| l.contains(needle))
     }
 
     /// Waits for a stderr line containing `needle` and returns it.

@@ -5,6 +5,7 @@
 #![allow(dead_code)]
 
 pub mod bin;
+pub mod broker;
 pub mod http;
 
 use std::io;
@@ -17,7 +18,7 @@ use std::time::{Duration, Instant};
 
 use forza_relay::config::{Config, Overrides};
 use forza_relay::relay::{Control, Relay};
-use forza_relay::stats::{DestinationSnapshot, Snapshot};
+use forza_relay::report::{DestinationSnapshot, Snapshot};
 use forza_relay::wire::{Format, Packet, Puddle, Wheels};
 use socket2::{Domain, Protocol, Socket, Type};
 
@@ -426,6 +427,33 @@ impl Sender {
     }
 }
 
+/// This computer's address towards the rest of the network, if it has one
+/// (a connected UDP socket sends nothing): where a page served to the
+/// network is opened from a phone.
+pub fn lan_address() -> Option<std::net::IpAddr> {
+    let socket = UdpSocket::bind("0.0.0.0:0").ok()?;
+    socket.connect("192.0.2.1:9").ok()?;
+    let ip = socket.local_addr().ok()?.ip();
+    (!ip.is_loopback() && !ip.is_unspecified()).then_some(ip)
+}
+
+/// A loopback TCP port that refuses every connection, for as long as the
+/// socket returned is kept: bound and never listening, so no other program
+/// can take the port meanwhile (a port bound, closed and handed on could be).
+#[track_caller]
+pub fn refusing_tcp_port() -> (Socket, SocketAddr) {
+    let socket =
+        Socket::new(Domain::IPV4, Type::STREAM, Some(Protocol::TCP)).expect("a TCP socket");
+    let any: SocketAddr = "127.0.0.1:0".parse().expect("an address");
+    socket.bind(&any.into()).expect("bind a TCP port");
+    let addr = socket
+        .local_addr()
+        .ok()
+        .and_then(|a| a.as_socket())
+        .expect("a bound address");
+    (socket, addr)
+}
+
 /// Validates a test configuration, failing the test with the problems.
 #[track_caller]
 pub fn config(toml: &str) -> Config {
@@ -505,6 +533,11 @@ impl Running {
             Ok(Err(e)) => panic!("the relay did not start: {e}"),
             Err(e) => panic!("the relay thread did not report its address: {e}"),
         }
+    }
+
+    /// Its control (for an observer a test starts beside it).
+    pub fn control(&self) -> Control {
+        self.handle.clone()
     }
 
     /// A sender to this relay.

@@ -34,9 +34,13 @@
 //! - a frame that is not delivered at once and fits [`FRAME_CAPACITY`] is the
 //!   destination's pending frame, and `due` hands over exactly that frame;
 //! - `next_deadline` is `Some` exactly when some frame is pending, and `due(now)`
-//!   delivers something exactly when that deadline has come;
+//!   delivers something exactly when that deadline has come; a pending frame's
+//!   deadline is one and a half intervals after it came (at once with no limit
+//!   or a new limiter that sent nothing yet);
 //! - a `max_rate` destination's k-th delivery since its limiter started comes no
-//!   sooner than k intervals after the first;
+//!   sooner than k - 1 intervals after the first (the rate, with one frame of
+//!   tolerance: issue 30), and a frame that comes a whole interval after its
+//!   last delivery (or before any) is never held;
 //! - `max_age` (issue 15): a frame older than the limit (from its receive
 //!   time, which the script sets before `now`) is never handed over: on
 //!   arrival it is counted stale and the pending frame stays; a pending frame
@@ -55,11 +59,13 @@ use std::collections::{BTreeMap, VecDeque};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::time::{Duration, Instant, SystemTime};
 
+use forza_relay::report::CountersOf as _;
+
+use forza_relay::counters::{DestinationStats, DropReason, SendErrorKind};
 use forza_relay::fanout::{
     Action, Arrival, Changes, Destination, DestinationId, Fanout, Fate, Output, Report, Routes,
     Sink, Target, Verdict, FRAME_CAPACITY,
 };
-use forza_relay::stats::{DestinationStats, DropReason, SendErrorKind};
 use forza_relay::wire::{Format, Input, Reading};
 use ipnet::IpNet;
 
@@ -609,11 +615,14 @@ struct Model {
     /// The frame waiting for its rate slot, as it must be delivered, and its
     /// receive time.
     pending: Option<(Vec<u8>, Instant)>,
+    /// When the pending frame came (the core's `now`, not its receive time).
+    pending_at: Option<Instant>,
     /// The receive times of the frames the shell holds for it, oldest first.
     queued: VecDeque<Instant>,
     stats: DestinationStats,
-    /// The first delivery since its limiter started, and deliveries since.
-    rate: Option<(Instant, u32)>,
+    /// The first delivery since its limiter started, deliveries since, and
+    /// the last.
+    rate: Option<(Instant, u32, Instant)>,
 }
 
 impl Model {
@@ -622,6 +631,7 @@ impl Model {
             config,
             race: RaceOracle::default(),
             pending: None,
+            pending_at: None,
             queued: VecDeque::new(),
             stats: DestinationStats::default(),
             rate: None,
@@ -675,18 +685,43 @@ impl Model {
         }
         let interval = Duration::from_secs(1) / self.config.max_rate;
         match &mut self.rate {
-            None => self.rate = Some((now, 1)),
-            Some((first, k)) => {
+            None => self.rate = Some((now, 1, now)),
+            Some((first, k, last)) => {
                 assert!(
-                    now >= *first + interval * *k,
+                    now + interval >= *first + interval * *k,
                     "{}: delivery {k} at {:?} after the first, max_rate {}",
                     self.config.name,
                     now - *first,
                     self.config.max_rate
                 );
                 *k += 1;
+                *last = now;
             }
         }
+    }
+
+    /// Whether the core may hold a frame that comes at `now` instead of
+    /// delivering it: only within an interval of the last delivery.
+    fn may_hold(&self, now: Instant) -> bool {
+        if self.config.max_rate == 0 {
+            return false;
+        }
+        let interval = Duration::from_secs(1) / self.config.max_rate;
+        self.rate.is_some_and(|(_, _, last)| now < last + interval)
+    }
+
+    /// When its pending frame goes if nothing newer goes first.
+    fn pending_deadline(&self) -> Option<Instant> {
+        let at = self.pending.as_ref().and(self.pending_at)?;
+        Some(match self.config.max_rate {
+            // No limit, or a new one that sent nothing yet: at once.
+            0 => at,
+            _ if self.rate.is_none() => at,
+            rate => {
+                let interval = Duration::from_secs(1) / rate;
+                at + interval + interval / 2
+            }
+        })
     }
 
     /// Its counters, `held` included.
@@ -1114,6 +1149,12 @@ impl Oracle {
                 continue;
             }
             m.forget_pending();
+            assert!(
+                delivery.is_some() || m.may_hold(now),
+                "{name}: held a frame that came {:?} after its last delivery, max_rate {}",
+                m.rate.map(|(_, _, last)| now - last),
+                m.config.max_rate
+            );
             match delivery {
                 Some(d) => {
                     assert_same_packet(name, m.config.output, &d.bytes, &expected, data);
@@ -1122,6 +1163,7 @@ impl Oracle {
                 }
                 None if expected.len() <= FRAME_CAPACITY => {
                     m.pending = Some((expected, received));
+                    m.pending_at = Some(now);
                 }
                 None => m.stats.drop(DropReason::RateLimited),
             }
@@ -1271,7 +1313,7 @@ impl Oracle {
 
     /// The core's counters are the oracle's, and add up.
     #[track_caller]
-    fn check_counters(&self, core: &Fanout) -> forza_relay::fanout::Counters {
+    fn check_counters(&self, core: &Fanout) -> forza_relay::report::Counters {
         let c = core.counters();
         let i = &self.input;
         assert_eq!(
@@ -1322,7 +1364,9 @@ fn name_to_id(ids: &[(DestinationId, String)], name: &str) -> DestinationId {
         .expect("a live destination")
 }
 
-/// `next_deadline` is `Some` exactly when a frame is pending somewhere.
+/// `next_deadline` is `Some` exactly when a frame is pending somewhere, and
+/// then the earliest pending frame's (issue 30: one and a half intervals
+/// after it came).
 #[track_caller]
 fn check_deadline(core: &Fanout, models: &BTreeMap<String, Model>) {
     let waiting: Vec<&str> = models
@@ -1335,6 +1379,12 @@ fn check_deadline(core: &Fanout, models: &BTreeMap<String, Model>) {
         !waiting.is_empty(),
         "next_deadline() is {:?} while frames wait for {waiting:?}",
         core.next_deadline()
+    );
+    let earliest = models.values().filter_map(Model::pending_deadline).min();
+    assert_eq!(
+        core.next_deadline(),
+        earliest,
+        "next_deadline() while frames wait for {waiting:?}"
     );
 }
 

@@ -20,7 +20,7 @@
 //! the same in every format that has the field (see [`fields`]).
 //!
 //! The expected values are written out again, as literals, in the `fixtures` tests
-//! at the bottom of `src/telemetry.rs`: change a value here and those tests must be
+//! at the bottom of `src/telemetry/mod.rs`: change a value here and those tests must be
 //! changed by hand, which is the point (the tests don't trust this generator).
 
 use forza_relay::wire::{Block, Fields, Format, Packet, Puddle, PuddleKind, Wheels};

@@ -276,6 +276,7 @@ fn on_a_terminal(mode: &str, wait_for: &str, args: &[&str]) -> Option<std::proce
         .arg(mode)
         .arg(wait_for)
         .args(common::bin::argv())
+        .env("FORZA_RELAY_STATE_DIR", common::bin::test_state_dir())
         .args(args)
         .env_remove("RUST_LOG")
         .stdin(Stdio::piped())
@@ -432,6 +433,17 @@ fn wait_until_relaying(sender: &Sender, arrived: impl Fn() -> bool) {
         sender.send(&Spec::new(Format::Fh6, PROBE + n).build());
         n += 1;
         thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Sends a probe every 100 ms for `seconds` after the stream, so that each
+/// of that many summaries (one line naming all 201 destinations, about 16 KB)
+/// is logged: more than [`forza_relay::logging::QUEUE_BYTES`] in all, whatever
+/// the warnings and the stream's own summaries came to.
+fn keep_summaries_coming(sender: &Sender, seconds: u32) {
+    for n in 0..seconds * 10 {
+        sender.send(&Spec::new(Format::Fh6, PROBE + (1 << 20) + n).build());
+        thread::sleep(Duration::from_millis(100));
     }
 }
 
@@ -598,6 +610,7 @@ fn issue12_a_terminal_stopped_with_ctrl_s_never_stops_the_relay() {
     let sender = Sender::new(listen);
     wait_until_relaying(&sender, || live.seen.load(Ordering::SeqCst));
     stream(&sender);
+    keep_summaries_coming(&sender, 6);
     live.wait_for_every_frame();
     let (frames, probes) = live.finish();
     assert_eq!(frames, STALL_FRAMES, "frames at the live destination");
@@ -609,12 +622,29 @@ fn issue12_a_terminal_stopped_with_ctrl_s_never_stops_the_relay() {
         .expect("piped")
         .write_all(b"go\n")
         .expect("tell the helper");
+    // The helper's lines, read on a thread so that no wait here is unbounded.
+    let (tx, lines) = std::sync::mpsc::channel();
+    thread::spawn(move || {
+        for line in io::BufRead::lines(out) {
+            let Ok(line) = line else { break };
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
     let mut shown = String::new();
+    let deadline = Instant::now() + BIN_TIMEOUT;
     while !shown.contains("log lines dropped: the console was not being read") {
-        let mut line = String::new();
-        let n = io::BufRead::read_line(&mut out, &mut line).expect("read the helper");
-        assert!(n > 0, "the helper ended early: {}", tail(&shown, 3_000));
-        shown += &line;
+        let left = deadline.saturating_duration_since(Instant::now());
+        match lines.recv_timeout(left) {
+            Ok(line) => shown += &(line + "\n"),
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+                panic!("no count of dropped lines: {}", tail(&shown, 3_000))
+            }
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+                panic!("the helper ended early: {}", tail(&shown, 3_000))
+            }
+        }
     }
     let stopped = Instant::now();
     let status = Command::new("kill")
@@ -622,14 +652,17 @@ fn issue12_a_terminal_stopped_with_ctrl_s_never_stops_the_relay() {
         .status()
         .expect("kill");
     assert!(status.success());
-    let (tx, rx) = std::sync::mpsc::channel();
-    thread::spawn(move || {
-        let _ = tx.send(io::read_to_string(out));
-    });
-    shown += &rx
-        .recv_timeout(BIN_TIMEOUT + Duration::from_secs(25))
-        .expect("the helper ends")
-        .expect("read the helper");
+    let deadline = Instant::now() + BIN_TIMEOUT + Duration::from_secs(25);
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match lines.recv_timeout(left) {
+            Ok(line) => shown += &(line + "\n"),
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => break,
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+                panic!("the helper did not end: {}", tail(&shown, 3_000))
+            }
+        }
+    }
     // The relay has ended and the helper has reaped it: its id is nobody's now.
     child.1.clear();
     println!("ended {:?} after SIGTERM", stopped.elapsed());

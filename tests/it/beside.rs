@@ -443,7 +443,7 @@ fn issue23_setup_beside_a_running_relay_names_it_and_proposes_from_there() {
 /// like any other).
 #[test]
 fn issue23_the_status_query_is_answered_and_never_forwarded_or_counted() {
-    use forza_relay::query::{self, QUERY};
+    use forza_relay::report::query::{self, QUERY};
     let (raw, raw_addr) = receiver();
     let relay = common::Running::start(common::config(
         &(common::listen_toml("fh6") + &common::destination_toml("raw", raw_addr, "same", "")),
@@ -491,7 +491,7 @@ fn issue23_the_status_query_is_answered_and_never_forwarded_or_counted() {
     // The query's bytes from a socket that is not loopback's (this
     // computer's LAN address, where Linux has one): no answer, forwarded to
     // `same` as any datagram that is no packet.
-    if let Some(lan) = lan_address().filter(|_| cfg!(target_os = "linux")) {
+    if let Some(lan) = common::lan_address().filter(|_| cfg!(target_os = "linux")) {
         let socket = UdpSocket::bind((lan, 0)).expect("bind on the LAN address");
         socket.connect(relay.addr).expect("connect");
         socket.send(QUERY).expect("send");
@@ -506,17 +506,68 @@ fn issue23_the_status_query_is_answered_and_never_forwarded_or_counted() {
     assert_eq!(report.input.malformed, report.input.received - 4);
 }
 
-/// This computer's address towards the rest of the network, if it has one
-/// (a connected UDP socket sends nothing).
-fn lan_address() -> Option<std::net::IpAddr> {
-    let socket = UdpSocket::bind("0.0.0.0:0").ok()?;
-    socket.connect("192.0.2.1:9").ok()?;
-    let ip = socket.local_addr().ok()?.ip();
-    (!ip.is_loopback() && !ip.is_unspecified()).then_some(ip)
-}
-
 /// Stops the relay and checks it ended well.
 #[track_caller]
 fn done_with(relay: Bin) {
     relay.stop();
+}
+
+/// Issue 30: beside a relay whose MQTT broker can't be reached, `doctor` said
+/// the destination "fails — the log says the error". It names the broker and
+/// the error, as the relay's log said it.
+#[test]
+fn issue30_doctor_names_a_broker_that_cannot_be_reached_and_why() {
+    let (_held, closed) = common::refusing_tcp_port();
+    let to = format!("mqtt://{closed},name=league");
+    let mut relay = Bin::spawn(
+        &[
+            "run",
+            "--listen",
+            "127.0.0.1:0",
+            "--to",
+            &to,
+            "--web",
+            "off",
+            "--stats-interval",
+            "0",
+        ],
+        None,
+    );
+    let listen = relay.wait_for_address("listen on ");
+    // The publisher may say it before or after the loop says it runs.
+    let refused = format!("MQTT mqtt://{closed}: cannot connect (");
+    // Under load it may even come before the line that names the address.
+    if !relay.has_said(&refused) {
+        relay.wait_for_line(&refused);
+    }
+    if !relay.has_said("running; press Ctrl-C to stop") {
+        relay.wait_for_line("running; press Ctrl-C to stop");
+    }
+    let listen_text = listen.to_string();
+    let done = Bin::run(
+        &[
+            "doctor",
+            "--listen",
+            &listen_text,
+            "--to",
+            &to,
+            "--wait",
+            "1",
+        ],
+        None,
+    );
+    let out = &done.stdout;
+    let line = out
+        .lines()
+        .find(|l| l.contains("destination \"league\""))
+        .unwrap_or_else(|| panic!("no line about league:\n{out}"));
+    assert!(
+        line.contains(&format!(
+            "destination \"league\" (mqtt://{closed}): the running relay can't publish to this \
+             broker: cannot connect ("
+        )),
+        "{line}"
+    );
+    assert!(out.contains("start the broker"), "{out}");
+    done_with(relay);
 }

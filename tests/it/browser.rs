@@ -44,7 +44,7 @@ const PHONE: (u32, u32) = (390, 844);
 const ELEMENT: &str = "element-6066-11e4-a52e-4f735466cecf";
 
 /// chromedriver, ended when dropped.
-struct Driver {
+pub(crate) struct Driver {
     child: Child,
     addr: SocketAddr,
     session: String,
@@ -66,7 +66,7 @@ impl Drop for Driver {
 impl Driver {
     /// A desktop browser window, 1280 × 1500.
     #[track_caller]
-    fn start() -> Driver {
+    pub(crate) fn start() -> Driver {
         Driver::with(json!({
             "binary": chromium(),
             "args": ["--headless=new", "--no-sandbox", "--disable-gpu",
@@ -173,7 +173,7 @@ impl Driver {
     }
 
     #[track_caller]
-    fn session(&self, method: &str, path: &str, body: &Value) -> Value {
+    pub(crate) fn session(&self, method: &str, path: &str, body: &Value) -> Value {
         self.call(method, &format!("/session/{}{path}", self.session), body)
     }
 
@@ -205,7 +205,7 @@ impl Driver {
     /// Clicks the element `xpath` finds, finding it again when it was redrawn
     /// in between.
     #[track_caller]
-    fn click_at(&self, xpath: &str) {
+    pub(crate) fn click_at(&self, xpath: &str) {
         let deadline = Instant::now() + SHOWN_WITHIN;
         loop {
             if let Some(e) = self.find(xpath) {
@@ -274,14 +274,14 @@ impl Driver {
 }
 
 /// The Chromium program: Debian calls it `chromium`.
-fn chromium() -> &'static str {
+pub(crate) fn chromium() -> &'static str {
     "/usr/bin/chromium"
 }
 
 impl Driver {
     /// Runs `script` (a function body) in the page; its return value.
     #[track_caller]
-    fn run(&self, script: &str) -> Value {
+    pub(crate) fn run(&self, script: &str) -> Value {
         self.session(
             "POST",
             "/execute/sync",
@@ -340,7 +340,7 @@ fn base64(text: &str) -> Vec<u8> {
 /// going on) and its speed is in `held` (m/s), for the page to be checked
 /// against what was sent; with `menu` set too, with IsRaceOn = 0, as a game
 /// paused there sends it.
-struct Drive {
+pub(crate) struct Drive {
     stop: Arc<AtomicBool>,
     hold: Arc<AtomicBool>,
     menu: Arc<AtomicBool>,
@@ -349,7 +349,7 @@ struct Drive {
 }
 
 impl Drive {
-    fn start(to: SocketAddr) -> Drive {
+    pub(crate) fn start(to: SocketAddr) -> Drive {
         let stop = Arc::new(AtomicBool::new(false));
         let hold = Arc::new(AtomicBool::new(false));
         let menu = Arc::new(AtomicBool::new(false));
@@ -394,7 +394,7 @@ impl Drive {
 
     /// Stops the car (once it is racing and moving) and returns its speed.
     #[track_caller]
-    fn hold(&self) -> f32 {
+    pub(crate) fn hold(&self) -> f32 {
         self.hold.store(true, Ordering::Relaxed);
         let deadline = Instant::now() + SHOWN_WITHIN;
         loop {
@@ -408,17 +408,17 @@ impl Drive {
 
     /// The car held still is sent as a game in its pause menu sends it
     /// (`true`), or racing again (`false`).
-    fn menu(&self, on: bool) {
+    pub(crate) fn menu(&self, on: bool) {
         self.menu.store(on, Ordering::Relaxed);
     }
 
     /// Drives on.
-    fn release(&self) {
+    pub(crate) fn release(&self) {
         self.menu(false);
         self.hold.store(false, Ordering::Relaxed);
     }
 
-    fn stop(self) {
+    pub(crate) fn stop(self) {
         self.stop.store(true, Ordering::Relaxed);
         self.thread.join().unwrap();
     }
@@ -685,7 +685,7 @@ fn the_page_adds_an_mqtt_destination_and_never_shows_its_password() {
         return;
     }
     let dir = TempPath::dir("mosquitto-page");
-    let broker = crate::mqtt::Mosquitto::start(dir.path(), free_port(), "allow_anonymous true");
+    let broker = crate::mqtt::Mosquitto::start(dir.path(), "allow_anonymous true");
     let (first, first_addr) = receiver();
     let text = page_toml("fh6", first_addr, "127.0.0.1:0");
     let file = TempPath::file("mqtt-page.toml", &text);
@@ -924,16 +924,8 @@ fn served_to_the_network_the_page_shows_a_qr_code_of_its_address_with_the_token(
     let text = page_toml("fh5", first_addr, "0.0.0.0:0");
     let file = TempPath::file("qr.toml", &text);
     let mut bin = Bin::spawn(&["run", "--config", file.path().to_str().unwrap()], None);
-    let line = bin.wait_for_line("web page on http://");
-    let token = line.split("?token=").nth(1).expect("a token")[..32].to_owned();
-    let port = line
-        .split("address>:")
-        .nth(1)
-        .expect("a port")
-        .split('/')
-        .next()
-        .unwrap()
-        .to_owned();
+    let (web, token) = crate::web::web_addr(&mut bin);
+    let port = web.port();
     let phone_line = bin.wait_for_line("on a phone or tablet on the same network, open ");
     let console_url = phone_line
         .split("open ")

@@ -87,7 +87,11 @@ fn issue9_a_long_rate_limited_stream_with_reloads_keeps_every_invariant() {
                         script.push(at.wrapping_mul(3) ^ i);
                     }
                 }
-                s if s % 7 == 6 => script.extend_from_slice(&[5, 40]), // a timer
+                // A timer, 20 ms on; every other one 40 ms, long enough for a
+                // 60-a-second destination's waiting frame to go (issue 30).
+                s if s % 7 == 6 => {
+                    script.extend_from_slice(&[5, if s % 14 == 13 { 80 } else { 40 }])
+                }
                 s if s % 11 == 10 => script.extend_from_slice(&[6, 1, at, 3, at, seed, 2]), // outcomes
                 _ => horizon_datagram(&mut script, at, (at ^ seed) >> 1, at & 1 == 0),
             }
@@ -247,7 +251,15 @@ fn issue9_a_frame_waiting_for_its_rate_slot_still_goes_after_max_rate_changes() 
         t0,
         &mut sink,
     );
-    let waiting = Spec::new(Format::Fh6, 2).build();
+    // The second goes at once, within the limiter's tolerance (issue 30).
+    let second = Spec::new(Format::Fh6, 2).build();
+    let t5 = t0 + Duration::from_millis(5);
+    core.handle(
+        Arrival::new(&second, from, t5, SystemTime::now()),
+        t5,
+        &mut sink,
+    );
+    let waiting = Spec::new(Format::Fh6, 3).build();
     let t10 = t0 + Duration::from_millis(10);
     core.handle(
         Arrival::new(&waiting, from, t10, SystemTime::now()),
@@ -256,17 +268,21 @@ fn issue9_a_frame_waiting_for_its_rate_slot_still_goes_after_max_rate_changes() 
     );
     assert_eq!(
         core.next_deadline(),
-        Some(t0 + Duration::from_millis(100)),
-        "frame 2 waits for its slot"
+        Some(t10 + Duration::from_millis(150)),
+        "frame 3 waits for its slot"
     );
 
     let changes = core.apply(&after.routes());
     assert_eq!(changes.to_string(), "~ dash: max_rate 10 -> 20");
     let deadline = core
         .next_deadline()
-        .expect("frame 2 still waits: next_deadline must say when the shell sends it");
+        .expect("frame 3 still waits: next_deadline must say when the shell sends it");
+    // Found in review of issue 30: the new limiter has sent nothing, so it
+    // would admit any frame; the waiting one goes at once, not 1.5 of the new
+    // intervals later.
+    assert_eq!(deadline, t10, "at once");
     core.due(deadline, &mut sink);
-    assert_eq!(got.len(), 2, "frame 2 went at its deadline");
-    assert_eq!(view(&got[1], Format::Fh6).timestamp_ms(), 2, "TimestampMS");
-    assert_eq!(got[1], waiting, "same: byte for byte");
+    assert_eq!(got.len(), 3, "frame 3 went at its deadline");
+    assert_eq!(view(&got[2], Format::Fh6).timestamp_ms(), 3, "TimestampMS");
+    assert_eq!(got[2], waiting, "same: byte for byte");
 }

@@ -30,7 +30,7 @@ use std::sync::{Arc, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
-use forza_relay::stats::{DropReason, SendErrorKind};
+use forza_relay::counters::{DropReason, SendErrorKind};
 use forza_relay::wire::{field, Format, Packet, Puddle};
 use serde_json::Value;
 
@@ -981,6 +981,7 @@ fn in_own_hosts_file(hosts: &TempPath, resolv: &TempPath, args: &[&str]) -> Opti
         .arg(hosts.path())
         .arg(resolv.path())
         .args(common::bin::argv())
+        .env("FORZA_RELAY_STATE_DIR", common::bin::test_state_dir())
         .args(args);
         c
     };

@@ -1,15 +1,17 @@
 //! Files committed to the repository that the code generates: the format reference
-//! `docs/formats.md` and the packet fixtures `tests/fixtures/*.bin`. Each test fails
+//! `docs/formats.md`, the table of a frame's keys `docs/fields.md` and the packet
+//! fixtures `tests/fixtures/*.bin`. Each test fails
 //! when a committed file is not what its generator makes now, and says how to write
 //! it again: `FORZA_RELAY_BLESS=1 cargo test --test it generated::` rewrites every file
 //! here instead of comparing (then review the diff and commit it).
 
 #[path = "../generated/fixtures.rs"]
 mod fixtures;
+#[path = "../generated/reference.rs"]
+mod reference;
 
 use std::path::Path;
 
-use forza_relay::reference;
 use forza_relay::wire::Format;
 
 /// Set to 1 to write the generated files instead of checking them.
@@ -71,6 +73,16 @@ fn check_or_bless(path: &str, expected: &[u8], text: bool) {
 fn docs_formats_md_is_the_reference_generated_from_the_field_table() {
     assert_eq!(reference::PATH, "docs/formats.md");
     check_or_bless(reference::PATH, reference::markdown().as_bytes(), true);
+}
+
+#[test]
+fn docs_fields_md_is_the_key_table_generated_from_the_columns() {
+    assert_eq!(reference::fields::PATH, "docs/fields.md");
+    check_or_bless(
+        reference::fields::PATH,
+        reference::fields::markdown().as_bytes(),
+        true,
+    );
 }
 
 #[test]

@@ -22,11 +22,11 @@ use serde_json::Value;
 const WAIT: Duration = Duration::from_secs(60);
 
 /// A running influxd, killed (by its id) and its folder removed when dropped.
-struct Influxd {
+pub(crate) struct Influxd {
     child: Child,
     http: SocketAddr,
     /// The UDP listener writing into database `forza`.
-    udp: SocketAddr,
+    pub(crate) udp: SocketAddr,
     /// The UDP listener writing into database `formats`.
     udp_formats: SocketAddr,
     dir: TempPath,
@@ -34,8 +34,23 @@ struct Influxd {
 
 impl Influxd {
     /// Starts influxd with everything in a temporary folder and every port
-    /// on loopback; waits (at most [`WAIT`]) until /ping answers.
-    fn start() -> Influxd {
+    /// on loopback; waits (at most [`WAIT`]) until /ping answers. A port
+    /// found free may be taken by another test before influxd binds it: then
+    /// it starts again on others (three tries).
+    pub(crate) fn start() -> Influxd {
+        let mut tries = 0;
+        loop {
+            match Influxd::try_start() {
+                Ok(influxd) => return influxd,
+                Err(said) if tries < 2 && said.starts_with("exited") => tries += 1,
+                Err(said) => panic!("influxd did not start: {said}"),
+            }
+        }
+    }
+
+    /// One try of [`Influxd::start`]: what its log says when it ends early or
+    /// does not answer.
+    fn try_start() -> Result<Influxd, String> {
         let dir = TempPath::dir("influxd");
         let [rpc, http, udp, udp_formats] = [(); 4].map(|()| free_port());
         let d = dir.display();
@@ -101,35 +116,36 @@ bind-address = "127.0.0.1:{rpc}"
         let deadline = Instant::now() + WAIT;
         loop {
             if let Ok(Some(status)) = influxd.child.try_wait() {
-                panic!("influxd exited ({status}):\n{}", influxd.log());
+                return Err(format!("exited ({status}):\n{}", influxd.log()));
             }
             let up = TcpStream::connect_timeout(&influxd.http, Duration::from_secs(1)).is_ok()
                 && http::get(influxd.http, "/ping", &[]).status == 204;
             if up {
                 break;
             }
-            assert!(
-                Instant::now() < deadline,
-                "influxd did not answer /ping within {WAIT:?}:\n{}",
-                influxd.log()
-            );
+            if Instant::now() >= deadline {
+                return Err(format!(
+                    "no answer to /ping within {WAIT:?}:\n{}",
+                    influxd.log()
+                ));
+            }
             thread::sleep(Duration::from_millis(100));
         }
         for db in ["forza", "formats"] {
             influxd.query("", &format!("CREATE DATABASE {db}"));
         }
-        influxd
+        Ok(influxd)
     }
 
     /// What influxd printed so far.
-    fn log(&self) -> String {
+    pub(crate) fn log(&self) -> String {
         std::fs::read_to_string(self.dir.path().join("influxd.log")).unwrap_or_default()
     }
 
     /// The first series of the answer to `q` in database `db`, times in ns;
     /// `Value::Null` when there is none yet.
     #[track_caller]
-    fn query(&self, db: &str, q: &str) -> Value {
+    pub(crate) fn query(&self, db: &str, q: &str) -> Value {
         let body = format!("db={}&epoch=ns&q={}", encode(db), encode(q));
         let reply = http::request(
             self.http,
@@ -147,7 +163,7 @@ bind-address = "127.0.0.1:{rpc}"
 
     /// Polls `q` until `done` holds for its series (at most [`WAIT`]); returns them.
     #[track_caller]
-    fn query_until(&self, db: &str, q: &str, done: impl Fn(&Value) -> bool) -> Value {
+    pub(crate) fn query_until(&self, db: &str, q: &str, done: impl Fn(&Value) -> bool) -> Value {
         let deadline = Instant::now() + WAIT;
         loop {
             let series = self.query(db, q);
@@ -182,7 +198,7 @@ fn encode(text: &str) -> String {
 }
 
 /// Whether influxd can be started here.
-fn influxd_available() -> bool {
+pub(crate) fn influxd_available() -> bool {
     require_tool(
         "influxd",
         Command::new("influxd")
@@ -381,7 +397,9 @@ fn influxdb_takes_a_line_of_every_format_into_one_measurement() {
         };
         encoder.encode(&frame, &mut line).expect("a frame");
         socket.send_to(&line, influxd.udp_formats).expect("send");
-        // In order, each in a batch of its own: fh6's types come first.
+        // Pacing the sender, not a wait for a fact: in order, each in a
+        // batch of its own (influxd's UDP listener batches by time), so
+        // fh6's field types come first.
         thread::sleep(Duration::from_millis(50));
     }
     let counts = influxd.query_until(

@@ -23,8 +23,10 @@ use common::{
     config, destination, final_json, free_port, listen_toml, receiver, recv, require_tool, Running,
     Sender, Spec, TempPath, CAR_ORDINAL, GEAR, SPEED,
 };
-use forza_relay::output::mqtt::{Broker, MqttPublisher, MqttSettings};
-use forza_relay::stats::{DropReason, Snapshot, Status};
+use forza_relay::counters::{DropReason, Status};
+use forza_relay::output::mqtt::{Broker, MqttSettings};
+use forza_relay::relay::mqtt::MqttPublisher;
+use forza_relay::report::Snapshot;
 use forza_relay::wire::{Format, Packet};
 use serde_json::Value;
 
@@ -61,28 +63,46 @@ pub(crate) struct Mosquitto {
 }
 
 impl Mosquitto {
-    /// Starts mosquitto listening on 127.0.0.1:`port` with `extra` lines of
-    /// configuration, writing its log in `dir`; waits until it takes a TCP
-    /// connection.
-    pub(crate) fn start(dir: &Path, port: u16, extra: &str) -> Mosquitto {
+    /// Starts mosquitto listening on 127.0.0.1 on a free port with `extra`
+    /// lines of configuration, writing its log in `dir`; waits until it takes
+    /// a TCP connection. A port found free may be taken by another test before
+    /// mosquitto binds it: then it starts again on another (three tries).
+    pub(crate) fn start(dir: &Path, extra: &str) -> Mosquitto {
         let config = dir.join("mosquitto.conf");
         let log = dir.join("mosquitto.log");
-        // `user root`: started as root (CI), mosquitto would otherwise switch to
-        // the `mosquitto` user, who can read neither the test's key files nor
-        // its folder; as anyone else it changes nothing.
-        std::fs::write(
-            &config,
-            format!(
-                "listener {port} 127.0.0.1\nuser root\npersistence false\nlog_dest file {}\n\
-                 {extra}\n",
-                log.display()
-            ),
-        )
-        .expect("write mosquitto.conf");
-        Mosquitto::run(port, config, log)
+        let mut tries = 0;
+        loop {
+            let port = free_port();
+            // `user root`: started as root (CI), mosquitto would otherwise
+            // switch to the `mosquitto` user, who can read neither the test's
+            // key files nor its folder; as anyone else it changes nothing.
+            std::fs::write(
+                &config,
+                format!(
+                    "listener {port} 127.0.0.1\nuser root\npersistence false\nlog_dest file {}\n\
+                     {extra}\n",
+                    log.display()
+                ),
+            )
+            .expect("write mosquitto.conf");
+            match Mosquitto::try_run(port, config.clone(), log.clone()) {
+                Ok(m) => return m,
+                // It ended at once: the likely reason, the port taken since
+                // (what it says to stderr, which is not kept, says so).
+                Err(said) if tries < 2 && said.starts_with("exited") => tries += 1,
+                Err(said) => panic!("mosquitto did not start on port {port}:\n{said}"),
+            }
+        }
     }
 
     fn run(port: u16, config: PathBuf, log: PathBuf) -> Mosquitto {
+        Mosquitto::try_run(port, config, log)
+            .unwrap_or_else(|said| panic!("mosquitto did not start on port {port}:\n{said}"))
+    }
+
+    /// Starts mosquitto with `config` and waits until it takes a connection
+    /// on `port`; what its log says when it exits or does not answer.
+    fn try_run(port: u16, config: PathBuf, log: PathBuf) -> Result<Mosquitto, String> {
         let child = Command::new("mosquitto")
             .arg("-c")
             .arg(&config)
@@ -101,16 +121,14 @@ impl Mosquitto {
         let addr: SocketAddr = ([127, 0, 0, 1], port).into();
         while TcpStream::connect_timeout(&addr, Duration::from_secs(1)).is_err() {
             if let Ok(Some(status)) = m.child.try_wait() {
-                panic!("mosquitto exited ({status}):\n{}", m.log());
+                return Err(format!("exited ({status}):\n{}", m.log()));
             }
-            assert!(
-                Instant::now() < deadline,
-                "mosquitto did not start:\n{}",
-                m.log()
-            );
+            if Instant::now() >= deadline {
+                return Err(format!("no answer within {WAIT:?}:\n{}", m.log()));
+            }
             thread::sleep(Duration::from_millis(20));
         }
-        m
+        Ok(m)
     }
 
     /// Kills it at once (SIGKILL: no goodbye to the clients).
@@ -315,7 +333,7 @@ fn check_json(payload: &str) -> u32 {
 
 /// The counters of destination `name` in `s`.
 #[track_caller]
-fn counts(s: &Snapshot, name: &str) -> forza_relay::stats::DestinationStats {
+fn counts(s: &Snapshot, name: &str) -> forza_relay::counters::DestinationStats {
     destination(s, name).stats
 }
 
@@ -325,7 +343,7 @@ fn mqtt_destination_publishes_json_frames_at_max_rate_and_says_online_then_offli
         return;
     }
     let dir = TempPath::dir("mosquitto");
-    let broker = Mosquitto::start(dir.path(), free_port(), "allow_anonymous true");
+    let broker = Mosquitto::start(dir.path(), "allow_anonymous true");
     let topic = topic("json");
     let data = Sub::start(broker.port, &topic, &[]);
     let (raw, raw_addr) = receiver();
@@ -414,7 +432,6 @@ fn mqtt_with_a_password_connects_with_the_right_one_only_and_sends_influx_lines(
     assert!(made.success());
     let broker = Mosquitto::start(
         dir.path(),
-        free_port(),
         &format!("allow_anonymous false\npassword_file {}", passwd.display()),
     );
     let (wrong_topic, right_topic) = (topic("wrong"), topic("influx"));
@@ -474,7 +491,7 @@ fn mqtt_with_a_password_connects_with_the_right_one_only_and_sends_influx_lines(
     );
     assert_eq!(destination(&now, "right").status, Status::Ok, "{now}");
     // The password is never shown.
-    let json = now.to_json(forza_relay::stats::SnapshotKind::Summary);
+    let json = now.to_json(forza_relay::report::SnapshotKind::Summary);
     assert!(
         !json.contains("s3cret") && !now.to_string().contains("s3cret"),
         "{json}"
@@ -501,7 +518,7 @@ fn binary_mqtt_counts_its_drops_while_the_broker_is_gone_and_ctrl_c_says_offline
         return;
     }
     let dir = TempPath::dir("mosquitto-killed");
-    let mut broker = Mosquitto::start(dir.path(), free_port(), "allow_anonymous true");
+    let mut broker = Mosquitto::start(dir.path(), "allow_anonymous true");
     let topic = topic("killed");
     let (raw, raw_addr) = receiver();
     let file = TempPath::file(
@@ -778,7 +795,6 @@ fn mqtts_with_a_ca_file_reaches_a_tls_broker_that_system_roots_do_not_trust() {
     let (ca, cert, key) = certificates(dir.path());
     let broker = Mosquitto::start(
         dir.path(),
-        free_port(),
         &format!(
             "allow_anonymous true\ncafile {}\ncertfile {}\nkeyfile {}",
             ca.display(),

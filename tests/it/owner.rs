@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 use forza_relay::wire::Format;
 use serde_json::Value;
 
-use crate::web::{page_token, post_change, started};
+use crate::web::{page_token, post_change, started, started_with_page};
 use common::bin::Bin;
 use common::http::get;
 use common::*;
@@ -103,6 +103,16 @@ impl Tool {
             got,
             thread: Some(thread),
         }
+    }
+
+    /// Waits until `sent` frames have arrived (at most [`SHOWS_WITHIN`]: a
+    /// bound only a lost frame reaches), then stops: the timestamps received.
+    fn stop_once_it_has(self, sent: u32) -> Vec<u32> {
+        let deadline = Instant::now() + SHOWS_WITHIN;
+        while self.got.load(Ordering::SeqCst) < sent && Instant::now() < deadline {
+            thread::sleep(Duration::from_millis(5));
+        }
+        self.stop()
     }
 
     /// The timestamps received, in order.
@@ -261,8 +271,7 @@ fn an_editor_saving_in_place_with_a_page_edit_in_the_middle_keeps_the_users_text
     assert!(after.contains("name = \"page-tool\""), "{after}");
 
     let sent = game.stop();
-    thread::sleep(Duration::from_millis(300));
-    every_frame("healthy", healthy.stop(), sent);
+    every_frame("healthy", healthy.stop_once_it_has(sent), sent);
     assert!(!dash.stop().is_empty(), "dash kept receiving");
     bin.stop();
 }
@@ -373,8 +382,7 @@ fn twenty_hand_edits_raced_against_page_edits_lose_none_and_wipe_nothing() {
     );
     let _ = token;
     let sent = game.stop();
-    thread::sleep(Duration::from_millis(300));
-    every_frame("healthy", healthy.stop(), sent);
+    every_frame("healthy", healthy.stop_once_it_has(sent), sent);
     bin.stop();
     eprintln!("page edits: {applied} applied, {refused} refused as the file changed");
 }
@@ -564,23 +572,13 @@ fn an_unsaved_add_keeps_every_key_of_every_other_destination() {
     let (_a, a_addr) = receiver();
     let (_b, b_addr) = receiver();
     let (_c, c_addr) = receiver();
-    let mut bin = Bin::spawn(
+    let (bin, _, web) = started_with_page(
         &[
-            "run",
-            "--listen",
-            "127.0.0.1:0",
-            "--web",
-            "127.0.0.1:0",
-            "--stats-interval",
-            "0",
-            "--to",
             &format!("{a_addr},name=a,format=fm7,only-race-on,max-rate=30,max-age=50ms"),
-            "--to",
             &format!("{b_addr},name=b"),
         ],
         None,
     );
-    let (_, web, _) = started(&mut bin);
     let before = destination(web, "a").expect("a");
     let r = add(web, &page_token_of(web), "c", c_addr);
     assert_eq!(r.status, 200, "{}", r.body);
@@ -662,8 +660,7 @@ fn a_refused_destination_turns_ok_soon_after_its_tool_listens_and_says_so_once()
     let got = tool.got.load(Ordering::SeqCst);
     assert!(got > 0, "the tool receives");
     let sent = game.stop();
-    thread::sleep(Duration::from_millis(300));
-    every_frame("healthy", healthy.stop(), sent);
+    every_frame("healthy", healthy.stop_once_it_has(sent), sent);
     tool.stop();
     let done = bin.stop();
     let again: Vec<&str> = done

@@ -285,7 +285,8 @@ fn with_file_size_limit(blocks: u64) -> Command {
         .arg(format!(
             "trap '' XFSZ; ulimit -f {blocks}; exec \"$0\" \"$@\""
         ))
-        .args(common::bin::argv());
+        .args(common::bin::argv())
+        .env("FORZA_RELAY_STATE_DIR", common::bin::test_state_dir());
     command
 }
 

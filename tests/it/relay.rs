@@ -10,8 +10,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use forza_relay::config::Output;
+use forza_relay::counters::{DropReason, SendErrorKind};
 use forza_relay::relay::Relay;
-use forza_relay::stats::{DropReason, SendErrorKind};
 use forza_relay::wire::{Format, Packet, Puddle, AGREEING_PACKETS};
 
 use common::bin::Bin;
@@ -862,6 +862,7 @@ fn binary_unknown_format_exits_2_listing_the_valid_ones() {
     assert_config_error(
         "[listen]\naddr = \"127.0.0.1:0\"\n\n[[destination]]\naddr = \"127.0.0.1:9\"\nformat = \"fh7\"\n",
         &["{file}:6: destination[1].format: \"fh7\" is not a format \
+           (did you mean \"fm7\", \"fh4\", \"fh5\" or \"fh6\"?) \
            (valid: same, json, influx, sled, fm7, fm2023, fh4, fh5, fh6)"],
     );
 }
@@ -1229,7 +1230,8 @@ fn binary_unknown_input_format_exits_2_listing_the_valid_ones() {
     let done = Bin::run(&["run", "--format", "fh7", "--to", "127.0.0.1:9"], None);
     assert_eq!(done.code(), 2, "{}", done.stderr);
     done.assert_stderr_has(&[
-        "--format: unknown input format \"fh7\" (valid: auto, sled, fm7, fm2023, fh4, fh5, fh6)",
+        "--format: unknown input format \"fh7\" (did you mean \"fm7\", \"fh4\", \"fh5\" or \
+         \"fh6\"?) (valid: auto, sled, fm7, fm2023, fh4, fh5, fh6)",
     ]);
 }
 
@@ -1335,37 +1337,45 @@ fn issue17_two_malformed_datagrams_give_one_warning_then_1_more() {
     assert!(!done.stderr.contains("more like this"), "{}", done.stderr);
 }
 
+/// Issue 12, and issue 30: a name with control characters (ESC sequences, a
+/// newline forging a log line) or a right-to-left override is refused, and
+/// the refusal quotes it escaped: none reaches the console raw (such a
+/// name could never be changed or removed from the page either).
 #[test]
 fn issue12_control_characters_in_a_destination_name_are_escaped_in_the_log() {
-    let (rig, rig_addr) = receiver();
-    let name = "evil\u{1b}[2J\u{1b}[31mred\nINFO forged line";
-    let to = format!("{rig_addr},name={name}");
-    let (bin, listen) = run_on_loopback(&["--to", &to, "--stats-interval", "0"]);
-    let p = Spec::new(Format::Fh6, 1).build();
-    Sender::new(listen).send(&p);
-    assert_eq!(recv(&rig), p);
-    bin.signal("INT");
-    let done = bin.wait();
-    assert_eq!(done.code(), 0, "{}", done.stderr);
-    let escaped = "evil\\u{1b}[2J\\u{1b}[31mred\\nINFO forged line";
-    done.assert_stderr_has(&[
-        // The plan at start, and the final summary.
-        &format!("  {escaped}"),
-        &format!("  {escaped} ({rig_addr}), same: sent 1"),
-    ]);
-    assert!(
-        !done.stderr.contains('\u{1b}'),
-        "a raw ESC reached the log:\n{}",
-        done.stderr.escape_debug()
-    );
-    assert!(
-        !done
-            .stderr
-            .lines()
-            .any(|l| l.starts_with("INFO forged line")),
-        "a name started a line of its own:\n{}",
-        done.stderr
-    );
+    let (_rig, rig_addr) = receiver();
+    for (name, escaped, what) in [
+        (
+            "evil\u{1b}[2J\u{1b}[31mred\nINFO forged line",
+            "\"evil\\u{1b}[2J\\u{1b}[31mred\\nINFO forged line\"",
+            "a control character (U+001B)",
+        ),
+        (
+            "invoice\u{202e}fdp.exe",
+            "\"invoice\\u{202e}fdp.exe\"",
+            "a bidirectional-text control (U+202E)",
+        ),
+        (
+            "a\u{2028}INFO forged",
+            "\"a\\u{2028}INFO forged\"",
+            "a line or paragraph separator (U+2028)",
+        ),
+    ] {
+        let to = format!("{rig_addr},name={name}");
+        let done = Bin::run(&["run", "--listen", "127.0.0.1:0", "--to", &to], None);
+        assert_eq!(done.code(), 2, "{}", done.stderr);
+        done.assert_stderr_has(&[&format!("{escaped} holds {what}")]);
+        assert!(
+            !done.stderr.contains(['\u{1b}', '\u{202e}', '\u{2028}']),
+            "a raw character reached the log:\n{}",
+            done.stderr.escape_debug()
+        );
+        assert!(
+            !done.stderr.lines().any(|l| l.starts_with("INFO forged")),
+            "a name started a line of its own:\n{}",
+            done.stderr
+        );
+    }
 }
 
 /// A UDP socket on a loopback address other than 127.0.0.1 (Linux and
@@ -1481,7 +1491,8 @@ fn relay_with_destinations_at(rate: &str, args: &[&str]) -> Option<Bin> {
             "sh",
         ])
         .args(program)
-        .args(args);
+        .args(args)
+        .env("FORZA_RELAY_STATE_DIR", common::bin::test_state_dir());
         c
     };
     let probe = command(&["true".into()], &[])
@@ -1509,6 +1520,7 @@ fn in_namespace_of(pid: u32, args: &[&str]) -> std::process::Output {
     std::process::Command::new("nsenter")
         .args(["-t", &pid.to_string(), "-U", "-n", "--preserve-credentials"])
         .args(common::bin::argv())
+        .env("FORZA_RELAY_STATE_DIR", common::bin::test_state_dir())
         .args(args)
         .output()
         .expect("run nsenter")
@@ -1961,5 +1973,162 @@ fn issue16_a_destination_that_blocks_then_drains_moves_the_wait_and_back() {
     assert!(
         sent >= after && sent < burst + after,
         "some of the burst was dropped, then every frame went: {slow}"
+    );
+}
+
+/// One fresh relay fed a game a little faster than `max_rate`: 60.3 frames a
+/// second, each up to ±1 ms off its time, for nine seconds (the limiter's one
+/// interval of slack runs out after about three). Returns the extra p50
+/// latency of the `max_rate = 60` destination over an unlimited one, and the
+/// frames a second the limited one got over the game's span.
+fn a_little_faster_than_max_rate(seed: u64) -> (Duration, f64) {
+    const FRAMES: u32 = 543;
+    let (plain, plain_addr) = receiver();
+    let (dash, dash_addr) = receiver();
+    let relay = Running::start(config(
+        &(listen_toml("fh6")
+            + &destination_toml("plain", plain_addr, "same", "")
+            + &destination_toml("dash", dash_addr, "same", "max_rate = 60")),
+    ));
+    // Each receiver reads until the last frame, which always arrives (the
+    // newest frame is never lost to the limit).
+    let read_all = |socket: UdpSocket| {
+        std::thread::spawn(move || {
+            let mut got = Vec::new();
+            let mut buf = [0u8; 1500];
+            loop {
+                let n = recv_into(&socket, &mut buf).expect("a frame within the timeout");
+                let ts = timestamp(&buf[..n], Format::Fh6);
+                got.push(ts);
+                if ts == FRAMES {
+                    return got;
+                }
+            }
+        })
+    };
+    let plain = read_all(plain);
+    let dash = read_all(dash);
+    let sender = relay.sender();
+    let period = Duration::from_secs_f64(1.0 / 60.3);
+    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    let start = Instant::now();
+    for ts in 1..=FRAMES {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        // The game's pace: its frame time, and up to ±1 ms of jitter.
+        let at = start + period * ts + Duration::from_micros(x % 2_001) - Duration::from_millis(1);
+        if let Some(wait) = at.checked_duration_since(Instant::now()) {
+            std::thread::sleep(wait);
+        }
+        sender.send(&Spec::new(Format::Fh6, ts).build());
+    }
+    // The game's span, from its own clock: the receivers' clocks would add
+    // their threads' scheduling on a loaded machine.
+    let span = start.elapsed() - period;
+    let plain = plain.join().expect("the plain receiver");
+    let dash = dash.join().expect("the dash receiver");
+    assert_eq!(
+        plain.len(),
+        FRAMES as usize,
+        "the unlimited destination gets every frame"
+    );
+    let report = relay.stop();
+    let (p, d) = (destination(&report, "plain"), destination(&report, "dash"));
+    assert_eq!(d.stats.sent, dash.len() as u64);
+    assert_eq!(
+        d.stats.sent + d.stats.dropped(DropReason::RateLimited),
+        u64::from(FRAMES),
+        "{report}"
+    );
+    assert!(dash.windows(2).all(|w| w[0] < w[1]), "frames in order");
+    // Beyond the rate: the first frame, and one more of tolerance.
+    let rate = (dash.len() - 2) as f64 / span.as_secs_f64();
+    (d.latency.p50.saturating_sub(p.latency.p50), rate)
+}
+
+/// Issue 30: a `max_rate` at the game's own rate delayed every frame by a
+/// growing part of a frame (a fixed cadence): p50 6 ms and more, for as long
+/// as it ran. In each of three fresh relays, the limited destination's p50
+/// latency is within 1 ms of an unlimited one's, at no more than 60.5
+/// frames a second. The relays run side by side.
+#[test]
+fn issue30_a_game_a_little_faster_than_max_rate_is_not_delayed() {
+    let runs: Vec<_> = (1..=3u64)
+        .map(|seed| std::thread::spawn(move || a_little_faster_than_max_rate(seed)))
+        .collect();
+    for (i, run) in runs.into_iter().enumerate() {
+        let (extra, rate) = run.join().expect("a run");
+        assert!(
+            extra <= Duration::from_millis(1),
+            "run {i}: max_rate 60 adds {extra:?} to the p50 latency"
+        );
+        assert!(rate <= 60.5, "run {i}: {rate:.2} frames a second");
+    }
+}
+
+/// Issue 30: a tool that is not running gave one warning every interval for
+/// as long as it was off (the page shows the last 50 log lines). It is said
+/// once, counted in the summaries, and said again when it changes: receiving
+/// again, then refusing again.
+#[test]
+fn issue30_a_tool_that_is_not_running_is_said_once_and_again_when_it_changes() {
+    let port = UdpSocket::bind("127.0.0.1:0")
+        .and_then(|s| s.local_addr())
+        .expect("reserve a port");
+    let to_late = format!("{port},name=late");
+    let mut bin = Bin::spawn(
+        &[
+            "run",
+            "--listen",
+            "127.0.0.1:0",
+            "--to",
+            &to_late,
+            "--stats-interval",
+            "1",
+            "--web",
+            "off",
+        ],
+        None,
+    );
+    let listen = bin.wait_until_running();
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let game = {
+        let stop = Arc::clone(&stop);
+        std::thread::spawn(move || {
+            let sender = Sender::new(listen);
+            let mut ts = 0;
+            while !stop.load(Ordering::Relaxed) {
+                ts += 1;
+                sender.send(&Spec::new(Format::Fh6, ts).build());
+                // The game's pace: a frame every 10 ms.
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        })
+    };
+    // Three summaries of a destination refusing: three warning intervals.
+    for _ in 0..3 {
+        bin.wait_for_line("refused: nothing listening)");
+    }
+    let tool = receiver_on(port).expect("the tool starts on its port");
+    bin.wait_for_line("is receiving again");
+    drop(tool);
+    bin.wait_for_line("nothing is listening on that port");
+    stop.store(true, Ordering::Relaxed);
+    game.join().expect("the game");
+    let done = bin.stop();
+    let said = |what: &str| done.stderr.lines().filter(|l| l.contains(what)).count();
+    assert_eq!(
+        said("nothing is listening on that port"),
+        2,
+        "once, and once after it received again:\n{}",
+        done.stderr
+    );
+    assert_eq!(said("is receiving again"), 1, "{}", done.stderr);
+    assert_eq!(said("since the last message"), 0, "{}", done.stderr);
+    assert!(
+        said("refused: nothing listening)") >= 3,
+        "counted in the summaries:\n{}",
+        done.stderr
     );
 }

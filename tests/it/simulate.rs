@@ -1,7 +1,7 @@
 //! `simulate` and `demo` run as a user runs them (the real binary). The
 //! simulator's promise to allocate nothing per frame is in tests/no_alloc.rs.
 //!
-//! The physics of the drive is checked frame by frame in `src/simulate/car.rs`; here
+//! The physics of the drive is checked frame by frame in `src/simulate/car/tests.rs`; here
 //! the packets come over a real loopback socket from the real program.
 
 // The shared helpers; these tests use the receiver and the child-process parts.
@@ -201,7 +201,8 @@ fn bad_options_are_named_with_their_values_and_exit_2() {
         ),
         (
             &["simulate", "--to", "127.0.0.1:5400", "--format", "fh7"],
-            "--format \"fh7\": not a packet format (valid: sled, fm7, fm2023, fh4, fh5, fh6)",
+            "--format \"fh7\": not a packet format (did you mean \"fm7\", \"fh4\", \"fh5\" or \
+             \"fh6\"?) (valid: sled, fm7, fm2023, fh4, fh5, fh6)",
         ),
         (
             &["simulate", "--to", "localhost"],

@@ -3,12 +3,13 @@
 
 use crate::common;
 
+use std::net::UdpSocket;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use forza_relay::watch::columns::{read_raw, Cell};
-use forza_relay::watch::dissector::abbrev;
+use forza_relay::dissector::abbrev;
+use forza_relay::telemetry::columns::{read_raw, Cell};
 use forza_relay::wire::{field, Format, Packet};
 
 use common::bin::Bin;
@@ -761,7 +762,7 @@ fn tshark_spot_checks_against_formats_md_values() {
     .collect();
     let fixture = |f: Format| FIXTURES.iter().find(|(g, _)| *g == f).expect("a fixture").1;
     // Sled, FM7, FM2023 and FH6 are told apart by length (FH6 is the default
-    // Horizon preference); the values are those of src/telemetry.rs's fixture tests.
+    // Horizon preference); the values are those of src/telemetry/mod.rs's fixture tests.
     let pcap = capture(
         dir.path(),
         "mix",
@@ -1128,4 +1129,46 @@ impl Table {
             .unwrap_or_else(|| panic!("no column {name}"));
         self.rows[row][i].to_owned()
     }
+}
+
+/// Issue 30: `watch` with no options, in a folder whose forza-relay.toml
+/// listens elsewhere, listened on 0.0.0.0:5400 (doctor and setup read the
+/// file). It listens where the file's `[listen]` says, and reads its format:
+/// fh4, which auto can't tell from fh5 by the length. Only `[listen]` is
+/// read: a destination this shell can't validate (its password in a variable
+/// set only where the relay runs) does not move it (found in review).
+#[test]
+fn issue30_watch_without_options_listens_where_the_configuration_file_says() {
+    let dir = TempPath::dir("watch-config");
+    let unused = UdpSocket::bind("127.0.0.1:0").expect("a port");
+    std::fs::write(
+        dir.path().join("forza-relay.toml"),
+        format!(
+            "[listen]\naddr = \"127.0.0.1:0\"\nformat = \"fh4\"\n\n{}\n\
+             [[destination]]\nname = \"league\"\naddr = \"mqtt://127.0.0.1:1\"\n\
+             username = \"me\"\npassword_env = \"FORZA_RELAY_TEST_UNSET_{}\"\n",
+            destination_toml("simhub", unused.local_addr().expect("bound"), "same", ""),
+            std::process::id()
+        ),
+    )
+    .expect("write the configuration");
+    let mut bin = Bin::spawn(&["watch"], Some(dir.path()));
+    bin.wait_for_line("listening where forza-relay.toml says ([listen]: 127.0.0.1:0, fh4)");
+    let addr = listening(&mut bin);
+    assert_eq!(
+        addr.ip().to_string(),
+        "127.0.0.1",
+        "the file's address, not 0.0.0.0"
+    );
+    let sender = Sender::new(addr);
+    let until = Instant::now() + Duration::from_millis(1_500);
+    let mut t = 0;
+    // The game's pace: a frame every 20 ms.
+    while Instant::now() < until {
+        t += 1;
+        sender.send(&Spec::new(Format::Fh4, t).build());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    bin.wait_for_stdout_line(" Hz, fh4");
+    bin.stop();
 }

@@ -34,18 +34,21 @@ addr = "localhost"
     );
     let all = p.join("\n");
     for expect in [
-            "test.toml:3: listen.format: unknown input format \"fh7\" (valid: auto, sled",
-            "test.toml:4: listen.allow: \"10.0.0.0/33\" is not an IP address or CIDR range",
-            "test.toml:9: destination[1].format: \"fm8\" is not a format (valid: same, json, influx, sled",
-            "test.toml:12: destination[2].name: \"a\" is already the name of another destination",
-            "test.toml:13: destination[2].addr: \"127.0.0.1:8000\" (127.0.0.1:8000) is the same \
+        // Issue 30: a format typo gets a "did you mean", as a field's does.
+        "test.toml:3: listen.format: unknown input format \"fh7\" (did you mean \"fm7\", \
+             \"fh4\", \"fh5\" or \"fh6\"?) (valid: auto, sled",
+        "test.toml:4: listen.allow: \"10.0.0.0/33\" is not an IP address or CIDR range",
+        "test.toml:9: destination[1].format: \"fm8\" is not a format (did you mean \"fm7\"?) \
+             (valid: same, json, influx, sled",
+        "test.toml:12: destination[2].name: \"a\" is already the name of another destination",
+        "test.toml:13: destination[2].addr: \"127.0.0.1:8000\" (127.0.0.1:8000) is the same \
              address as destination \"a\"",
-            "test.toml:17: destination[3].addr: \"127.0.0.1:5400\" (127.0.0.1:5400) is \
+        "test.toml:17: destination[3].addr: \"127.0.0.1:5400\" (127.0.0.1:5400) is \
              forza-relay's own listen address 0.0.0.0:5400",
-            "test.toml:21: destination[4].addr: \"localhost\": needs a port",
-        ] {
-            assert!(all.contains(expect), "missing {expect:?} in\n{all}");
-        }
+        "test.toml:21: destination[4].addr: \"localhost\": needs a port",
+    ] {
+        assert!(all.contains(expect), "missing {expect:?} in\n{all}");
+    }
     assert_eq!(p.len(), 7, "{all}");
 }
 
@@ -484,4 +487,134 @@ fn the_quick_form_takes_fields_and_mqtt_keys() {
     .to_string();
     assert!(e.contains("password-env=VARIABLE"), "{e}");
     assert!(!e.contains("secret"), "never said back: {e}");
+}
+
+/// Issue 30: a `ca_file` gets the configuration file's own guards: a FIFO is
+/// refused without waiting for a writer, a sparse 1 GiB file without reading
+/// it, each naming the file.
+#[test]
+fn issue30_a_ca_file_that_is_a_fifo_or_over_the_cap_is_refused_naming_it() {
+    let dir = std::env::temp_dir().join(format!("forza-relay-ca-guards-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let big = dir.join("big.pem");
+    std::fs::File::create(&big)
+        .unwrap()
+        .set_len(1 << 30)
+        .unwrap();
+    #[cfg_attr(not(unix), allow(unused_mut))]
+    let mut cases = vec![(big, "it is 1073741824 bytes, more than the 1024 KiB read")];
+    #[cfg(unix)]
+    {
+        let fifo = dir.join("fifo.pem");
+        let _ = std::fs::remove_file(&fifo);
+        let made = std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .expect("mkfifo");
+        assert!(made.success());
+        cases.push((fifo, "it is a named pipe (FIFO), not a file"));
+    }
+    for (path, why) in cases {
+        let shown = path.display().to_string();
+        let p = problems(&format!(
+            "[[destination]]\naddr = \"mqtts://broker\"\nca_file = {shown:?}\n"
+        ));
+        assert_eq!(
+            p,
+            [format!(
+                "test.toml:3: destination[1].ca_file: {shown}: cannot read it: {why}"
+            )]
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Issue 30: a column named twice in `fields` is an error naming it.
+#[test]
+fn issue30_a_column_named_twice_in_fields_is_refused_naming_it() {
+    let p = problems(
+        "[[destination]]\naddr = \"127.0.0.1:9999\"\nformat = \"json\"\n\
+         fields = [\"Speed\", \"TireTemp\", \"tiretempfl\"]\n",
+    );
+    assert_eq!(
+        p,
+        [
+            "test.toml:4: destination[1].fields: \"tiretempfl\" chooses a column named before \
+          (names ignore case; a per-wheel field such as TireTemp chooses its four wheels): \
+          name each column once"
+        ]
+    );
+}
+
+/// Issue 30: names with surrounding spaces (the page could never change or
+/// remove them), control characters (the page's Add took a tab), bidi
+/// controls, line separators or non-characters are refused wherever they
+/// are written, naming the value; an unnamed destination's name is its
+/// address, trimmed.
+#[test]
+fn issue30_names_that_do_not_show_as_themselves_are_refused_naming_them() {
+    let table = |name: &str| {
+        let quoted = toml::Value::String(name.to_owned()).to_string();
+        format!("[[destination]]\nname = {quoted}\naddr = \"127.0.0.1:9999\"\n")
+    };
+    for (name, said) in [
+        (" dash ", "\" dash \" begins or ends with a space"),
+        ("a\tb", "\"a\\tb\" holds a control character (U+0009)"),
+        (
+            "a\nINFO forged",
+            "\"a\\nINFO forged\" holds a control character (U+000A)",
+        ),
+        (
+            "evil\u{202e}lmth",
+            "\"evil\\u{202e}lmth\" holds a bidirectional-text control (U+202E)",
+        ),
+        ("a\u{2028}b", "holds a line or paragraph separator (U+2028)"),
+        ("x\u{fdd0}", "holds a Unicode non-character (U+FDD0)"),
+    ] {
+        let p = problems(&table(name));
+        assert_eq!(p.len(), 1, "{p:?}");
+        assert!(
+            p[0].starts_with("test.toml:2: destination[1].name: ") && p[0].contains(said),
+            "{name:?}: {p:?}"
+        );
+        let e = Config::from_args(
+            &[format!("127.0.0.1:9999,name={name}")],
+            &Overrides::default(),
+        );
+        // The quick form trims each option: a name with spaces around is
+        // fine there.
+        if name.trim() == name {
+            let e = e.unwrap_err().to_string();
+            assert!(e.contains(said), "--to: {e}");
+        }
+    }
+    let c = parse("[[destination]]\naddr = \" 127.0.0.1:9999 \"\n").unwrap();
+    assert_eq!(c.destinations[0].name, "127.0.0.1:9999");
+}
+
+/// Issue 30: topics mosquitto refuses (non-characters), the broker's own
+/// (`$SYS/…`), with control characters (they were rewritten as `\n`) and
+/// two destinations on one topic of one broker (`a/b` and `a+b` share
+/// `forza-relay/a-b`) are refused, naming the value and both destinations.
+#[test]
+fn issue30_topics_that_can_not_work_are_refused_naming_them() {
+    let p = problems(
+        "[[destination]]\nname = \"a\"\naddr = \"mqtt://b\"\ntopic = \"league/\\uFFFE\"\n\
+         [[destination]]\nname = \"s\"\naddr = \"mqtt://b\"\ntopic = \"$SYS/x\"\n\
+         [[destination]]\nname = \"c\"\naddr = \"mqtt://b\"\ntopic = \"league\\n7\"\n\
+         [[destination]]\nname = \"a/b\"\naddr = \"mqtt://b\"\n\
+         [[destination]]\nname = \"a+b\"\naddr = \"mqtt://B:1884\"\n\
+         [[destination]]\nname = \"elsewhere\"\naddr = \"mqtt://other\"\ntopic = \"forza-relay/a-b\"\n",
+    );
+    let all = p.join("\n");
+    for expect in [
+        "test.toml:4: destination[1].topic: \"league/\\u{fffe}\" holds a Unicode non-character",
+        "test.toml:8: destination[2].topic: \"$SYS/x\" begins with $",
+        "test.toml:12: destination[3].topic: \"league\\n7\" holds a control character (U+000A)",
+        "test.toml:17: destination[5].name: destinations \"a/b\" and \"a+b\" would both \
+         publish on \"forza-relay/a-b\" on B",
+    ] {
+        assert!(all.contains(expect), "missing {expect:?} in\n{all}");
+    }
+    assert_eq!(p.len(), 4, "{all}");
 }

@@ -4,9 +4,10 @@
 use std::time::Duration;
 
 use super::*;
+use crate::counters::SendErrorKind;
 use crate::fanout::testing::*;
 use crate::fanout::Fate;
-use crate::stats::SendErrorKind;
+use crate::report::CountersOf as _;
 use crate::wire::{Puddle, Wheels, AGREEING_PACKETS};
 
 /// Issue 15: on a synthetic clock, a frame older than `max_age` when it
@@ -38,16 +39,15 @@ fn frames_older_than_max_age_are_not_sent_but_counted_stale() {
     handle(&mut core, &mut sink, 1, 0, 0);
     // Read 51 ms after it arrived (a stall): too old for the limit.
     handle(&mut core, &mut sink, 2, 0, 51);
-    // Exactly 50 ms old: still fresh; slow-rig's slot is at 100 ms.
+    // Exactly 50 ms old: still fresh; slow-rig sends it within its
+    // limiter's tolerance.
     handle(&mut core, &mut sink, 3, 10, 60);
-    // Replaces 3 in slow-rig's slot, and is 30 ms old there: it goes.
+    // Too early for slow-rig: 4 waits, and 5 replaces it, to go at 230 ms.
     handle(&mut core, &mut sink, 4, 70, 70);
-    core.due(t0 + ms(100), &mut sink);
-    // Waits for the slot at 200 ms, 90 ms old by then: dropped, and the
-    // slot stays free.
-    handle(&mut core, &mut sink, 5, 110, 110);
-    assert_eq!(core.next_deadline(), Some(t0 + ms(200)));
-    core.due(t0 + ms(200), &mut sink);
+    handle(&mut core, &mut sink, 5, 80, 80);
+    assert_eq!(core.next_deadline(), Some(t0 + ms(230)));
+    // 150 ms old by then: dropped, and the limiter's slot stays free.
+    core.due(t0 + ms(230), &mut sink);
     assert_eq!(core.next_deadline(), None, "nothing waits");
     // A stall: ten frames 2.7 ms apart, read at once 60 ms after the
     // first; only those at most 50 ms old go to the rigs, in order.
@@ -67,15 +67,16 @@ fn frames_older_than_max_age_are_not_sent_but_counted_stale() {
         timestamps_to(&sink, &core, "rig"),
         [1, 3, 4, 5, 14, 15, 16, 17, 18, 19]
     );
-    // 14 takes the free slot at once; 15..=19 wait for the next, each
-    // replacing the one before.
-    assert_eq!(timestamps_to(&sink, &core, "slow-rig"), [1, 4, 14]);
+    // 14 takes the free slot at once and 15 the tolerance; 16..=19 wait,
+    // each replacing the one before.
+    assert_eq!(timestamps_to(&sink, &core, "slow-rig"), [1, 3, 14, 15]);
     for (name, sent, stale, rate_limited, held) in [
         ("plain", 15, 0, 0, 0),
         // 2, 10..=13.
         ("rig", 10, 5, 0, 0),
-        // 2, 10..=13 on arrival, 5 at its slot; 3, 15..=18 replaced; 19 waits.
-        ("slow-rig", 3, 6, 5, 1),
+        // 2, 10..=13 on arrival, 5 when it would go; 4, 16..=18 replaced;
+        // 19 waits.
+        ("slow-rig", 4, 6, 4, 1),
     ] {
         let s = stats(&c, name);
         assert_eq!(
@@ -255,6 +256,10 @@ fn race_filter_and_untranslatable_datagrams_are_counted_per_destination() {
     assert_balanced(&c);
 }
 
+/// Issue 30: the first frame and one more within the limiter's tolerance go
+/// at once; a frame that comes too early waits, replaced by any newer one,
+/// and goes one and a half intervals after it came; a frame a whole interval
+/// after the last sent goes at once.
 #[test]
 fn rate_limit_keeps_the_newest_frame_pending_until_its_slot() {
     let r = routes(
@@ -265,24 +270,27 @@ fn rate_limit_keeps_the_newest_frame_pending_until_its_slot() {
     let mut sink = Recorder::default();
     let t0 = Instant::now();
     let ms = Duration::from_millis;
-    core.handle_at(&fh6(1, true), SENDER, t0, &mut sink);
-    core.handle_at(&fh6(2, true), SENDER, t0 + ms(10), &mut sink);
-    core.handle_at(&fh6(3, true), SENDER, t0 + ms(20), &mut sink);
-    assert_eq!(sink.got.len(), 1, "only the first went at once");
-    assert_eq!(core.next_deadline(), Some(t0 + ms(100)));
-    core.due(t0 + ms(99), &mut sink);
-    assert_eq!(sink.got.len(), 1, "not before its slot");
-    core.due(t0 + ms(100), &mut sink);
-    assert_eq!(sink.got.len(), 2);
-    let last = Packet::new_checked(&sink.got[1].1[..], Format::Fh6).unwrap();
-    assert_eq!(last.timestamp_ms(), 3, "the newest waiting frame goes");
+    for (ts, at) in [(1, 0), (2, 10), (3, 20), (4, 30)] {
+        core.handle_at(&fh6(ts, true), SENDER, t0 + ms(at), &mut sink);
+    }
+    assert_eq!(sink.got.len(), 2, "the first and one more went at once");
+    assert_eq!(core.next_deadline(), Some(t0 + ms(180)));
+    core.due(t0 + ms(179), &mut sink);
+    assert_eq!(sink.got.len(), 2, "not before its time");
+    core.due(t0 + ms(180), &mut sink);
+    assert_eq!(sink.got.len(), 3);
+    let last = Packet::new_checked(&sink.got[2].1[..], Format::Fh6).unwrap();
+    assert_eq!(last.timestamp_ms(), 4, "the newest waiting frame goes");
     assert_eq!(core.next_deadline(), None);
 
-    core.handle_at(&fh6(4, true), SENDER, t0 + ms(150), &mut sink);
+    // A whole interval after the last sent: at once.
+    core.handle_at(&fh6(5, true), SENDER, t0 + ms(280), &mut sink);
+    assert_eq!(sink.got.len(), 4);
+    core.handle_at(&fh6(6, true), SENDER, t0 + ms(290), &mut sink);
     let slow = stats(&core.counters(), "slow");
-    assert_eq!(slow.sent, 2);
-    assert_eq!(slow.dropped(DropReason::RateLimited), 1, "frame 2");
-    assert_eq!(slow.held, 1, "frame 4 waits");
+    assert_eq!(slow.sent, 4);
+    assert_eq!(slow.dropped(DropReason::RateLimited), 1, "frame 3");
+    assert_eq!(slow.held, 1, "frame 6 waits");
     assert!(slow.is_balanced(), "{slow:?}");
     core.finish();
     let slow = stats(&core.counters(), "slow");
@@ -463,26 +471,33 @@ fn a_rate_limited_text_output_encodes_only_what_it_sends() {
     let mut sink = Recorder::default();
     let t0 = Instant::now();
     let ms = Duration::from_millis;
-    for (ts, at) in [(1, 0), (2, 10), (3, 20)] {
+    for (ts, at) in [(1, 0), (2, 10), (3, 20), (4, 30)] {
         core.handle_at(&fh6(ts, true), SENDER, t0 + ms(at), &mut sink);
     }
-    assert_eq!(sink.got.len(), 1, "only the first went at once");
+    assert_eq!(sink.got.len(), 2, "the first and one more went at once");
     assert_eq!(
-        core.texts[0].built_for, 1,
-        "frames 2 and 3 were not encoded"
+        core.texts[0].built_for, 2,
+        "frames 3 and 4 were not encoded"
     );
-    core.due(t0 + ms(100), &mut sink);
+    core.due(t0 + ms(180), &mut sink);
     let got: Vec<String> = sink
         .to(&core, "slow")
         .into_iter()
         .map(|b| String::from_utf8(b).unwrap())
         .collect();
-    assert_eq!(got, [r#"{"TimestampMS":1}"#, r#"{"TimestampMS":3}"#]);
-    assert_eq!(core.texts[0].built_for, 3);
+    assert_eq!(
+        got,
+        [
+            r#"{"TimestampMS":1}"#,
+            r#"{"TimestampMS":2}"#,
+            r#"{"TimestampMS":4}"#
+        ]
+    );
+    assert_eq!(core.texts[0].built_for, 4);
     let s = stats(&core.counters(), "slow");
     assert_eq!(
         (s.sent, s.dropped(DropReason::RateLimited), s.held),
-        (2, 1, 0)
+        (3, 1, 0)
     );
 }
 
@@ -504,15 +519,13 @@ fn frames_a_text_output_cannot_write_are_untranslatable() {
     let mut core = Fanout::new(&r);
     let mut sink = Recorder::default();
     let t0 = Instant::now();
+    // Racing, so not a menu frame (which is not racing: see below).
+    let mut sled = [0u8; 232];
+    sled[0] = 1;
     core.handle_at(b"not a packet", SENDER, t0, &mut sink);
-    core.handle_at(&[0u8; 232], SENDER, t0, &mut sink);
+    core.handle_at(&sled, SENDER, t0, &mut sink);
     // Waits for its slot, then can't be written.
-    core.handle_at(
-        &[0u8; 232],
-        SENDER,
-        t0 + Duration::from_millis(1),
-        &mut sink,
-    );
+    core.handle_at(&sled, SENDER, t0 + Duration::from_millis(1), &mut sink);
     core.due(t0 + Duration::from_secs(1), &mut sink);
     let c = core.counters();
     let json = stats(&c, "json");
@@ -532,6 +545,80 @@ fn frames_a_text_output_cannot_write_are_untranslatable() {
     );
     assert_eq!(core.next_deadline(), None, "nothing waits");
     assert_balanced(&c);
+}
+
+/// Issue 30: a menu frame (the game in a menu: IsRaceOn 0, all else 0) goes
+/// to a json destination and is counted not racing by an influx one, at
+/// once or at its rate slot, with or without `only_race_on`; the race's
+/// frames go to both.
+#[test]
+fn an_influx_destination_counts_a_menu_frame_not_racing_and_writes_no_line() {
+    let r = routes(
+        &("[listen]\nformat = \"fh6\"\n".to_owned()
+            + &destination_toml("json", 9001, "json", "only_race_on = true")
+            + &destination_toml("influx", 9002, "influx", "")
+            + &destination_toml("race-influx", 9003, "influx", "only_race_on = true")
+            + &destination_toml("slow-influx", 9004, "influx", "max_rate = 1")),
+    );
+    let mut core = Fanout::new(&r);
+    let mut sink = Recorder::default();
+    let t0 = Instant::now();
+    let ms = Duration::from_millis;
+    let menu = |ts: u32| {
+        let mut buf = vec![0u8; Format::Fh6.len()];
+        Packet::new_checked(&mut buf[..], Format::Fh6)
+            .unwrap()
+            .set_timestamp_ms(ts);
+        buf
+    };
+    core.handle_at(&menu(1), SENDER, t0, &mut sink);
+    core.handle_at(&fh6(2, true), SENDER, t0 + ms(1), &mut sink);
+    core.handle_at(&fh6(5, true), SENDER, t0 + ms(1) + ms(1) / 2, &mut sink);
+    // The race's end: only_race_on passes this first menu frame; slow-influx,
+    // its limiter's tolerance used by 2 and 5, holds it for its slot.
+    core.handle_at(&menu(3), SENDER, t0 + ms(2), &mut sink);
+    core.handle_at(&menu(4), SENDER, t0 + ms(3), &mut sink);
+    core.due(t0 + ms(2_000), &mut sink);
+    let c = core.counters();
+    assert_balanced(&c);
+    let json_stamps: Vec<serde_json::Value> = sink
+        .to(&core, "json")
+        .iter()
+        .map(|b| json(b)["TimestampMS"].clone())
+        .collect();
+    assert_eq!(json_stamps, [2, 5, 3]);
+    for name in ["influx", "race-influx", "slow-influx"] {
+        let stamps: Vec<_> = sink
+            .to(&core, name)
+            .iter()
+            .map(|line| {
+                let p = crate::output::influx::parse::line(std::str::from_utf8(line).unwrap());
+                p.fields["TimestampMS"].clone()
+            })
+            .collect();
+        let racing = [2, 5].map(crate::output::influx::parse::Value::Integer);
+        assert_eq!(stamps, racing, "{name}");
+    }
+    for (name, sent, not_racing, rate_limited) in [
+        ("json", 3, 2, 0),
+        ("influx", 2, 3, 0),
+        ("race-influx", 2, 3, 0),
+        // 2 and 5 go at once; 3 waits and is replaced by 4, a menu frame at
+        // its slot.
+        ("slow-influx", 2, 2, 1),
+    ] {
+        let s = stats(&c, name);
+        assert_eq!(
+            (
+                s.sent,
+                s.dropped(DropReason::NotRacing),
+                s.dropped(DropReason::RateLimited)
+            ),
+            (sent, not_racing, rate_limited),
+            "{name}"
+        );
+        assert_eq!(s.dropped(DropReason::Untranslatable), 0, "{name}");
+    }
 }
 
 /// Encoders are made at commit and kept while some destination writes
@@ -770,7 +857,7 @@ fn issue23_the_status_query_goes_nowhere_and_counts_nowhere() {
         let t0 = Instant::now();
         let asker: SocketAddr = "127.0.0.1:40000".parse().unwrap();
         assert_eq!(
-            core.handle_at(crate::query::QUERY, asker, t0, &mut sink),
+            core.handle_at(crate::net::query::QUERY, asker, t0, &mut sink),
             Verdict::Query,
             "{allow}"
         );
@@ -797,7 +884,7 @@ fn issue23_the_status_query_goes_nowhere_and_counts_nowhere() {
     let mut sink = Recorder::default();
     let lan: SocketAddr = "10.1.2.3:40000".parse().unwrap();
     assert_eq!(
-        core.handle_at(crate::query::QUERY, lan, Instant::now(), &mut sink),
+        core.handle_at(crate::net::query::QUERY, lan, Instant::now(), &mut sink),
         Verdict::Admitted(None)
     );
     assert_eq!(core.queries(), 0);
@@ -814,8 +901,8 @@ fn issue23_the_status_query_goes_nowhere_and_counts_nowhere() {
 fn a_frame_sent_at_once_touches_the_first_four_cache_lines_of_its_destination() {
     use std::mem::{align_of, offset_of, size_of};
 
+    use crate::counters::{DestinationStats, Health};
     use crate::filter::{AgeLimit, RateLimiter};
-    use crate::stats::{DestinationStats, Health};
 
     assert_eq!(align_of::<DestinationState>(), 64);
     let stats = offset_of!(DestinationState, stats);

@@ -20,9 +20,106 @@ function setText(id, text) {
 let racing = false; // the newest car was racing, and the feed is live
 
 function setRacing(on) {
+  if (on !== racing) keepAwake(on);
   racing = on;
   document.body.classList.toggle("racing", on);
 }
+
+// Keeps the screen on while a race is shown (issue 30: a phone's screen
+// slept mid-race). The Screen Wake Lock API where the browser has it, which
+// is in a secure context only: this computer's page (127.0.0.1, localhost).
+// Over plain http from a phone it is absent; there a playing video keeps the
+// screen on in Chromium (Chrome on Android) and Firefox: a tiny muted one fed
+// by a canvas, a MediaStream, which Blink exempts from its size rule and
+// Gecko takes as it is. A video plays only after a tap, so the first tap on
+// the page starts it. Safari keeps no screen on for a muted video: on an
+// iPhone over the network it stays off (docs/web.md says so).
+const awake = { want: false, lock: null, video: null, tapped: false };
+const AWAKE = {
+  "wake-lock": "The screen stays on while racing.",
+  "video": "The screen stays on while racing.",
+  "tap": "Tap the page to keep the screen on while racing.",
+  "refused": "This browser does not let the page keep the screen on.",
+  "off": "",
+};
+
+function showAwake(how) {
+  document.body.dataset.awake = how;
+  setText("awake", AWAKE[how]);
+}
+
+function awakeVideo() {
+  if (awake.video) return awake.video;
+  const canvas = document.createElement("canvas");
+  canvas.width = canvas.height = 2;
+  const g = canvas.getContext("2d");
+  const video = document.createElement("video");
+  video.id = "awake-video";
+  video.muted = true;
+  video.playsInline = true;
+  video.setAttribute("playsinline", "");
+  video.setAttribute("aria-hidden", "true");
+  video.srcObject = canvas.captureStream(1);
+  // A frame now and then keeps the stream's track live.
+  setInterval(() => { g.fillStyle = `rgb(0,0,${Date.now() % 2})`; g.fillRect(0, 0, 2, 2); }, 1000);
+  document.body.appendChild(video);
+  awake.video = video;
+  return video;
+}
+
+async function keepAwake(on) {
+  awake.want = on;
+  if ("wakeLock" in navigator) {
+    if (on && !awake.lock && document.visibilityState === "visible") {
+      try {
+        const lock = await navigator.wakeLock.request("screen");
+        lock.addEventListener("release", () => { if (awake.lock === lock) awake.lock = null; });
+        awake.lock = lock;
+        if (!awake.want) { awake.lock = null; lock.release(); }
+        showAwake(awake.want ? "wake-lock" : "off");
+      } catch {
+        showAwake("refused");
+      }
+    } else if (!on && awake.lock) {
+      const lock = awake.lock;
+      awake.lock = null;
+      lock.release();
+      showAwake("off");
+    }
+    return;
+  }
+  if (!awake.tapped) {
+    showAwake(on ? "tap" : "off");
+    return;
+  }
+  const video = awakeVideo();
+  if (!on) {
+    video.pause();
+    showAwake("off");
+    return;
+  }
+  try {
+    await video.play();
+    showAwake(awake.want ? "video" : "off");
+  } catch {
+    showAwake("refused");
+  }
+}
+
+// A lock is let go when the page is hidden; it is taken again on return.
+document.addEventListener("visibilitychange", () => {
+  if (document.visibilityState === "visible" && awake.want && !awake.lock) keepAwake(true);
+});
+document.addEventListener("pointerdown", () => {
+  if (awake.tapped) return;
+  awake.tapped = true;
+  if (!("wakeLock" in navigator)) {
+    // Played once inside the tap, so that later plays are allowed.
+    const video = awakeVideo();
+    video.play().then(() => { if (!awake.want) video.pause(); }).catch(() => {});
+    if (awake.want) keepAwake(true);
+  }
+}, { capture: true });
 
 function renderCar(car) {
   if (!car) return;
@@ -149,7 +246,8 @@ function destinationRow(d, before, history) {
   cell(tr, drops.join(", ") || "0", "Drops");
   // The newest error while it is one (issue 23): a tool that listens again
   // clears it; the run's totals stay in the Drops column and the summary.
-  const problem = (state === "refused" || state === "failing") && d.problems;
+  // A broker says why it can't be reached (issue 30), as the log said it.
+  const problem = (state === "refused" || state === "failing") && (d.broker_problem || d.problems);
   cell(tr, problem || "–", "Newest error", problem ? "error-text" : "");
   const actions = cell(tr, "", null, "actions");
   for (const [kind, text] of [["edit", "Edit"], ["remove", "Remove"]]) {
@@ -246,6 +344,12 @@ function renderCounters(c) {
     ? `${r.path}: ${r.packets} packets, ${(r.bytes / 1024).toFixed(0)} KiB, ${r.seconds} s`
     : "not recording");
   setText("record", r ? "Stop recording" : "Start recording");
+  // Once stopped, where the file went (issue 30).
+  const last = c.last_recording;
+  setText("last-recording", last && !r
+    ? `Last recording: ${last.path} (${last.packets} packets, ${(last.bytes / 1024).toFixed(0)} KiB, ${last.seconds} s)`
+    : "");
+  $("last-recording").hidden = !(last && !r);
 }
 
 function renderLog(log) {
@@ -255,6 +359,9 @@ function renderLog(log) {
   pre.textContent = log.lines.join("\n");
   if (atEnd) pre.scrollTop = pre.scrollHeight;
 }
+
+// Every request carries the token (no cookie keeps it: issue 30).
+const get = (path) => fetch(path, { headers: { "X-Forza-Token": token } });
 
 async function post(path, body) {
   const response = await fetch(path, {
@@ -270,7 +377,7 @@ async function post(path, body) {
 const FIELDS = { "Name": "dest-name", "Address": "dest-addr", "Format": "dest-format",
   "Only race on": "dest-race", "Max rate": "dest-rate", "Max age": "dest-age",
   "Fields": "dest-fields", "Topic": "dest-topic", "Username": "dest-username",
-  "Password": "dest-password", "CA file": "dest-ca" };
+  "Password": "dest-password", "Password variable": "dest-password-env", "CA file": "dest-ca" };
 
 const isBroker = (addr) => /^\s*mqtts?:\/\//i.test(addr);
 
@@ -328,7 +435,10 @@ let undoTimer = null;
 
 function offerUndo(d) {
   removed = d;
-  const lost = d.password_set && !d.password_env ? " Undo adds it back without its password (never sent to this page)." : "";
+  // The password never comes to this page, and a password variable or a CA
+  // file is the configuration file's to name, never the page's (issue 30).
+  const lost = d.password_set || d.password_env || d.ca_file
+    ? " Undo adds it back without its password, password variable or CA file (those are the configuration file's)." : "";
   setText("undo-text", `Removed ${d.name} (${d.addr}).${lost}`);
   $("undo-bar").hidden = false;
   clearTimeout(undoTimer);
@@ -426,8 +536,7 @@ async function start() {
       action: "add", name: d.name, addr: d.addr, format: d.output,
       only_race_on: Boolean(d.only_race_on), max_rate: d.max_rate ?? null,
       max_age_ms: d.max_age_ms ?? null, fields: d.fields ?? [],
-      topic: d.topic ?? "", username: d.username ?? "", password_env: d.password_env ?? "",
-      ca_file: d.ca_file ?? "",
+      topic: d.topic ?? "", username: d.username ?? "",
     });
     showResult(result);
     if (result.ok) { $("undo-bar").hidden = true; removed = null; }
@@ -440,9 +549,14 @@ async function start() {
       renderAutostart(result);
       return;
     }
-    renderAutostart(await (await fetch("/api/autostart")).json());
+    renderAutostart(await (await get("/api/autostart")).json());
     setText("autostart-state", result.error);
     $("autostart-state").className = "small error-text";
+  });
+  $("new-token").addEventListener("click", async () => {
+    const result = await post("/api/token", {});
+    if (result.ok) location.replace(`/?token=${result.token}`);
+    else showResult(result);
   });
   $("record").addEventListener("click", async () => {
     const recording = $("record").textContent.startsWith("Stop");
@@ -452,8 +566,8 @@ async function start() {
 
   // Every control listens before anything is shown: none can be used
   // before its handler is there.
-  fetch("/api/autostart").then((r) => r.json()).then(renderAutostart).catch(() => {});
-  const snapshot = await (await fetch("/api/snapshot")).json();
+  get("/api/autostart").then((r) => r.json()).then(renderAutostart).catch(() => {});
+  const snapshot = await (await get("/api/snapshot")).json();
   for (const p of snapshot.presets ?? []) {
     const option = document.createElement("option");
     option.value = JSON.stringify(p);
@@ -461,7 +575,7 @@ async function start() {
     $("preset").appendChild(option);
   }
   if (snapshot.phone) {
-    $("phone-qr").src = snapshot.phone.qr;
+    $("phone-qr").src = `${snapshot.phone.qr}?token=${token}`;
     $("phone-url").textContent = snapshot.phone.url;
     $("phone-url").href = snapshot.phone.url;
     $("phone-section").hidden = false;
@@ -470,7 +584,7 @@ async function start() {
   renderCounters(snapshot.counters);
   renderLog(snapshot.log);
 
-  const events = new EventSource("/api/events");
+  const events = new EventSource(`/api/events?token=${token}`);
   events.addEventListener("open", () => { connected = true; renderFeed(lastCounters?.input, lastCounters?.elapsed_s ?? 0); });
   events.addEventListener("error", () => { connected = false; renderFeed(null, 0); });
   events.addEventListener("car", (e) => renderCar(JSON.parse(e.data)));

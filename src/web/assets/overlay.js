@@ -61,5 +61,8 @@ function render(f) {
 
 const FIELDS = "speed_kmh,speed_mph,gear_label,rev_fraction,CurrentEngineRpm,throttle_pct,brake_pct," +
   "g_lat,g_long,LapNumber,CurrentLap,LastLap,BestLap";
-const stream = new EventSource(`/api/stream?hz=30&fields=${FIELDS}`);
+// From another computer the overlay is opened with ?token=…: its stream
+// needs it too (no cookie keeps it).
+const token = options.get("token");
+const stream = new EventSource(`/api/stream?hz=30&fields=${FIELDS}${token ? `&token=${encodeURIComponent(token)}` : ""}`);
 stream.addEventListener("message", (e) => render(JSON.parse(e.data)));
