@@ -14,9 +14,10 @@ use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
 use forza_relay::config::{system_look_up, Config, LookUp, Output, Overrides};
+use forza_relay::counters::DropReason;
 use forza_relay::owner::{Outcome, Owner, APPLY_PATIENCE};
 use forza_relay::relay::{Control, Relay};
-use forza_relay::stats::{DropReason, Snapshot};
+use forza_relay::report::Snapshot;
 use forza_relay::wire::Format;
 
 use common::bin::Bin;
@@ -173,20 +174,33 @@ impl Stream {
     }
 
     /// Waits until `n` packets have gone in all.
+    #[track_caller]
     fn wait_sent(&self, n: u32) {
-        while self.sent.load(Ordering::SeqCst) < n {
-            thread::sleep(Duration::from_millis(5));
-        }
+        self.wait_until(n);
     }
 
     /// Lets `n` more packets go, then stops; returns how many were sent.
+    #[track_caller]
     fn stop_after(self, n: u32) -> u32 {
-        let until = self.sent.load(Ordering::SeqCst) + n;
-        while self.sent.load(Ordering::SeqCst) < until {
-            thread::sleep(Duration::from_millis(5));
-        }
+        self.wait_until(self.sent.load(Ordering::SeqCst) + n);
         self.stop.store(true, Ordering::SeqCst);
         self.thread.join().expect("the sender thread")
+    }
+
+    /// Waits until `n` packets have gone in all: at [`RATE`] that takes
+    /// seconds, so a sender that stopped (its thread panicked) fails the test
+    /// instead of holding it for good.
+    #[track_caller]
+    fn wait_until(&self, n: u32) {
+        let deadline = Instant::now() + common::bin::BIN_TIMEOUT;
+        while self.sent.load(Ordering::SeqCst) < n {
+            assert!(
+                !self.thread.is_finished() && Instant::now() < deadline,
+                "the sender stopped at {} of {n} packets",
+                self.sent.load(Ordering::SeqCst)
+            );
+            thread::sleep(Duration::from_millis(5));
+        }
     }
 }
 
@@ -695,6 +709,7 @@ fn issue12_a_save_written_in_two_parts_is_applied_once() {
         let mut f = std::fs::File::create(file.path()).expect("open the file");
         f.write_all(head.as_bytes()).expect("write the first part");
         f.flush().expect("flush");
+        // Pacing the slow writer, not a wait for a fact.
         thread::sleep(Duration::from_millis(500));
         f.write_all(&after.as_bytes()[head.len()..])
             .expect("write the rest");
