@@ -211,16 +211,10 @@ struct Intake {
     wake: Option<WakeFilter>,
     /// The listening socket's timeout for the wait in the receive.
     recv_timeout: RecvTimeout,
-    /// The last drain stopped at its budget with datagrams still queued.
-    unread: bool,
-    /// The last turn waited in the receive, not in the poll.
-    waiting: bool,
+    /// How the last turn waited, and what the next one starts from.
+    wait: Wait,
     /// Waits in the receive that failed in a row.
     wait_errors: usize,
-    /// Whether the last wait in the receive ended with a datagram sooner than
-    /// its slack: packets flow, and the receive's timeout may end a wait
-    /// early ([`RecvTimeout::arm`]).
-    flowing: bool,
     /// When the last wait's batch was read: while packets flow, the next turn
     /// starts from it instead of reading the clock (its sends took
     /// microseconds, and the wait's timeout is then its slack, right for any
@@ -229,6 +223,25 @@ struct Intake {
     /// How late the wait in the receive may end ([`MIN_WAIT_SLACK`]): worked
     /// out when the summary interval changes, not per wake-up.
     wait_slack: Duration,
+}
+
+/// How the loop waits for the listening socket, as the last turn left it
+/// (see the module documentation for the two ways). One byte, looked at once
+/// a turn.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Wait {
+    /// In the poll, the listening socket drained.
+    Poll,
+    /// In the poll, with datagrams still queued: the last drain stopped at its
+    /// budget, or the loop just left the receive (datagrams may have come
+    /// since). The next poll looks without waiting, then drains.
+    Unread,
+    /// In the receive.
+    Receive,
+    /// In the receive while packets flow: the last wait ended with a datagram
+    /// sooner than its slack, so the next turn starts from that batch's moment
+    /// and the receive's timeout may end a wait early ([`RecvTimeout::arm`]).
+    Flowing,
 }
 
 /// The destinations' links, and holding frames back for some of them.
@@ -344,10 +357,8 @@ impl Relay {
                     verdicts: [Verdict::Disallowed; Batch::SIZE],
                     wake: None,
                     recv_timeout: RecvTimeout::default(),
-                    unread: false,
-                    waiting: false,
+                    wait: Wait::Poll,
                     wait_errors: 0,
-                    flowing: false,
                     last_read: now,
                     wait_slack: wait_slack(interval),
                 },

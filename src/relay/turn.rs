@@ -14,7 +14,7 @@ use super::broker::BrokerLink;
 use super::link::{Env, Links};
 use super::warn::{Clock, Suppressed};
 use super::{
-    destination_of, Intake, Link, Out, Relay, Schedule, Shell, BACKLOG_IN_ROW, DRAIN_BUDGET,
+    destination_of, Intake, Link, Out, Relay, Schedule, Shell, Wait, BACKLOG_IN_ROW, DRAIN_BUDGET,
     HOLD_BACK_MAX, LISTENER, MAX_RECV_ERRORS, POLL_ERROR_PAUSE, WAKER,
 };
 use crate::counters::{LatencyWindow, Status};
@@ -45,7 +45,7 @@ impl Relay {
         let shell = &mut self.shell;
         // While packets flow, the turn starts when the last batch was read:
         // its sends took microseconds since.
-        let now = if shell.intake.flowing {
+        let now = if shell.intake.wait == Wait::Flowing {
             shell.intake.last_read
         } else {
             Instant::now()
@@ -61,18 +61,18 @@ impl Relay {
             (a, b) => a.or(b),
         };
         if shell.plain(deadline) {
-            shell.intake.waiting = true;
+            if shell.intake.wait == Wait::Poll {
+                shell.intake.wait = Wait::Receive;
+            }
             shell.wait(until, now);
             return;
         }
-        if std::mem::take(&mut shell.intake.waiting) {
+        if matches!(shell.intake.wait, Wait::Receive | Wait::Flowing) {
             // Datagrams may have come since the last receive: look, drain
-            // until empty, then sleep (mio is edge-triggered).
-            shell.intake.unread = true;
+            // until empty, then sleep (mio is edge-triggered). The next wait
+            // in the receive reads the clock and sets its timeout again.
+            shell.intake.wait = Wait::Unread;
         }
-        // The next wait in the receive reads the clock and sets its timeout
-        // again.
-        shell.intake.flowing = false;
         self.poll_once(until.map(|d| d.saturating_duration_since(now)));
     }
 
@@ -82,7 +82,8 @@ impl Relay {
     pub fn poll_once(&mut self, timeout: Option<Duration>) {
         let shell = &mut self.shell;
         // Datagrams left unread by the last drain: look, don't wait.
-        let timeout = if shell.intake.unread {
+        let unread = shell.intake.wait == Wait::Unread;
+        let timeout = if unread {
             Some(Duration::ZERO)
         } else {
             timeout
@@ -106,7 +107,6 @@ impl Relay {
             return;
         }
         let now = Instant::now();
-        let unread = shell.intake.unread;
         for event in self.events.iter() {
             match event.token() {
                 LISTENER if !unread => shell.drain(now),
@@ -217,7 +217,7 @@ impl Shell {
     /// left unread, no frame waiting in a backlog or for its rate slot.
     fn plain(&self, deadline: Option<Instant>) -> bool {
         self.intake.wake.is_some()
-            && !self.intake.unread
+            && self.intake.wait != Wait::Unread
             && self.out.holding_back.is_none()
             && !self.inbox.stopping
             && deadline.is_none()
@@ -243,19 +243,17 @@ impl Shell {
             let slack = self.intake.wait_slack;
             // While packets flow a timeout within the slack is right for any
             // deadline: nothing to work out.
-            let armed = if self.intake.flowing
+            let flowing = self.intake.wait == Wait::Flowing;
+            let armed = if flowing
                 && until.is_some()
                 && self.intake.recv_timeout.holds_while_flowing(slack)
             {
                 Ok(())
             } else {
                 let timeout = until.map(|d| d.saturating_duration_since(now));
-                self.intake.recv_timeout.arm(
-                    &self.intake.listener,
-                    timeout,
-                    slack,
-                    self.intake.flowing,
-                )
+                self.intake
+                    .recv_timeout
+                    .arm(&self.intake.listener, timeout, slack, flowing)
             };
             now = match armed.and_then(|()| self.intake.batch.wait(&self.intake.listener)) {
                 Ok(n) => {
@@ -263,7 +261,11 @@ impl Shell {
                     let read = self.handle_batch(n, 0);
                     // While packets flow `now` is the last batch's moment:
                     // they flow while batches come within the slack.
-                    self.intake.flowing = read < now + slack;
+                    self.intake.wait = if read < now + slack {
+                        Wait::Flowing
+                    } else {
+                        Wait::Receive
+                    };
                     self.intake.last_read = read;
                     if n == Batch::SIZE {
                         // More may be queued.
@@ -279,7 +281,7 @@ impl Shell {
                     }
                 }
                 Err(e) => {
-                    self.intake.flowing = false;
+                    self.intake.wait = Wait::Receive;
                     self.wait_failed(&e, now);
                     Instant::now()
                 }
@@ -330,7 +332,10 @@ impl Shell {
     /// Receives until the socket is empty, handing each datagram to the core
     /// with when it reached the machine.
     pub(super) fn drain(&mut self, mut now: Instant) {
-        self.intake.unread = false;
+        if self.intake.wait == Wait::Unread {
+            self.intake.wait = Wait::Poll;
+        }
+        let mut unread = false;
         let mut errors = 0;
         let mut read = 0;
         loop {
@@ -346,7 +351,7 @@ impl Shell {
                         // Datagrams still queued: other work (writable
                         // destinations, rate slots, commands) goes first, then
                         // draining resumes.
-                        self.intake.unread = true;
+                        unread = true;
                         break;
                     }
                 }
@@ -370,7 +375,9 @@ impl Shell {
                 },
             }
         }
-        if !self.intake.unread {
+        if unread {
+            self.intake.wait = Wait::Unread;
+        } else {
             self.release_held_back(now);
         }
         self.warn_input(now);
