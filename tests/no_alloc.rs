@@ -23,8 +23,12 @@ use forza_relay::view::model::Model;
 use forza_relay::wire::{Format, Packet, MAX_LEN};
 
 mod counting;
+#[path = "common/rig.rs"]
+#[allow(dead_code)]
+mod rig;
 
 use counting::{ALLOCATIONS, ARMED};
+use rig::{Game, Pace, Tool};
 
 #[global_allocator]
 static GLOBAL: counting::Counting = counting::Counting;
@@ -35,6 +39,8 @@ mod output;
 
 const WARM_UP: u64 = 200;
 const MEASURED: u64 = 1_500;
+/// Frames a counted game sends: the warm-up, the measured and 200 more.
+const ALL: u32 = (WARM_UP + MEASURED + 200) as u32;
 
 /// Turns the relay with `turn` until WARM_UP datagrams have arrived, then
 /// counts the allocations on this thread while MEASURED more go through
@@ -65,31 +71,24 @@ fn measure_until(
     ALLOCATIONS.load(Ordering::SeqCst) - before
 }
 
-/// A receiver that counts what arrives until told to stop.
-fn receiver(stop: Arc<AtomicBool>) -> (u16, thread::JoinHandle<u64>) {
-    let socket = UdpSocket::bind("127.0.0.1:0").unwrap();
-    socket
-        .set_read_timeout(Some(Duration::from_millis(50)))
-        .unwrap();
-    let port = socket.local_addr().unwrap().port();
-    let handle = thread::spawn(move || {
-        let mut buf = [0u8; 2048];
-        let mut n = 0;
-        while !stop.load(Ordering::SeqCst) {
-            if socket.recv(&mut buf).is_ok() {
-                n += 1;
-            }
-        }
-        n
-    });
-    (port, handle)
+/// `n` tools counting what the relay sends them (tests/it's rig), and their
+/// ports.
+fn start_tools(n: usize) -> (Vec<Tool<()>>, Vec<u16>) {
+    let tools: Vec<Tool<()>> = (0..n)
+        .map(|_| Tool::start(UdpSocket::bind("127.0.0.1:0").unwrap(), |_| ()))
+        .collect();
+    let ports = tools.iter().map(|t| t.addr().port()).collect();
+    (tools, ports)
+}
+
+/// What each tool received, read once the relay has stopped sending.
+fn received_by(tools: Vec<Tool<()>>) -> Vec<u64> {
+    tools.into_iter().map(|t| t.finish().len() as u64).collect()
 }
 
 #[test]
 fn relaying_allocates_nothing_per_packet() {
-    let stop = Arc::new(AtomicBool::new(false));
-    let receivers: Vec<_> = (0..4).map(|_| receiver(stop.clone())).collect();
-    let ports: Vec<u16> = receivers.iter().map(|r| r.0).collect();
+    let (tools, ports) = start_tools(4);
     let toml = format!(
         r#"
 [listen]
@@ -129,36 +128,29 @@ max_age = "1s"
     let recorder = Recorder::start(&capture, Existing::Replace, tap, None, || {}).unwrap();
     relay.attach(producer);
 
-    let sender = thread::spawn(move || {
-        let socket = UdpSocket::bind("127.0.0.1:0").unwrap();
-        let mut buf = [0u8; 324];
-        for i in 0..(WARM_UP + MEASURED + 200) {
-            let mut p = Packet::new_checked(&mut buf[..], Format::Fh6).unwrap();
-            // Mostly racing, with menu stretches so the race filter both passes
-            // and drops.
-            p.set_is_race_on(i32::from(i % 50 < 40));
-            p.set_timestamp_ms(i as u32);
-            p.set_speed(i as f32).unwrap();
-            p.set_car_class(6);
-            socket.send_to(&buf, target).unwrap();
-            if i % 20 == 19 {
-                thread::sleep(Duration::from_millis(1));
-            }
-        }
+    let game = Game::start_counted(target, ALL, Pace::Bursts(20), |i| {
+        let mut buf = vec![0u8; 324];
+        let mut p = Packet::new_checked(&mut buf[..], Format::Fh6).unwrap();
+        // Mostly racing, with menu stretches so the race filter both passes
+        // and drops.
+        p.set_is_race_on(i32::from(i % 50 < 40));
+        p.set_timestamp_ms(i);
+        p.set_speed(i as f32).unwrap();
+        p.set_car_class(6);
+        buf
     });
 
     let allocations = measure(&mut relay, Relay::poll_once);
     let received = relay.input_stats().received;
 
-    sender.join().unwrap();
+    assert_eq!(game.finish(), ALL);
     // Unmeasured: the rest is read, and frames held back for destinations
     // without max_age while a backlog was drained go once the socket is
     // empty (issue 15).
     for _ in 0..20 {
         relay.poll_once(Some(Duration::from_millis(10)));
     }
-    stop.store(true, Ordering::SeqCst);
-    let counts: Vec<u64> = receivers.into_iter().map(|r| r.1.join().unwrap()).collect();
+    let counts = received_by(tools);
     let recorded = recorder.finish().unwrap();
     let _ = std::fs::remove_file(&capture);
     let report = relay.snapshot();
@@ -252,9 +244,7 @@ impl Drop for Mosquitto {
 /// publisher's ring; the loop allocates nothing per packet.
 #[test]
 fn text_and_mqtt_outputs_allocate_nothing_per_packet() {
-    let stop = Arc::new(AtomicBool::new(false));
-    let receivers: Vec<_> = (0..5).map(|_| receiver(stop.clone())).collect();
-    let ports: Vec<u16> = receivers.iter().map(|r| r.0).collect();
+    let (tools, ports) = start_tools(5);
     let broker = Mosquitto::start();
     let mqtt = match &broker {
         Some(b) => format!(
@@ -349,8 +339,7 @@ max_rate = 100
     for _ in 0..20 {
         relay.poll_once(Some(Duration::from_millis(10)));
     }
-    stop.store(true, Ordering::SeqCst);
-    let counts: Vec<u64> = receivers.into_iter().map(|r| r.1.join().unwrap()).collect();
+    let counts = received_by(tools);
     let report = relay.snapshot();
 
     assert!(
@@ -489,9 +478,7 @@ fn the_simulator_allocates_nothing_per_frame() {
 /// are not per packet, and tests/it/relay.rs wakes the wait with them.)
 #[test]
 fn waiting_in_the_receive_allocates_nothing_per_packet() {
-    let stop = Arc::new(AtomicBool::new(false));
-    let receivers: Vec<_> = (0..3).map(|_| receiver(stop.clone())).collect();
-    let ports: Vec<u16> = receivers.iter().map(|r| r.0).collect();
+    let (tools, ports) = start_tools(3);
     let toml = format!(
         r#"
 [listen]
@@ -518,25 +505,18 @@ format = "sled"
     let target = relay.local_addr();
     let (producer, mut tap) = tap::tap(tap::DEFAULT_CAPACITY);
     relay.attach(producer);
-    let sender = thread::spawn(move || {
-        let socket = UdpSocket::bind("127.0.0.1:0").unwrap();
-        let mut buf = [0u8; 324];
-        for i in 0..(WARM_UP + MEASURED + 200) {
-            let mut p = Packet::new_checked(&mut buf[..], Format::Fh6).unwrap();
-            p.set_is_race_on(1);
-            p.set_timestamp_ms(i as u32);
-            socket.send_to(&buf, target).unwrap();
-            // Slow enough that the loop sleeps between packets.
-            if i % 4 == 3 {
-                thread::sleep(Duration::from_millis(1));
-            }
-        }
+    // Slow enough that the loop sleeps between packets.
+    let game = Game::start_counted(target, ALL, Pace::Bursts(4), |i| {
+        let mut buf = vec![0u8; 324];
+        let mut p = Packet::new_checked(&mut buf[..], Format::Fh6).unwrap();
+        p.set_is_race_on(1);
+        p.set_timestamp_ms(i);
+        buf
     });
     let allocations = measure(&mut relay, Relay::step);
     let received = relay.input_stats().received;
-    sender.join().unwrap();
-    stop.store(true, Ordering::SeqCst);
-    let counts: Vec<u64> = receivers.into_iter().map(|r| r.1.join().unwrap()).collect();
+    assert_eq!(game.finish(), ALL);
+    let counts = received_by(tools);
     // The ring (1 MiB) holds every packet sent.
     let mut tapped = 0u64;
     while tap.pop().is_some() {
@@ -564,8 +544,7 @@ format = "sled"
 #[test]
 fn two_senders_under_auto_allocate_nothing_per_packet() {
     use forza_relay::wire::{Puddle, Wheels};
-    let stop = Arc::new(AtomicBool::new(false));
-    let receivers: Vec<_> = (0..2).map(|_| receiver(stop.clone())).collect();
+    let (tools, ports) = start_tools(2);
     let toml = format!(
         r#"
 [listen]
@@ -581,7 +560,7 @@ name = "fh5"
 addr = "127.0.0.1:{}"
 format = "fh5"
 "#,
-        receivers[0].0, receivers[1].0
+        ports[0], ports[1]
     );
     let config = Config::from_toml(&toml, "no_alloc.toml", &Overrides::default()).unwrap();
     let mut relay = Relay::bind(&config).unwrap();
@@ -611,8 +590,7 @@ format = "fh5"
     let allocations = measure(&mut relay, Relay::step);
     let received = relay.input_stats().received;
     sender.join().unwrap();
-    stop.store(true, Ordering::SeqCst);
-    let counts: Vec<u64> = receivers.into_iter().map(|r| r.1.join().unwrap()).collect();
+    let counts = received_by(tools);
     let senders = relay.input_stats().senders;
 
     assert!(
@@ -633,7 +611,7 @@ format = "fh5"
 fn the_web_pages_tap_and_snapshots_allocate_nothing_per_packet() {
     const SNAPSHOT_EVERY: u64 = 25;
     let stop = Arc::new(AtomicBool::new(false));
-    let receivers: Vec<_> = (0..2).map(|_| receiver(stop.clone())).collect();
+    let (tools, ports) = start_tools(2);
     let toml = format!(
         r#"
 [listen]
@@ -649,7 +627,7 @@ name = "a-longer-name-for-fm7"
 addr = "127.0.0.1:{}"
 format = "fm7"
 "#,
-        receivers[0].0, receivers[1].0
+        ports[0], ports[1]
     );
     let config = Config::from_toml(&toml, "no_alloc.toml", &Overrides::default()).unwrap();
     let mut relay = Relay::bind(&config).unwrap();
@@ -728,9 +706,7 @@ format = "fm7"
     }
     stop.store(true, Ordering::SeqCst);
     let (modelled, sent) = feed.join().unwrap();
-    for r in receivers {
-        r.1.join().unwrap();
-    }
+    received_by(tools);
 
     assert!(
         received >= WARM_UP + MEASURED,
@@ -759,7 +735,7 @@ fn a_page_an_overlay_and_a_stream_open_allocate_nothing_per_packet() {
     use std::io::{Read as _, Write as _};
 
     let stop = Arc::new(AtomicBool::new(false));
-    let receivers: Vec<_> = (0..2).map(|_| receiver(stop.clone())).collect();
+    let (tools, ports) = start_tools(2);
     let toml = format!(
         r#"
 [listen]
@@ -775,7 +751,7 @@ name = "fm7"
 addr = "127.0.0.1:{}"
 format = "fm7"
 "#,
-        receivers[0].0, receivers[1].0
+        ports[0], ports[1]
     );
     let config = Config::from_toml(&toml, "no_alloc.toml", &Overrides::default()).unwrap();
     let mut relay = Relay::bind(&config).unwrap();
@@ -894,9 +870,7 @@ format = "fm7"
     for (_, handle) in clients {
         handle.join().unwrap();
     }
-    for r in receivers {
-        r.1.join().unwrap();
-    }
+    received_by(tools);
     let mut last = relay.snapshot();
     Box::new(web).finish(&mut last).unwrap();
 

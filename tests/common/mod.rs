@@ -7,6 +7,7 @@
 pub mod bin;
 pub mod broker;
 pub mod http;
+pub mod rig;
 
 use std::io;
 use std::net::{SocketAddr, UdpSocket};

@@ -11,9 +11,7 @@ use std::fs::OpenOptions;
 use std::io::Write as _;
 use std::net::{SocketAddr, UdpSocket};
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
-use std::sync::Arc;
-use std::thread::{self, JoinHandle};
+use std::thread;
 use std::time::{Duration, Instant};
 
 use forza_relay::wire::Format;
@@ -22,6 +20,7 @@ use serde_json::Value;
 use crate::web::{page_token, post_change, started, started_with_page};
 use common::bin::Bin;
 use common::http::get;
+use common::rig::{Game, Pace, Tool};
 use common::*;
 
 /// How long a saved file may take to show in the snapshot: a save written in
@@ -33,93 +32,16 @@ const SHOWS_WITHIN: Duration = Duration::from_secs(8);
 const HZ: u64 = 60;
 
 /// The game: FH6 racing frames at [`HZ`] to `listen`, timestamps 1, 2, 3…,
-/// until stopped; returns how many it sent.
-struct Game {
-    stop: Arc<AtomicBool>,
-    thread: Option<JoinHandle<u32>>,
+/// until stopped; [`Game::stop`] says how many it sent.
+fn game(listen: SocketAddr) -> Game {
+    Game::start(listen, Pace::Hz(HZ), |i| {
+        Spec::new(Format::Fh6, i + 1).build()
+    })
 }
 
-impl Game {
-    fn start(listen: SocketAddr) -> Game {
-        let stop = Arc::new(AtomicBool::new(false));
-        let stopped = stop.clone();
-        let thread = thread::spawn(move || {
-            let sender = Sender::new(listen);
-            let start = Instant::now();
-            let mut sent = 0u32;
-            while !stopped.load(Ordering::SeqCst) {
-                sent += 1;
-                sender.send(&Spec::new(Format::Fh6, sent).build());
-                let next = start + Duration::from_micros(1_000_000 / HZ * u64::from(sent));
-                thread::sleep(next.saturating_duration_since(Instant::now()));
-            }
-            sent
-        });
-        Game {
-            stop,
-            thread: Some(thread),
-        }
-    }
-
-    /// Stops sending; how many frames were sent.
-    fn stop(mut self) -> u32 {
-        self.stop.store(true, Ordering::SeqCst);
-        self.thread.take().unwrap().join().unwrap()
-    }
-}
-
-/// A tool: counts the distinct frames (by TimestampMS) it receives as `same`
-/// FH6, until told to stop and nothing more comes.
-struct Tool {
-    stop: Arc<AtomicBool>,
-    got: Arc<AtomicU32>,
-    thread: Option<JoinHandle<Vec<u32>>>,
-}
-
-impl Tool {
-    fn start(socket: UdpSocket) -> Tool {
-        socket
-            .set_read_timeout(Some(Duration::from_millis(200)))
-            .unwrap();
-        let stop = Arc::new(AtomicBool::new(false));
-        let got = Arc::new(AtomicU32::new(0));
-        let (stopped, count) = (stop.clone(), got.clone());
-        let thread = thread::spawn(move || {
-            let mut seen = Vec::new();
-            let mut buf = [0u8; MAX_DATAGRAM];
-            loop {
-                match recv_into(&socket, &mut buf) {
-                    Ok(n) => {
-                        seen.push(view(&buf[..n], Format::Fh6).timestamp_ms());
-                        count.fetch_add(1, Ordering::SeqCst);
-                    }
-                    Err(_) if stopped.load(Ordering::SeqCst) => return seen,
-                    Err(_) => {}
-                }
-            }
-        });
-        Tool {
-            stop,
-            got,
-            thread: Some(thread),
-        }
-    }
-
-    /// Waits until `sent` frames have arrived (at most [`SHOWS_WITHIN`]: a
-    /// bound only a lost frame reaches), then stops: the timestamps received.
-    fn stop_once_it_has(self, sent: u32) -> Vec<u32> {
-        let deadline = Instant::now() + SHOWS_WITHIN;
-        while self.got.load(Ordering::SeqCst) < sent && Instant::now() < deadline {
-            thread::sleep(Duration::from_millis(5));
-        }
-        self.stop()
-    }
-
-    /// The timestamps received, in order.
-    fn stop(mut self) -> Vec<u32> {
-        self.stop.store(true, Ordering::SeqCst);
-        self.thread.take().unwrap().join().unwrap()
-    }
+/// A tool: keeps the TimestampMS of each frame it receives as `same` FH6.
+fn tool(socket: UdpSocket) -> Tool<u32> {
+    Tool::start(socket, |bytes| view(bytes, Format::Fh6).timestamp_ms())
 }
 
 /// Asserts that `got` holds every frame 1..=`sent` once.
@@ -225,8 +147,8 @@ fn an_editor_saving_in_place_with_a_page_edit_in_the_middle_keeps_the_users_text
     let mut bin = Bin::spawn(&["--config", &file.display()], None);
     let (listen, web, _) = started(&mut bin);
     let token = page_token(&get(web, "/", &[]));
-    let (healthy, dash) = (Tool::start(healthy), Tool::start(dash));
-    let game = Game::start(listen);
+    let (healthy, dash) = (tool(healthy), tool(dash));
+    let game = game(listen);
 
     // The editor's new text: dash at 60 Hz, and a comment of its own.
     let saved = text.replace("max_rate = 30", "max_rate = 60 # faster");
@@ -291,8 +213,8 @@ fn twenty_hand_edits_raced_against_page_edits_lose_none_and_wipe_nothing() {
     let mut bin = Bin::spawn(&["--config", &file.display()], None);
     let (listen, web, _) = started(&mut bin);
     let token = page_token(&get(web, "/", &[]));
-    let healthy = Tool::start(healthy);
-    let game = Game::start(listen);
+    let healthy = tool(healthy);
+    let game = game(listen);
 
     let (mut applied, mut refused) = (0, 0);
     for i in 1..=20u32 {
@@ -644,24 +566,24 @@ fn a_refused_destination_turns_ok_soon_after_its_tool_listens_and_says_so_once()
     let file = TempPath::file("late.toml", &text);
     let mut bin = Bin::spawn(&["--config", &file.display()], None);
     let (listen, web, _) = started(&mut bin);
-    let healthy = Tool::start(healthy);
-    let game = Game::start(listen);
+    let healthy = tool(healthy);
+    let game = game(listen);
     wait_for("late refused", SHOWS_WITHIN, || {
         (destination(web, "late")?["status"] == "refused").then_some(())
     });
     assert_eq!(destination(web, "healthy").unwrap()["status"], "ok");
     // The tool starts.
-    let tool = Tool::start(receiver_on(late).expect("the late tool's port is free"));
+    let late_tool = tool(receiver_on(late).expect("the late tool's port is free"));
     wait_for(
         "late ok within 4 s of listening",
         Duration::from_secs(4),
         || (destination(web, "late")?["status"] == "ok").then_some(()),
     );
-    let got = tool.got.load(Ordering::SeqCst);
+    let got = late_tool.got();
     assert!(got > 0, "the tool receives");
     let sent = game.stop();
     every_frame("healthy", healthy.stop_once_it_has(sent), sent);
-    tool.stop();
+    late_tool.stop();
     let done = bin.stop();
     let again: Vec<&str> = done
         .stderr

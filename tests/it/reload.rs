@@ -8,7 +8,7 @@ use crate::common;
 use std::io;
 use std::net::{SocketAddr, UdpSocket};
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
@@ -21,6 +21,7 @@ use forza_relay::report::Snapshot;
 use forza_relay::wire::Format;
 
 use common::bin::Bin;
+use common::rig::{Game, Pace, Tool};
 use common::*;
 
 /// Packets per second the sender streams while a file changes.
@@ -139,110 +140,26 @@ fn names(s: &Snapshot) -> Vec<&str> {
     s.destinations.iter().map(|d| d.name.as_str()).collect()
 }
 
-/// Streams fh6 packets (TimestampMS 0, 1, 2, …) at [`RATE`] until stopped;
-/// in every ten, the last three are IsRaceOn = 0 (a short stop).
-struct Stream {
-    stop: Arc<AtomicBool>,
-    sent: Arc<AtomicU32>,
-    thread: JoinHandle<u32>,
+/// Streams fh6 packets (TimestampMS `first`, `first` + 1, …) at [`RATE`] to
+/// `to` until stopped; in every ten, the last three are IsRaceOn = 0 (a short
+/// stop).
+fn stream(to: SocketAddr, first: u32) -> Game {
+    Game::start(to, Pace::Hz(RATE), move |i| {
+        let ts = first + i;
+        Spec::new(Format::Fh6, ts)
+            .racing(ts % 10 < 7)
+            .class(FH6_R)
+            .build()
+    })
 }
 
-impl Stream {
-    fn start(to: SocketAddr, first: u32) -> Stream {
-        let stop = Arc::new(AtomicBool::new(false));
-        let sent = Arc::new(AtomicU32::new(0));
-        let (s, n) = (stop.clone(), sent.clone());
-        let thread = thread::spawn(move || {
-            let sender = Sender::new(to);
-            let start = Instant::now();
-            let mut ts = first;
-            while !s.load(Ordering::SeqCst) {
-                sender.send(
-                    &Spec::new(Format::Fh6, ts)
-                        .racing(ts % 10 < 7)
-                        .class(FH6_R)
-                        .build(),
-                );
-                ts += 1;
-                n.fetch_add(1, Ordering::SeqCst);
-                let due = start + Duration::from_micros(u64::from(ts - first) * 1_000_000 / RATE);
-                thread::sleep(due.saturating_duration_since(Instant::now()));
-            }
-            ts - first
-        });
-        Stream { stop, sent, thread }
-    }
-
-    /// Waits until `n` packets have gone in all.
-    #[track_caller]
-    fn wait_sent(&self, n: u32) {
-        self.wait_until(n);
-    }
-
-    /// Lets `n` more packets go, then stops; returns how many were sent.
-    #[track_caller]
-    fn stop_after(self, n: u32) -> u32 {
-        self.wait_until(self.sent.load(Ordering::SeqCst) + n);
-        self.stop.store(true, Ordering::SeqCst);
-        self.thread.join().expect("the sender thread")
-    }
-
-    /// Waits until `n` packets have gone in all: at [`RATE`] that takes
-    /// seconds, so a sender that stopped (its thread panicked) fails the test
-    /// instead of holding it for good.
-    #[track_caller]
-    fn wait_until(&self, n: u32) {
-        let deadline = Instant::now() + common::bin::BIN_TIMEOUT;
-        while self.sent.load(Ordering::SeqCst) < n {
-            assert!(
-                !self.thread.is_finished() && Instant::now() < deadline,
-                "the sender stopped at {} of {n} packets",
-                self.sent.load(Ordering::SeqCst)
-            );
-            thread::sleep(Duration::from_millis(5));
-        }
-    }
-}
-
-/// Collects what one destination receives, until the sender of its test has
-/// stopped and 300 ms pass with nothing (or 20 s in all): (length,
-/// TimestampMS, CarClass) of each datagram.
-fn collect(
-    socket: UdpSocket,
-    format: Format,
-    done: Arc<AtomicBool>,
-) -> JoinHandle<Vec<(usize, u32, i32)>> {
-    thread::spawn(move || {
-        socket
-            .set_read_timeout(Some(Duration::from_millis(300)))
-            .expect("set a timeout");
-        let mut buf = vec![0u8; MAX_DATAGRAM];
-        let mut got = Vec::new();
-        let mut idle = 0;
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while !(idle > 0 && done.load(Ordering::SeqCst)) && Instant::now() < deadline {
-            match socket.recv(&mut buf) {
-                Ok(n) => {
-                    idle = 0;
-                    let view = forza_relay::wire::Packet::new_checked(&buf[..n], format);
-                    let (ts, class) =
-                        view.map_or((u32::MAX, -1), |p| (p.timestamp_ms(), p.car_class()));
-                    got.push((n, ts, class));
-                }
-                Err(e)
-                    if matches!(
-                        e.kind(),
-                        io::ErrorKind::WouldBlock
-                            | io::ErrorKind::TimedOut
-                            | io::ErrorKind::Interrupted
-                    ) =>
-                {
-                    idle += 1
-                }
-                Err(e) => panic!("receive: {e}"),
-            }
-        }
-        got
+/// What one destination receives, kept as (length, TimestampMS, CarClass) of
+/// each datagram read as `format`.
+fn collect(socket: UdpSocket, format: Format) -> Tool<Got> {
+    Tool::start(socket, move |bytes| {
+        let view = forza_relay::wire::Packet::new_checked(bytes, format);
+        let (ts, class) = view.map_or((u32::MAX, -1), |p| (p.timestamp_ms(), p.car_class()));
+        (bytes.len(), ts, class)
     })
 }
 
@@ -310,12 +227,11 @@ fn reload_under_traffic(
     more: u32,
 ) -> Reload {
     let rig = Rig::start(before, look_up);
-    let done = Arc::new(AtomicBool::new(false));
-    let collectors: Vec<_> = receivers
+    let tools: Vec<_> = receivers
         .into_iter()
-        .map(|(socket, format)| collect(socket, format, done.clone()))
+        .map(|(socket, format)| collect(socket, format))
         .collect();
-    let stream = Stream::start(rig.addr, 0);
+    let stream = stream(rig.addr, 0);
     stream.wait_sent(80);
     prepare();
     match save {
@@ -324,12 +240,9 @@ fn reload_under_traffic(
     }
     let applied = rig.wait_for(what, applied);
     let sent = stream.stop_after(more);
-    done.store(true, Ordering::SeqCst);
-    let got: Vec<Vec<Got>> = collectors
-        .into_iter()
-        .map(|c| c.join().expect("a receiver thread"))
-        .collect();
+    // Once the relay has stopped, all it sent is queued at the tools.
     let report = rig.stop();
+    let got: Vec<Vec<Got>> = tools.into_iter().map(Tool::finish).collect();
     let counts: Vec<usize> = got.iter().map(Vec::len).collect();
     println!("{what}: sent {sent}; the destinations got {counts:?}\n{report}");
     Reload {
@@ -491,18 +404,16 @@ fn a_changed_listen_address_moves_the_listener_and_keeps_the_destinations() {
     let after = format!("[listen]\naddr = \"{free}\"\nformat = \"fh6\"\n\n[stats]\ninterval = 0\n")
         + &destination_toml("A", a_addr, "same", "");
     let rig = Rig::start(&before, Arc::new(system_look_up));
-    let done = Arc::new(AtomicBool::new(false));
-    let a_rx = collect(a, Format::Fh6, done.clone());
-    let first = Stream::start(rig.addr, 0).stop_after(200);
+    let a_rx = collect(a, Format::Fh6);
+    let first = stream(rig.addr, 0).stop_after(200);
     rig.wait_for("the first packets", |s| {
         s.input.received == u64::from(first)
     });
     rig.replace(&after);
     rig.wait_for("~ listen", |s| s.listen == free);
-    let second = Stream::start(free, first).stop_after(200);
-    done.store(true, Ordering::SeqCst);
-    let a_got = a_rx.join().unwrap();
+    let second = stream(free, first).stop_after(200);
     let report = rig.stop();
+    let a_got = a_rx.finish();
     println!("sent {first} + {second}; A got {}\n{report}", a_got.len());
 
     assert_every_packet("A", &a_got, first + second);
@@ -519,12 +430,8 @@ fn an_invalid_file_changes_nothing_and_a_fixed_one_applies() {
     let (c, c_addr) = receiver();
     let good = listen() + &destination_toml("A", a_addr, "same", "");
     let rig = Rig::start(&good, Arc::new(system_look_up));
-    let done = Arc::new(AtomicBool::new(false));
-    let (a_rx, c_rx) = (
-        collect(a, Format::Fh6, done.clone()),
-        collect(c, Format::Fh6, done.clone()),
-    );
-    let stream = Stream::start(rig.addr, 0);
+    let (a_rx, c_rx) = (collect(a, Format::Fh6), collect(c, Format::Fh6));
+    let stream = stream(rig.addr, 0);
     for bad in [
         good.clone() + &destination_toml("C", c_addr, "fh7", ""),
         "[listen\naddr = ".to_owned(),
@@ -545,9 +452,8 @@ fn an_invalid_file_changes_nothing_and_a_fixed_one_applies() {
     rig.replace(&(good.clone() + &destination_toml("C", c_addr, "same", "")));
     rig.wait_for("+ C", |s| names(s) == ["A", "C"]);
     let sent = stream.stop_after(50);
-    done.store(true, Ordering::SeqCst);
-    let (a_got, c_got) = (a_rx.join().unwrap(), c_rx.join().unwrap());
     let report = rig.stop();
+    let (a_got, c_got) = (a_rx.finish(), c_rx.finish());
     println!(
         "sent {sent}; A got {}, C got {}\n{report}",
         a_got.len(),
@@ -648,9 +554,8 @@ fn replace_file(path: &Path, text: &str) {
 /// collecting what each of `receivers` gets.
 struct BinRig {
     bin: Bin,
-    stream: Stream,
-    done: Arc<AtomicBool>,
-    collectors: Vec<JoinHandle<Vec<Got>>>,
+    stream: Game,
+    tools: Vec<Tool<Got>>,
 }
 
 impl BinRig {
@@ -659,19 +564,13 @@ impl BinRig {
         let mut bin = Bin::spawn(&["--config", &path.display().to_string()], None);
         // Logged once the reloader watches the file, and SIGHUP reaches it.
         let addr = bin.wait_until_running();
-        let done = Arc::new(AtomicBool::new(false));
-        let collectors = receivers
+        let tools = receivers
             .into_iter()
-            .map(|r| collect(r, Format::Fh6, done.clone()))
+            .map(|r| collect(r, Format::Fh6))
             .collect();
-        let stream = Stream::start(addr, 0);
+        let stream = stream(addr, 0);
         stream.wait_sent(80);
-        BinRig {
-            bin,
-            stream,
-            done,
-            collectors,
-        }
+        BinRig { bin, stream, tools }
     }
 
     /// Lets `more` packets go, stops the stream and the binary (exit 0), and
@@ -679,15 +578,11 @@ impl BinRig {
     #[track_caller]
     fn stop(self, more: u32) -> (u32, Vec<Vec<Got>>, common::bin::Finished) {
         let sent = self.stream.stop_after(more);
-        self.done.store(true, Ordering::SeqCst);
-        let got = self
-            .collectors
-            .into_iter()
-            .map(|c| c.join().expect("a receiver thread"))
-            .collect();
         self.bin.signal("INT");
         let done = self.bin.wait();
         assert_eq!(done.code(), 0, "{}", done.stderr);
+        // The process has ended: all it sent is queued at the tools.
+        let got = self.tools.into_iter().map(Tool::finish).collect();
         (sent, got, done)
     }
 }

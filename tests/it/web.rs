@@ -13,6 +13,7 @@ use forza_relay::wire::Format;
 
 use common::bin::Bin;
 use common::http::{self, get, request, Reply};
+use common::rig::{Game, Pace, Tool};
 use common::*;
 
 /// How long a change from the page may take to reach the relay.
@@ -704,66 +705,25 @@ fn a_double_click_start_opens_the_page_and_a_start_with_arguments_does_not() {
 /// while the relay works (issue 24: forwarding never lost a frame; the page
 /// must not either).
 struct Traffic {
-    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
-    done: std::sync::Arc<std::sync::atomic::AtomicBool>,
-    game: std::thread::JoinHandle<u64>,
-    counter: std::thread::JoinHandle<u64>,
+    game: Game,
+    tool: Tool<()>,
 }
 
 impl Traffic {
     fn start(listen: SocketAddr, receiver: UdpSocket) -> Traffic {
-        use std::sync::atomic::{AtomicBool, Ordering};
-        use std::sync::Arc;
-        let stop = Arc::new(AtomicBool::new(false));
-        let done = Arc::new(AtomicBool::new(false));
-        let game = std::thread::spawn({
-            let stop = stop.clone();
-            move || {
-                let sender = Sender::new(listen);
-                let mut sent = 0u64;
-                while !stop.load(Ordering::SeqCst) {
-                    sender.send(&Spec::new(Format::Fh5, sent as u32).build());
-                    sent += 1;
-                    std::thread::sleep(Duration::from_millis(5));
-                }
-                sent
-            }
-        });
-        let counter = std::thread::spawn({
-            let done = done.clone();
-            move || {
-                receiver
-                    .set_read_timeout(Some(Duration::from_millis(500)))
-                    .unwrap();
-                let mut buf = [0u8; MAX_DATAGRAM];
-                let mut n = 0u64;
-                loop {
-                    match receiver.recv(&mut buf) {
-                        Ok(_) => n += 1,
-                        Err(_) if done.load(Ordering::SeqCst) => return n,
-                        Err(_) => {}
-                    }
-                }
-            }
-        });
         Traffic {
-            stop,
-            done,
-            game,
-            counter,
+            game: Game::start(listen, Pace::Hz(200), |i| Spec::new(Format::Fh5, i).build()),
+            tool: Tool::start(receiver, |_| ()),
         }
     }
 
     /// Stops the game; every frame it sent was forwarded.
     #[track_caller]
     fn all_forwarded(self) {
-        use std::sync::atomic::Ordering;
-        self.stop.store(true, Ordering::SeqCst);
-        let sent = self.game.join().unwrap();
-        self.done.store(true, Ordering::SeqCst);
-        let received = self.counter.join().unwrap();
+        let sent = self.game.stop();
+        let received = self.tool.stop_once_it_has(sent).len();
         assert!(sent > 0, "the game sent nothing");
-        assert_eq!(received, sent, "frames forwarded of those sent");
+        assert_eq!(received, sent as usize, "frames forwarded of those sent");
     }
 }
 
