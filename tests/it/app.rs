@@ -174,7 +174,7 @@ fn issue17_every_subcommand_that_runs_until_stopped_ignores_sighup() {
 /// The Python program that runs a command on a pseudo-terminal of 80×24 (see
 /// [`on_a_terminal`]).
 const PTY: &str = r#"
-import os, pty, sys, select, signal, time, termios, fcntl, struct
+import os, pty, re, sys, select, signal, time, termios, fcntl, struct
 mode, wait_for, argv = sys.argv[1], sys.argv[2].encode(), sys.argv[3:]
 pid, fd = pty.fork()
 if pid == 0:
@@ -224,9 +224,12 @@ if mode == 'screen':
     print('entered' if entered else 'never-entered', 'saw' if saw else 'never-saw', flush=True)
     os.kill(pid, signal.SIGTERM)
 else:
-    # XOFF, as Ctrl-S: the terminal stops taking output.
+    # Where it listens, from its first lines; then XOFF, as Ctrl-S: the
+    # terminal stops taking output.
+    read(lambda: b'running; press Ctrl-C' in out, 20)
+    listen = re.search(rb'listen on (\S+)', out)
     os.write(fd, b'\x13')
-    print(pid, flush=True)
+    print(pid, listen.group(1).decode() if listen else '-', flush=True)
     sys.stdin.readline()
     # XON, as Ctrl-Q: output flows again.
     os.write(fd, b'\x11')
@@ -377,11 +380,59 @@ fn stall_config(listen: SocketAddr, live: SocketAddr) -> TempPath {
     TempPath::file("stall.toml", &toml)
 }
 
-/// A free loopback port for a relay the test cannot ask (its log is not read).
-fn free_port() -> SocketAddr {
+/// Where the relay listens when the system picks the port: the tests then
+/// read the port from the relay's first lines ([`listen_address`]).
+fn any_port() -> SocketAddr {
+    SocketAddr::from(([127, 0, 0, 1], 0))
+}
+
+/// A loopback address nothing listens on, for a destination that is never
+/// there (a port the system gave and took back: if another program took it
+/// meanwhile, that destination would only not be refused).
+fn unused_port() -> SocketAddr {
     UdpSocket::bind("127.0.0.1:0")
         .and_then(|s| s.local_addr())
         .expect("reserve a port")
+}
+
+/// Reads the relay's log from the pipe `read_end` up to the line saying where
+/// it listens (at most [`BIN_TIMEOUT`]), and gives back that address and the
+/// pipe, which is read no further.
+#[cfg(target_os = "linux")]
+#[track_caller]
+fn listen_address(read_end: std::os::fd::OwnedFd) -> (SocketAddr, std::os::fd::OwnedFd) {
+    use std::io::Read as _;
+    let (tx, rx) = std::sync::mpsc::channel();
+    thread::spawn(move || {
+        let mut pipe = std::fs::File::from(read_end);
+        let (mut line, mut log) = (Vec::new(), String::new());
+        let mut byte = [0u8; 1];
+        let found = loop {
+            match pipe.read(&mut byte) {
+                Ok(1) if byte[0] == b'\n' => {
+                    let text = String::from_utf8_lossy(&line).into_owned();
+                    line.clear();
+                    log += &text;
+                    log.push('\n');
+                    let address = text
+                        .split_once("listen on ")
+                        .and_then(|(_, after)| after.split_whitespace().next())
+                        .and_then(|a| a.parse::<SocketAddr>().ok());
+                    if let Some(address) = address {
+                        break Ok(address);
+                    }
+                }
+                Ok(1) => line.push(byte[0]),
+                _ => break Err(log),
+            }
+        };
+        let _ = tx.send((found, std::os::fd::OwnedFd::from(pipe)));
+    });
+    match rx.recv_timeout(BIN_TIMEOUT) {
+        Ok((Ok(address), pipe)) => (address, pipe),
+        Ok((Err(log), _)) => panic!("the log ended before saying where it listens:\n{log}"),
+        Err(_) => panic!("no 'listen on' line within {BIN_TIMEOUT:?}"),
+    }
 }
 
 /// Counts the frames that arrive at `socket` (into `counted`) and checks their
@@ -520,9 +571,9 @@ fn issue12_a_stderr_nobody_reads_never_stops_the_relay() {
     use std::os::fd::{FromRawFd as _, OwnedFd};
 
     let live = Live::start();
-    let listen = free_port();
-    let config = stall_config(listen, live.addr);
-    // A pipe of one page that is never read: the first few lines fill it.
+    let config = stall_config(any_port(), live.addr);
+    // A pipe of one page that is never read after the line saying where the
+    // relay listens: the next few lines fill it.
     let mut fds = [0; 2];
     // SAFETY: `fds` has room for the two descriptors pipe2 writes.
     assert_eq!(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) }, 0);
@@ -550,6 +601,7 @@ fn issue12_a_stderr_nobody_reads_never_stops_the_relay() {
     );
     let stdout = child.0.stdout.take().expect("piped");
     let reader = thread::spawn(move || io::read_to_string(stdout).unwrap_or_default());
+    let (listen, read_end) = listen_address(read_end);
     let sender = Sender::new(listen);
     wait_until_relaying(&sender, || live.seen.load(Ordering::SeqCst));
     stream(&sender);
@@ -595,17 +647,24 @@ fn issue12_a_stderr_nobody_reads_never_stops_the_relay() {
 #[test]
 fn issue12_a_terminal_stopped_with_ctrl_s_never_stops_the_relay() {
     let live = Live::start();
-    let listen = free_port();
-    let config = stall_config(listen, live.addr);
+    let config = stall_config(any_port(), live.addr);
     let config_text = config.display();
     let Some(child) = on_a_terminal("xoff", "", &["run", "--config", &config_text]) else {
         return;
     };
     let mut child = Reaped(child, Vec::new());
     let mut out = io::BufReader::new(child.0.stdout.take().expect("piped"));
-    let mut pid = String::new();
-    io::BufRead::read_line(&mut out, &mut pid).expect("the relay's pid");
-    let pid = pid.trim().to_owned();
+    // The helper's first line: the relay's pid and where it listens.
+    let mut first = String::new();
+    io::BufRead::read_line(&mut out, &mut first).expect("the relay's pid");
+    let (pid, listen) = first
+        .trim()
+        .split_once(' ')
+        .unwrap_or_else(|| panic!("no pid and address in {first:?}"));
+    let pid = pid.to_owned();
+    let listen: SocketAddr = listen
+        .parse()
+        .unwrap_or_else(|_| panic!("no 'listen on' line on the terminal: {first:?}"));
     child.1.push(pid.clone());
     let sender = Sender::new(listen);
     wait_until_relaying(&sender, || live.seen.load(Ordering::SeqCst));
@@ -1042,7 +1101,7 @@ fn issue13_a_port_in_use_is_worded_the_same_by_every_subcommand() {
 #[test]
 fn issue13_simulate_says_once_that_nothing_listens() {
     // A port with nothing on it: bound, then closed.
-    let dead = free_port().to_string();
+    let dead = unused_port().to_string();
     let done = Bin::run(
         &[
             "simulate",
