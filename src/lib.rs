@@ -40,6 +40,7 @@ pub mod setup;
 pub mod simulate;
 pub mod state;
 pub mod tap;
+pub mod tray;
 pub mod view;
 pub mod web;
 pub mod words;

@@ -207,6 +207,7 @@ impl Driver {
     #[track_caller]
     pub(crate) fn click_at(&self, xpath: &str) {
         let deadline = Instant::now() + SHOWN_WITHIN;
+        let mut last = "not found".to_owned();
         loop {
             if let Some(e) = self.find(xpath) {
                 let path = format!("/session/{}/element/{e}/click", self.session);
@@ -214,8 +215,12 @@ impl Driver {
                 if r.status == 200 {
                     return;
                 }
+                last = format!("{}: {}", r.status, r.json()["value"]["error"]);
             }
-            assert!(Instant::now() < deadline, "cannot click {xpath}");
+            assert!(
+                Instant::now() < deadline,
+                "cannot click {xpath} (the last try: {last})"
+            );
             std::thread::sleep(Duration::from_millis(50));
         }
     }

@@ -45,7 +45,7 @@ const LAYERS: &[&[&str]] = &[
     // The tools that look at the machine and the running relay.
     &["setup"],
     // The faces: each an observer of the app, none importing another.
-    &["dashboard", "export", "demo", "web"],
+    &["dashboard", "export", "demo", "web", "tray"],
     // Every subcommand's glue.
     &["commands"],
 ];
