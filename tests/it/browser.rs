@@ -516,6 +516,27 @@ fn the_page_in_chromium_shows_the_car_and_adds_and_removes_a_destination() {
     driver.wait_for("//tr[@data-name='first']/td[@class='rate']", |t| {
         t.parse::<f64>().is_ok_and(|v| v > 0.0)
     });
+    // The rows are redrawn every second; a row's buttons stay the same
+    // elements, so a click that spans a redraw (pressed before it, released
+    // after) lands. Under load, WebDriver's find-then-click lost that race
+    // every time for 20 s ("stale element reference").
+    let sent_cell = "//tr[@data-name='first']/td[@data-label='Sent']";
+    let edit = driver
+        .find("//tr[@data-name='first']//button[normalize-space()='Edit']")
+        .expect("the Edit button");
+    let sent = driver.text_at(sent_cell).unwrap_or_default();
+    driver.wait_for(sent_cell, |t| t != sent);
+    let r = driver.send(
+        "GET",
+        &format!("/session/{}/element/{edit}/name", driver.session),
+        "",
+    );
+    assert_eq!(
+        r.status,
+        200,
+        "the Edit button found before a redraw is still in the page: {}",
+        r.json()["value"]["error"]
+    );
 
     let (second, second_addr) = receiver();
     driver.type_into(&driver.labelled("Name"), "second");

@@ -261,8 +261,12 @@ function destinationRow(d, before, history) {
   return tr;
 }
 
+// Redrawn every second. A destination's row and its buttons stay the same
+// elements from one drawing to the next, only their cells are new: a click
+// that spans a redraw (the press before it, the release after) still lands.
 function renderDestinations(list) {
   const body = document.querySelector("#destinations tbody");
+  const shown = new Map([...body.children].map((tr) => [tr.dataset.name, tr]));
   const rows = [];
   const now = new Map();
   for (const d of list) {
@@ -271,9 +275,20 @@ function renderDestinations(list) {
     history.push(d.packets_per_sec ?? 0);
     while (history.length > 60) history.shift();
     rates.set(d.name, history);
-    rows.push(destinationRow(d, previous.get(d.name), history));
+    const fresh = destinationRow(d, previous.get(d.name), history);
+    const row = shown.get(d.name);
+    if (row) {
+      const actions = row.querySelector("td.actions");
+      fresh.querySelector("td.actions").remove();
+      row.className = fresh.className;
+      row.replaceChildren(...fresh.children, actions);
+      rows.push(row);
+    } else {
+      rows.push(fresh);
+    }
   }
-  body.replaceChildren(...rows);
+  const same = rows.length === body.children.length && rows.every((r, i) => body.children[i] === r);
+  if (!same) body.replaceChildren(...rows);
   previous = now;
 }
 
