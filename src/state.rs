@@ -41,6 +41,30 @@ pub fn folder() -> Option<PathBuf> {
         .or_else(platform::state_dir)
 }
 
+/// The log file's name in the state folder, for a program that runs without
+/// its console window (the tray, issue 32).
+pub const LOG_FILE: &str = "forza-relay.log";
+
+/// A log file grown past this is kept as `forza-relay.log.old` and a new one
+/// started, so it never fills the disk.
+const LOG_KEEP: u64 = 8 << 20;
+
+/// The log file in `folder`, opened to append (created, with the folder,
+/// when missing); one past [`LOG_KEEP`] is moved to `.old` first. Its path
+/// and the file.
+pub fn log_file(folder: &Path) -> io::Result<(PathBuf, fs::File)> {
+    platform::create_private_dir(folder)?;
+    let path = folder.join(LOG_FILE);
+    if fs::metadata(&path).is_ok_and(|m| m.len() > LOG_KEEP) {
+        fs::rename(&path, path.with_extension("log.old"))?;
+    }
+    let file = fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&path)?;
+    Ok((path, file))
+}
+
 /// A new token: 16 bytes of the OS's random source, in hex.
 pub fn random_token() -> io::Result<String> {
     let mut bytes = [0u8; TOKEN_LEN / 2];

@@ -285,6 +285,12 @@ impl Attach<'_> {
         self.relay.local_addr()
     }
 
+    /// What stops the app as a stop signal does (the tray's Quit).
+    pub fn stopper(&self) -> impl Fn() + Send + Sync + 'static {
+        let signals = self.signals.clone();
+        move || signals.stop()
+    }
+
     /// Calls `read_again` on SIGHUP, as long as the app runs.
     pub fn on_reload(&self, read_again: impl Fn() + Send + 'static) {
         self.signals.on_reload(read_again);

@@ -31,6 +31,7 @@ use crate::web::Web;
 
 mod capture;
 mod simulate;
+mod tray;
 pub mod watch;
 
 pub use crate::app::to_stdout;
@@ -321,7 +322,18 @@ pub fn run(
     if watch {
         app.observe(LiveView::new(config.input));
     }
+    // Started by a double-click, a shortcut or the login entry on Windows:
+    // in the tray, once it runs (a mistake at the start stays on screen).
+    let mut in_tray = None;
+    if !watch && tray::wanted() {
+        let icon = tray::icon(shown.listen, file.clone(), config.web.is_some());
+        in_tray = Some(icon.shown_flag());
+        app.observe(icon);
+    }
     let running = app.start()?;
     info!("running; press Ctrl-C to stop");
+    if in_tray.is_some_and(|shown| shown.load(std::sync::atomic::Ordering::SeqCst)) {
+        tray::leave_console();
+    }
     running.wait().map(|_| ())
 }

@@ -80,6 +80,10 @@ static ALIVE_MS: AtomicU64 = AtomicU64::new(0);
 /// wake-ups).
 static IDLE: AtomicBool = AtomicBool::new(false);
 
+/// A file every line goes to as well, from [`also_to`] on: the log of a
+/// program that runs without its console window (the tray, issue 32).
+static ALSO: Mutex<Option<std::fs::File>> = Mutex::new(None);
+
 /// Milliseconds since the log started.
 fn now_ms() -> u64 {
     STARTED
@@ -263,6 +267,13 @@ pub fn init() -> io::Result<()> {
     Ok(())
 }
 
+/// From now on, every line logged goes to `file` as well as to the console:
+/// for a program that lets go of its console window. Lines are written whole,
+/// in the order logged, by the writer thread (never by the caller).
+pub fn also_to(file: std::fs::File) {
+    *ALSO.lock().unwrap_or_else(|e| e.into_inner()) = Some(file);
+}
+
 /// The writer thread: takes what is queued and writes it, line by line.
 fn write_forever() {
     let mut taken = Vec::with_capacity(QUEUE_BYTES);
@@ -276,10 +287,15 @@ fn write_forever() {
         let dropped = DROPPED.swap(0, Ordering::Relaxed);
         let mut err = io::stderr();
         let _ = console::write_released(&mut err);
+        let mut also = ALSO.lock().unwrap_or_else(|e| e.into_inner());
         // Every queued line ends with its newline, so `taken` holds whole lines.
         for line in taken.split_inclusive(|&b| b == b'\n') {
             // A console that fails (closed, gone) loses the line; the program goes on.
             let _ = console::write_line(line, &mut err);
+            if let Some(file) = also.as_mut() {
+                // A file that fails (a full disk) loses the line too.
+                let _ = file.write_all(line);
+            }
             keep_recent(line);
             ALIVE_MS.store(now_ms(), Ordering::Release);
             WRITTEN.fetch_add(line.len() as u64, Ordering::Release);
@@ -292,7 +308,11 @@ fn write_forever() {
             );
             format_line(&mut line, SystemTime::now(), Level::Warn, &text);
             let _ = console::write_line(&line, &mut err);
+            if let Some(file) = also.as_mut() {
+                let _ = file.write_all(&line);
+            }
         }
+        drop(also);
         taken.clear();
         IDLE.store(true, Ordering::Release);
         // Looked at after saying so: a line queued from now on wakes it.

@@ -9,6 +9,17 @@ use super::Signal;
 /// Nothing to do: the terminal keeps the error on screen.
 pub fn hold_console_on_error(_started_without_arguments: bool) {}
 
+/// Windows only: a console window of the program's own, which it lets go of
+/// to live in the tray. Elsewhere a terminal is the user's.
+pub fn console_of_its_own() -> bool {
+    false
+}
+
+/// Windows only (see [`console_of_its_own`]).
+pub fn hide_console() -> std::io::Result<()> {
+    Ok(())
+}
+
 /// Nothing to do: Unix reports a closed port's ICMP only on the connected socket
 /// that sent to it, as one error, and the socket stays usable.
 pub fn prepare_udp_socket(_socket: &socket2::Socket) -> io::Result<()> {

@@ -27,8 +27,8 @@ use windows_sys::Win32::Networking::WinSock::{
     SOCKET_ERROR, SOL_SOCKET, SO_EXCLUSIVEADDRUSE,
 };
 use windows_sys::Win32::System::Console::{
-    SetConsoleCtrlHandler, CTRL_BREAK_EVENT, CTRL_CLOSE_EVENT, CTRL_C_EVENT, CTRL_LOGOFF_EVENT,
-    CTRL_SHUTDOWN_EVENT,
+    FreeConsole, GetConsoleProcessList, SetConsoleCtrlHandler, CTRL_BREAK_EVENT, CTRL_CLOSE_EVENT,
+    CTRL_C_EVENT, CTRL_LOGOFF_EVENT, CTRL_SHUTDOWN_EVENT,
 };
 
 use super::Signal;
@@ -61,6 +61,28 @@ pub fn hold_console_on_error(started_without_arguments: bool) {
         let mut line = String::new();
         let _ = std::io::stdin().lock().read_line(&mut line);
     }
+}
+
+/// Whether the program shows its log in a console window of its own: Windows
+/// made the window for it (a double-click, a shortcut, the login entry), no
+/// other program shares it (not a terminal a user typed the command in), and
+/// the log is not redirected. Such a window closes when it is let go of
+/// ([`hide_console`]), and the program lives in the tray.
+pub fn console_of_its_own() -> bool {
+    let mut ids = [0u32; 2];
+    // SAFETY: `ids` has room for the number of ids given as its length.
+    let attached = unsafe { GetConsoleProcessList(ids.as_mut_ptr(), ids.len() as u32) };
+    attached == 1 && std::io::stderr().is_terminal()
+}
+
+/// Lets go of the console window, which then closes ([`console_of_its_own`]:
+/// no other program shares it). What is printed from then on goes nowhere.
+pub fn hide_console() -> io::Result<()> {
+    // SAFETY: no arguments; it detaches the calling process from its console.
+    if unsafe { FreeConsole() } == FALSE {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
 }
 
 /// Turns off `SIO_UDP_CONNRESET` and `SIO_UDP_NETRESET` on `socket`, so an ICMP

@@ -8,10 +8,18 @@
 //! that is refused or failing. Windows keeps [`TOOLTIP_MAX`] characters of it,
 //! so it is cut there, on a whole name.
 
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
 use std::time::Duration;
 
+use log::{info, warn};
+
+use crate::app::{Attach, Failure, Observer};
 use crate::counters::Status;
 use crate::report::Snapshot;
+
+#[cfg(windows)]
+mod windows;
 
 /// The characters of a tooltip Windows keeps (`NOTIFYICONDATAW`'s `szTip` is
 /// 128 UTF-16 units with its terminator).
@@ -190,6 +198,98 @@ pub fn menu(offer: Offer) -> Vec<Entry> {
             checked: None,
         },
     ]
+}
+
+/// What the icon asks of the rest of the program, on its own thread.
+pub struct Hooks {
+    /// The relay's newest snapshot (`None`: it did not answer in time).
+    pub snapshot: Box<dyn FnMut() -> Option<Snapshot> + Send>,
+    /// What the menu can offer now.
+    pub offer: Box<dyn FnMut() -> Offer + Send>,
+    /// Does what a menu entry says.
+    pub act: Box<dyn FnMut(Action) + Send>,
+}
+
+/// The tray icon as an observer of the app: shown while the relay runs, for
+/// a program that let go of its console window (Windows: started by a
+/// double-click, a shortcut or the login entry). Where no icon can be shown
+/// it says so once and the relay runs on.
+pub struct Tray {
+    offer: Option<Box<dyn FnMut() -> Offer + Send>>,
+    act: Option<Box<dyn FnMut(Action) + Send>>,
+    /// Set once the icon is shown: only then may the console window go.
+    is_shown: Arc<AtomicBool>,
+    #[cfg(windows)]
+    shown: Option<windows::Shown>,
+}
+
+impl Tray {
+    /// An icon whose menu offers what `offer` says and does the entries but
+    /// Quit with `act` (Quit stops the app, as Ctrl-C does).
+    pub fn new(
+        offer: impl FnMut() -> Offer + Send + 'static,
+        act: impl FnMut(Action) + Send + 'static,
+    ) -> Tray {
+        Tray {
+            offer: Some(Box::new(offer)),
+            act: Some(Box::new(act)),
+            is_shown: Arc::new(AtomicBool::new(false)),
+            #[cfg(windows)]
+            shown: None,
+        }
+    }
+
+    /// Whether the icon is shown, from the app's start on: a program without
+    /// one keeps its console window (else nothing would show it runs).
+    pub fn shown_flag(&self) -> Arc<AtomicBool> {
+        self.is_shown.clone()
+    }
+}
+
+/// How long the icon's thread waits for the relay's snapshot.
+const SNAPSHOT_WAIT: Duration = Duration::from_millis(500);
+
+impl Observer for Tray {
+    fn start(&mut self, relay: &mut Attach<'_>) -> Result<(), Failure> {
+        let control = relay.control();
+        let stop = relay.stopper();
+        let mut act = self.act.take().expect("started once");
+        let hooks = Hooks {
+            snapshot: Box::new(move || control.snapshot(SNAPSHOT_WAIT)),
+            offer: self.offer.take().expect("started once"),
+            act: Box::new(move |action| match action {
+                Action::Quit => {
+                    info!("Quit chosen in the tray: stopping");
+                    stop();
+                }
+                other => act(other),
+            }),
+        };
+        #[cfg(windows)]
+        match windows::show(hooks) {
+            Ok(shown) => {
+                info!("the tray icon is shown: its menu opens the page and quits");
+                self.shown = Some(shown);
+                self.is_shown
+                    .store(true, std::sync::atomic::Ordering::SeqCst);
+            }
+            Err(e) => warn!("no tray icon ({e}): the relay runs on in this window"),
+        }
+        #[cfg(not(windows))]
+        {
+            drop(hooks);
+            warn!("no tray icon on this platform: the relay runs on");
+        }
+        Ok(())
+    }
+
+    fn finish(self: Box<Self>, _last: &mut Snapshot) -> Result<(), Failure> {
+        #[cfg(windows)]
+        if let Some(shown) = self.shown {
+            shown.remove();
+        }
+        Ok(())
+    }
 }
 
 #[cfg(test)]

@@ -46,5 +46,6 @@ mod relay;
 mod reload;
 mod setup;
 mod simulate;
+mod tray;
 mod watch;
 mod web;
