@@ -326,14 +326,18 @@ pub fn run(
     // in the tray, once it runs (a mistake at the start stays on screen).
     let mut in_tray = None;
     if !watch && tray::wanted() {
-        let icon = tray::icon(shown.listen, file.clone(), config.web.is_some());
-        in_tray = Some(icon.shown_flag());
-        app.observe(icon);
+        if let Some(log) = tray::keep_log() {
+            let icon = tray::icon(shown.listen, file.clone(), config.web.is_some());
+            in_tray = Some((log, icon.shown_flag()));
+            app.observe(icon);
+        }
     }
     let running = app.start()?;
     info!("running; press Ctrl-C to stop");
-    if in_tray.is_some_and(|shown| shown.load(std::sync::atomic::Ordering::SeqCst)) {
-        tray::leave_console();
+    if let Some((log, shown)) = in_tray {
+        if shown.load(std::sync::atomic::Ordering::SeqCst) {
+            tray::leave_console(&log);
+        }
     }
     running.wait().map(|_| ())
 }

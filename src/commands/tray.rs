@@ -79,31 +79,37 @@ fn act(action: Action, listen: SocketAddr, file: Option<&Path>) {
     }
 }
 
-/// Once the relay runs: the log goes to the state folder's file as well, and
-/// the console window is let go of (it closes).
-pub(super) fn leave_console() {
+/// Before the relay starts: the log goes to the state folder's file as well
+/// (the lines so far, then every line). Its path; `None` (said) when it can't
+/// be kept, and then the console window must stay.
+pub(super) fn keep_log() -> Option<PathBuf> {
     let Some(folder) = crate::state::folder() else {
         warn!("no state folder to keep the log in: the console window stays");
-        return;
+        return None;
     };
     match crate::state::log_file(&folder) {
         Ok((path, mut file)) => {
-            // The lines since the start, then every line from now on.
             let (_, recent) = crate::logging::recent();
             for line in recent {
                 let _ = writeln!(file, "{line}");
             }
             crate::logging::also_to(file);
-            info!("in the tray from now on; the log is {}", path.display());
+            Some(path)
         }
         Err(e) => {
             warn!(
                 "the log can't be kept in {} ({e}): the console window stays",
                 folder.display()
             );
-            return;
+            None
         }
     }
+}
+
+/// Once the relay runs and its icon is shown: the console window is let go
+/// of (it closes); the log is in `log`.
+pub(super) fn leave_console(log: &Path) {
+    info!("in the tray from now on; the log is {}", log.display());
     // What was logged reaches the file and the window before it closes.
     crate::logging::flush();
     if let Err(e) = platform::hide_console() {

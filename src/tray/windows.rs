@@ -21,6 +21,8 @@ use super::{menu, Action, Colour, Follow, Hooks, Offer};
 
 /// How often the icon looks at the relay.
 const EVERY: Duration = Duration::from_secs(1);
+/// How long the start waits for the icon to be made.
+const MAKE_WAIT: Duration = Duration::from_secs(10);
 /// How long a stop waits for the icon's thread.
 const END_WAIT: Duration = Duration::from_secs(2);
 /// The icon's side, in pixels (Windows scales it).
@@ -69,13 +71,19 @@ pub fn show(hooks: Hooks) -> io::Result<Shown> {
             let _ = tx.send(Ok(unsafe { GetCurrentThreadId() }));
             made.run(&mut hooks);
         })?;
-    match rx.recv() {
+    match rx.recv_timeout(MAKE_WAIT) {
         Ok(Ok(thread_id)) => Ok(Shown { thread_id, thread }),
         Ok(Err(e)) => {
             let _ = thread.join();
             Err(e)
         }
-        Err(_) => Err(io::Error::other(
+        // The notification area did not answer (a desktop still starting):
+        // the relay does not wait for it, and keeps its window.
+        Err(mpsc::RecvTimeoutError::Timeout) => Err(io::Error::other(format!(
+            "the notification area did not answer within {} s",
+            MAKE_WAIT.as_secs()
+        ))),
+        Err(mpsc::RecvTimeoutError::Disconnected) => Err(io::Error::other(
             "the tray's thread ended before the icon was made",
         )),
     }
