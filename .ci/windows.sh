@@ -27,6 +27,12 @@ source .ci/cross.sh
 install_missing x86_64-w64-mingw32-gcc gcc-mingw-w64-x86-64 wine wine wine wine64
 
 skip=(
+    # moves the page from 127.0.0.2:P to 0.0.0.0:P: under Wine, whose sockets
+    # follow Linux's rule, a port with connections left in TIME_WAIT by the
+    # test's own requests can't be bound again without SO_REUSEADDR (which
+    # Windows builds leave off), so the move fails when the server closed
+    # them first (once in three clean-clone runs); the native runs cover it
+    issue30_a_web_addr_saved_while_running_moves_the_page
     # signals (no kill command, no SIGINT/SIGTERM on Windows)
     binary_replay_loops_until_ctrl_c_or_sigterm_and_prints_the_final_line
     recording_while_relaying_1000_packets_a_second_loses_nothing
