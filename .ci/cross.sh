@@ -44,3 +44,22 @@ run_cross_tests() {
     rm -f "$log"
     return "$status"
 }
+
+# An Xvfb display for Wine (DISPLAY set; stop_display ends it): Windows'
+# windows, such as the tray icon's, need a desktop. Start it before the
+# prefix's wineserver: Wine makes the prefix's desktop once per wineserver, on
+# the display its first program had (one made without a display keeps no
+# windows at all).
+start_display() {
+    local n
+    n=$((90 + RANDOM % 100))
+    Xvfb ":$n" -nolisten tcp >/dev/null 2>&1 &
+    xvfb_pid=$!
+    for _ in $(seq 100); do [[ -S /tmp/.X11-unix/X$n ]] && break; sleep 0.1; done
+    [[ -S /tmp/.X11-unix/X$n ]] || { echo "Xvfb :$n did not start" >&2; return 1; }
+    export DISPLAY=:$n
+}
+
+stop_display() {
+    [[ -n ${xvfb_pid:-} ]] && kill "$xvfb_pid" 2>/dev/null || true
+}

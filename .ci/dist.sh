@@ -34,7 +34,7 @@ done
 # reads it back; musl-gcc compiles ring's C for the static x86_64 binary.
 install_missing x86_64-w64-mingw32-gcc gcc-mingw-w64-x86-64 musl-gcc musl-tools \
     aarch64-linux-gnu-gcc gcc-aarch64-linux-gnu qemu-aarch64 qemu-user wine wine \
-    wixl wixl msibuild msitools msiinfo msitools unzip unzip file file \
+    wixl wixl msibuild msitools msiinfo msitools unzip unzip file file Xvfb xvfb \
     systemd-analyze systemd
 # Debian's Python (not a pyenv's) reads the winget manifest against its schema.
 python=/usr/bin/python3
@@ -54,6 +54,7 @@ cleanup() {
         [[ -d $prefix ]] && WINEPREFIX=$PWD/$prefix wineserver -k 2>/dev/null || true
     done
     if [[ -n ${deb_installed:-} ]]; then dpkg -r forza-relay >/dev/null 2>&1 || true; fi
+    stop_display
 }
 trap cleanup EXIT
 # A command that fails stops the script (set -e; -E: in functions too): say
@@ -100,6 +101,7 @@ $2
 not:
 $3"; }
 same "the zip" "$(unzip -Z1 "$zip")" "forza-relay.exe
+forza-relayw.exe
 forza-relay.toml
 README.txt
 LICENSE-MIT.txt

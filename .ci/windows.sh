@@ -24,7 +24,9 @@ cd "$(dirname "$0")/.."
 target=x86_64-pc-windows-gnu
 rustup target list --installed | grep -qx "$target" || rustup target add "$target"
 source .ci/cross.sh
-install_missing x86_64-w64-mingw32-gcc gcc-mingw-w64-x86-64 wine wine wine wine64
+# Xvfb: a display for the tray test (tests/it/tray.rs), whose icon needs a
+# desktop window; without one, Wine's windows are no windows at all.
+install_missing x86_64-w64-mingw32-gcc gcc-mingw-w64-x86-64 wine wine wine wine64 Xvfb xvfb
 
 skip=(
     # moves the page from 127.0.0.2:P to 0.0.0.0:P: under Wine, whose sockets
@@ -124,8 +126,10 @@ cp "$out/bcryptprimitives.dll" "$out/deps/"
 
 export WINEPREFIX="$PWD/target/wine-prefix" WINEDEBUG=-all WINEDLLOVERRIDES="mscoree,mshtml="
 export CARGO_TARGET_X86_64_PC_WINDOWS_GNU_RUNNER=wine
+wineserver -k 2>/dev/null || true
+start_display
+trap 'wineserver -k 2>/dev/null || true; stop_display' EXIT
 # Start the prefix (and wineserver) once, so the tests' time limits don't pay for it.
 wine "$out/forza-relay.exe" --version
 
-trap 'wineserver -k 2>/dev/null || true' EXIT
 run_cross_tests "windows (wine)" "$target" "${skip[@]}"

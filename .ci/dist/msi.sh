@@ -14,7 +14,7 @@ msiinfo suminfo "$msi" | grep -q '^Source: 10 ' || fail "$msi asks for elevation
 attributes=$(msiinfo export "$msi" Component | tr -d '\r' | awk -F'\t' '$1 == "UserConfiguration" { print $4 }')
 (((attributes & 144) == 144)) || fail "UserConfiguration's attributes are $attributes"
 shortcut=$(msiinfo export "$msi" Shortcut | tr -d '\r' | awk -F'\t' '$1 == "StartMenuShortcut" { print $5 "|" $12 }')
-same "the shortcut's target and folder" "$shortcut" "[INSTALLDIR]forza-relay.exe|CONFIGDIR"
+same "the shortcut's target and folder" "$shortcut" "[INSTALLDIR]forza-relayw.exe|CONFIGDIR"
 
 code_of() { msiinfo export "$1" Property | tr -d '\r' | awk -F'\t' '$1 == "ProductCode" { print $2 }'; }
 code=$(code_of "$msi")
@@ -22,6 +22,8 @@ code_newer=$(code_of "$msi_newer")
 [[ $code != "$code_newer" ]] || fail "both versions have ProductCode $code"
 
 export WINEPREFIX=$PWD/$check/msi-prefix
+# A display: the program the shortcut starts shows its tray icon.
+start_display
 wineboot --init >/dev/null 2>&1
 # A system DLL this Wine lacks, for the installed program to start (see
 # .ci/dist.sh): the installed folder stays exactly what the MSI put there.
@@ -37,8 +39,10 @@ msiexec() { wine msiexec "$1" "$(winepath -w "$2")" /qn; }
 msiexec /i "$msi"
 same "the installed folder" "$(cd "$program" && ls)" "LICENSE-APACHE.txt
 LICENSE-MIT.txt
-forza-relay.exe"
+forza-relay.exe
+forza-relayw.exe"
 cmp "$program/forza-relay.exe" <(unzip -p "$zip" forza-relay.exe)
+cmp "$program/forza-relayw.exe" <(unzip -p "$zip" forza-relayw.exe)
 [[ -f $lnk ]] || fail "no Start-menu shortcut at $lnk"
 cmp "$config" config.example.toml
 same "Add/Remove Programs" "$(products)" "$code|||forza-relay"
@@ -46,6 +50,13 @@ echo "dist: the MSI installed $program, $lnk, $config and its Add/Remove Program
 
 # The user's edit (test ports), then the relay started as the shortcut starts it.
 "$python" .ci/dist/relay.py shortcut "$lnk" "$program/forza-relay.exe" "$config"
+# forza-relayw.exe started the relay in the tray, with no console window; its
+# log is in the state folder.
+log=$(windows_folder '%LOCALAPPDATA%')/forza-relay/forza-relay.log
+for said in "the tray icon is shown" "in the tray from now on" "no console window is shown"; do
+    grep -q "$said" "$log" || fail "the log of the relay the shortcut started does not say \"$said\": $(cat "$log")"
+done
+echo "dist: the shortcut started forza-relayw.exe, and it the relay in the tray with no console window"
 cp "$config" "$check/config.edited"
 ! cmp -s "$config" config.example.toml || fail "the configuration was not edited"
 
@@ -67,4 +78,5 @@ same "Add/Remove Programs after the uninstall" "$(products)" ""
 cmp "$config" "$check/config.edited" || fail "the uninstall changed the user's configuration"
 echo "dist: the uninstall removed the program, its shortcut and its entry, and kept the configuration"
 wineserver -k
+stop_display
 took "the MSI under Wine" "$start"

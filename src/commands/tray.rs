@@ -19,9 +19,11 @@ use crate::tray::{Action, Offer, Tray};
 /// How long the page's link is asked of the relay.
 const ASK_WAIT: Duration = Duration::from_secs(2);
 
-/// Whether `run` goes to the tray: it has a console window of its own.
+/// Whether `run` goes to the tray: started by `forza-relayw.exe` (the
+/// shortcut, the login entry), or in a console window of its own (a
+/// double-click on forza-relay.exe).
 pub(super) fn wanted() -> bool {
-    platform::console_of_its_own()
+    std::env::var_os(crate::tray::TRAY_VAR).is_some() || platform::console_of_its_own()
 }
 
 /// The icon of the relay listening on `listen`, which runs `file` and serves
@@ -109,7 +111,10 @@ pub(super) fn keep_log() -> Option<PathBuf> {
 /// Once the relay runs and its icon is shown: the console window is let go
 /// of (it closes); the log is in `log`.
 pub(super) fn leave_console(log: &Path) {
-    info!("in the tray from now on; the log is {}", log.display());
+    info!("{}; the log is {}", crate::tray::IN_THE_TRAY, log.display());
+    if !platform::console_window_shown() {
+        info!("no console window is shown");
+    }
     // What was logged reaches the file and the window before it closes.
     crate::logging::flush();
     if let Err(e) = platform::hide_console() {

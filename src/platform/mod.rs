@@ -8,9 +8,9 @@
 mod imp;
 
 pub use imp::{
-    colours_on_stderr, console_of_its_own, create_private_dir, hide_console, hold_console_on_error,
-    is_file_busy, on_signals, prepare_listener, prepare_udp_socket, private_file, state_dir,
-    summary_printed,
+    colours_on_stderr, console_of_its_own, console_window_shown, create_private_dir, hide_console,
+    hold_console_on_error, is_file_busy, on_signals, prepare_listener, prepare_udp_socket,
+    private_file, state_dir, summary_printed,
 };
 
 /// What the user or the system asks of the program, whatever the platform

@@ -15,6 +15,11 @@ pub fn console_of_its_own() -> bool {
     false
 }
 
+/// Windows only: whether the program's console has a window on screen.
+pub fn console_window_shown() -> bool {
+    false
+}
+
 /// Windows only (see [`console_of_its_own`]).
 pub fn hide_console() -> std::io::Result<()> {
     Ok(())

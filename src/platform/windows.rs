@@ -27,8 +27,8 @@ use windows_sys::Win32::Networking::WinSock::{
     SOCKET_ERROR, SOL_SOCKET, SO_EXCLUSIVEADDRUSE,
 };
 use windows_sys::Win32::System::Console::{
-    FreeConsole, GetConsoleProcessList, SetConsoleCtrlHandler, CTRL_BREAK_EVENT, CTRL_CLOSE_EVENT,
-    CTRL_C_EVENT, CTRL_LOGOFF_EVENT, CTRL_SHUTDOWN_EVENT,
+    FreeConsole, GetConsoleProcessList, GetConsoleWindow, SetConsoleCtrlHandler, CTRL_BREAK_EVENT,
+    CTRL_CLOSE_EVENT, CTRL_C_EVENT, CTRL_LOGOFF_EVENT, CTRL_SHUTDOWN_EVENT,
 };
 
 use super::Signal;
@@ -73,6 +73,13 @@ pub fn console_of_its_own() -> bool {
     // SAFETY: `ids` has room for the number of ids given as its length.
     let attached = unsafe { GetConsoleProcessList(ids.as_mut_ptr(), ids.len() as u32) };
     attached == 1 && std::io::stderr().is_terminal()
+}
+
+/// Whether the program's console has a window (none when it was started
+/// with `CREATE_NO_WINDOW`, as `forza-relayw.exe` starts it, or has none).
+pub fn console_window_shown() -> bool {
+    // SAFETY: no arguments; it returns the window's handle or null.
+    !unsafe { GetConsoleWindow() }.is_null()
 }
 
 /// Lets go of the console window, which then closes ([`console_of_its_own`]:

@@ -21,6 +21,15 @@ use crate::report::Snapshot;
 #[cfg(windows)]
 mod windows;
 
+/// Set (to anything) in the environment of `run` by `forza-relayw.exe`, the
+/// Windows starter of the Start-menu shortcut and the login entry: the relay
+/// goes to the tray whatever its console (it has none to show).
+pub const TRAY_VAR: &str = "FORZA_RELAY_TRAY";
+
+/// The words of the line the relay logs once its icon is shown and its log is
+/// in its file: the starter stops watching for a failed start there.
+pub const IN_THE_TRAY: &str = "in the tray from now on";
+
 /// The characters of a tooltip Windows keeps (`NOTIFYICONDATAW`'s `szTip` is
 /// 128 UTF-16 units with its terminator).
 pub const TOOLTIP_MAX: usize = 127;
@@ -273,7 +282,7 @@ impl Observer for Tray {
                 self.is_shown
                     .store(true, std::sync::atomic::Ordering::SeqCst);
             }
-            Err(e) => warn!("no tray icon ({e}): the relay runs on in this window"),
+            Err(e) => warn!("no tray icon ({e}): the relay runs on without it"),
         }
         #[cfg(not(windows))]
         {

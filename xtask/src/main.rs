@@ -157,6 +157,9 @@ pub struct Release {
     pub stamp: u64,
 }
 
+/// The Windows starter's file name (src/bin/forza-relayw.rs).
+pub const STARTER: &str = "forza-relayw.exe";
+
 impl Release {
     /// A root file's bytes.
     pub fn read(&self, relative: &str) -> Result<Vec<u8>, String> {
@@ -367,6 +370,12 @@ impl Release {
             .join(&target.triple)
             .join("release")
             .join(target.exe_name())
+    }
+
+    /// Where `target`'s Windows starter is (forza-relayw.exe, beside the
+    /// program: what the shortcut and the login entry start).
+    pub fn starter(&self, target: &Target) -> PathBuf {
+        self.binary(target).with_file_name(STARTER)
     }
 }
 

@@ -109,7 +109,7 @@ fn scoop_text(release: &Release, zip: &str, hash: &str) -> String {
          \"license\": {},\n  \"architecture\": {{\n    \"64bit\": {{\n      \
          \"url\": {},\n      \"hash\": {}\n    }}\n  }},\n  \
          \"bin\": \"forza-relay.exe\",\n  \
-         \"shortcuts\": [[\"forza-relay.exe\", \"forza-relay\"]],\n  \
+         \"shortcuts\": [[\"forza-relayw.exe\", \"forza-relay\"]],\n  \
          \"persist\": \"forza-relay.toml\",\n{checkver}  \
          \"autoupdate\": {{\n    \"architecture\": {{\n      \"64bit\": {{ \"url\": {} }}\n    }}\n  }}\n}}\n",
         json(&release.version),

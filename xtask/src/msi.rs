@@ -33,7 +33,7 @@ pub fn file_name(version: &str) -> String {
 }
 
 /// Makes the MSI of `target`'s `exe`, or says in one line why this host can't.
-pub fn make(release: &Release, target: &Target, exe: &Path) -> Result<(), String> {
+pub fn make(release: &Release, target: &Target, exe: &Path, starter: &Path) -> Result<(), String> {
     if target.arch() != "x86_64" {
         println!("no MSI for {}: the installer is x86_64's", target.triple);
         return Ok(());
@@ -60,6 +60,7 @@ pub fn make(release: &Release, target: &Target, exe: &Path) -> Result<(), String
             .map_err(|e| format!("{} to {}: {e}", from.display(), stage.display()))
     };
     copy(exe, "forza-relay.exe")?;
+    copy(starter, crate::STARTER)?;
     copy(
         &release.root.join("config.example.toml"),
         "forza-relay.toml",

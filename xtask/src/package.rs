@@ -39,14 +39,17 @@ pub fn target(release: &Release, target: &Target) -> Result<(), String> {
     })?;
     match target.os() {
         Os::Windows => {
+            let starter_path = release.starter(target);
+            let starter = std::fs::read(&starter_path)
+                .map_err(|e| format!("{}: {e}", starter_path.display()))?;
             let name = release.file_name(&format!("{}.zip", target.triple));
             archive::zip(
                 &release.out.join(&name),
-                &windows_files(release, binary.clone())?,
+                &windows_files(release, binary.clone(), starter)?,
                 release.stamp,
             )?;
             println!("made {name}");
-            msi::make(release, target, &binary_path)?;
+            msi::make(release, target, &binary_path, &starter_path)?;
         }
         Os::Linux | Os::Other => {
             let folder = release.file_name(&target.triple);
@@ -75,9 +78,12 @@ pub fn target(release: &Release, target: &Target) -> Result<(), String> {
 }
 
 /// The zip's files, all at the top.
-fn windows_files(release: &Release, exe: Vec<u8>) -> Result<Vec<Entry>, String> {
+fn windows_files(release: &Release, exe: Vec<u8>, starter: Vec<u8>) -> Result<Vec<Entry>, String> {
     Ok(vec![
         Entry::program("forza-relay.exe", exe),
+        // What a shortcut or the login entry starts: the relay in the tray,
+        // with no console window.
+        Entry::program(crate::STARTER, starter),
         // The example, named as the program looks for it beside itself.
         Entry::file("forza-relay.toml", release.read("config.example.toml")?),
         Entry::file("README.txt", release.read(WINDOWS_README)?),
@@ -277,7 +283,7 @@ mod tests {
 
     #[test]
     fn the_zip_holds_the_program_its_configuration_the_readme_and_the_licences_at_the_top() {
-        let names: Vec<String> = windows_files(&release(), b"MZ".to_vec())
+        let names: Vec<String> = windows_files(&release(), b"MZ".to_vec(), b"MZ".to_vec())
             .unwrap()
             .into_iter()
             .map(|e| e.name)
@@ -286,6 +292,7 @@ mod tests {
             names,
             [
                 "forza-relay.exe",
+                "forza-relayw.exe",
                 "forza-relay.toml",
                 "README.txt",
                 "LICENSE-MIT.txt",

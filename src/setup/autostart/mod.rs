@@ -102,13 +102,29 @@ pub struct Launch {
     pub config: PathBuf,
 }
 
+/// The Windows starter beside forza-relay.exe: a program with no console
+/// window that starts the relay in the tray (src/bin/forza-relayw.rs).
+pub const WINDOWS_STARTER: &str = "forza-relayw.exe";
+
+/// The program a login starts: on Windows, [`WINDOWS_STARTER`] beside `exe`
+/// when it is there (as in the zip and the installed folder), so that no
+/// console window opens at each login; `exe` itself otherwise.
+fn started_at_login(exe: PathBuf) -> PathBuf {
+    let starter = exe.with_file_name(WINDOWS_STARTER);
+    if cfg!(windows) && starter.is_file() {
+        starter
+    } else {
+        exe
+    }
+}
+
 impl Launch {
     /// This program running `config` (made absolute; it must exist).
     pub fn new(config: &Path) -> io::Result<Self> {
         let config = std::fs::canonicalize(config)
             .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", config.display())))?;
         let launch = Launch {
-            exe: std::env::current_exe()?,
+            exe: started_at_login(std::env::current_exe()?),
             config: strip_verbatim(config),
         };
         launch.check()?;
@@ -412,6 +428,23 @@ mod tests {
         assert!(text.contains("<string>/Applications/forza-relay</string>\n        <string>run</string>\n        <string>--config</string>\n        <string>/Users/sam/a&amp;b/relay.toml</string>\n"), "{text}");
         assert!(text.contains("<key>RunAtLoad</key>\n    <true/>"), "{text}");
         assert!(text.contains(MARKER));
+    }
+
+    #[test]
+    fn on_windows_the_login_starts_the_starter_beside_the_program_when_it_is_there() {
+        let dir = std::env::temp_dir().join(format!("forza-relay-starter-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let exe = dir.join("forza-relay.exe");
+        std::fs::write(&exe, b"").unwrap();
+        assert_eq!(started_at_login(exe.clone()), exe, "no starter beside it");
+        std::fs::write(dir.join(WINDOWS_STARTER), b"").unwrap();
+        let expected = if cfg!(windows) {
+            dir.join(WINDOWS_STARTER)
+        } else {
+            exe.clone()
+        };
+        assert_eq!(started_at_login(exe), expected);
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

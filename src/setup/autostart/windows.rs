@@ -33,7 +33,11 @@ pub fn on_at(subkey: &str, launch: &Launch) -> io::Result<Vec<String>> {
     };
     Ok(vec![
         written.to_string(),
-        "it starts at the next login, in a console window".to_owned(),
+        if launch.exe.ends_with(super::WINDOWS_STARTER) {
+            "it starts at the next login, in the tray, with no console window".to_owned()
+        } else {
+            "it starts at the next login, in a console window".to_owned()
+        },
     ])
 }
 
