@@ -133,7 +133,8 @@ fn module_of(src: &Path, file: &Path) -> Option<String> {
     }
     let first = rel.components().next()?.as_os_str().to_str()?;
     let name = first.strip_suffix(".rs").unwrap_or(first);
-    (!matches!(name, "lib" | "main" | "cli")).then(|| name.to_owned())
+    // src/bin/'s programs are crate roots too, of crates of their own.
+    (!matches!(name, "lib" | "main" | "cli" | "bin")).then(|| name.to_owned())
 }
 
 /// The top-level modules `code` uses through `crate::`.
