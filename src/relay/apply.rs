@@ -11,7 +11,8 @@ use log::info;
 
 use super::link::check_loop;
 use super::{
-    bind_listener, hold_back_age, put, wait_slack, Opened, Shell, StartError, DEFAULT_WARN_INTERVAL,
+    bind_listener, hold_back_age, put, wait_slack, Opened, Outbox, Shell, StartError,
+    DEFAULT_WARN_INTERVAL,
 };
 use crate::config::Config;
 use crate::fanout::{Action, Changes, Routes};
@@ -166,6 +167,7 @@ impl Shell {
         }
         let changes = self.core.commit(plan);
         self.out.hold_back_age = hold_back_age(&self.core);
+        self.out.outbox = Outbox::for_links(&self.out.links);
         for removed in &changes.removed {
             // Its last word: the final summary no longer lists it.
             let s = &removed.stats;

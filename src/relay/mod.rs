@@ -107,6 +107,7 @@ mod control;
 mod error;
 mod link;
 pub mod mqtt;
+mod outbox;
 mod turn;
 mod warn;
 
@@ -118,6 +119,7 @@ pub use control::{Control, Snapshots};
 pub use error::StartError;
 use link::Link;
 pub use link::BACKLOG_FRAMES;
+use outbox::Outbox;
 use warn::Throttle;
 
 /// The poll's tokens: the listening socket, the waker, then one per
@@ -253,6 +255,9 @@ struct Out {
     links: Vec<Option<Box<Link>>>,
     /// The MQTT destinations' links, indexed the same way.
     brokers: Vec<Option<BrokerLink>>,
+    /// Where a batch's frames for the UDP destinations wait for their one
+    /// call (Linux; issue 33). Empty between turns.
+    outbox: Outbox,
     /// Since when a backlog is being drained: frames for destinations without
     /// `max_age` are held back until the listening socket is empty, or for
     /// [`HOLD_BACK_MAX`] at most (issue 15).
@@ -363,6 +368,7 @@ impl Relay {
                     wait_slack: wait_slack(interval),
                 },
                 out: Out {
+                    outbox: Outbox::for_links(&links),
                     links,
                     brokers,
                     holding_back: None,

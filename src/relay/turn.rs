@@ -11,7 +11,8 @@ use log::{debug, error, trace, warn};
 use ringbuf::traits::Observer;
 
 use super::broker::BrokerLink;
-use super::link::{Env, Links};
+use super::link::Env;
+use super::outbox::Links;
 use super::warn::{Clock, Suppressed};
 use super::{
     destination_of, Intake, Link, Out, Relay, Schedule, Shell, Wait, BACKLOG_IN_ROW, DRAIN_BUDGET,
@@ -447,6 +448,7 @@ impl Shell {
                 Out {
                     links,
                     brokers,
+                    outbox,
                     holding_back,
                     ..
                 },
@@ -454,16 +456,18 @@ impl Shell {
             schedule: Schedule { warn_every, .. },
             ..
         } = self;
+        let env = Env {
+            registry,
+            clock: Clock {
+                now,
+                warn_every: *warn_every,
+            },
+        };
         let mut sink = Links {
             links,
             brokers,
-            env: Env {
-                registry,
-                clock: Clock {
-                    now,
-                    warn_every: *warn_every,
-                },
-            },
+            outbox,
+            env,
             hold_back: holding_back.is_some(),
         };
         // A datagram from another port than the wake-up's is no wake-up: one
@@ -485,6 +489,8 @@ impl Shell {
             let arrival = Arrival::new(data, from, received, wall);
             *verdict = core.handle(arrival, now, &mut sink);
         }
+        // The batch's frames for the UDP destinations, in one call (Linux).
+        outbox.send(links, core, &env);
         if self.core.queries() != self.inbox.answered {
             self.answer_queries(n);
         }
@@ -601,21 +607,25 @@ impl Shell {
                     Out {
                         links,
                         brokers,
+                        outbox,
                         holding_back,
                         ..
                     },
                 registry,
                 ..
             } = self;
+            let env = Env { registry, clock };
             core.due(
                 now,
                 &mut Links {
                     links,
                     brokers,
-                    env: Env { registry, clock },
+                    outbox,
+                    env,
                     hold_back: holding_back.is_some(),
                 },
             );
+            outbox.send(links, core, &env);
             self.check_backlogs();
         }
         if self.schedule.next_summary.is_some_and(|due| now >= due) {

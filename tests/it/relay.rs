@@ -2132,3 +2132,88 @@ fn issue30_a_tool_that_is_not_running_is_said_once_and_again_when_it_changes() {
         done.stderr
     );
 }
+
+/// Issue 33: on Linux every destination's frame goes in one call on one
+/// unconnected socket, and a closed tool's refusals come back through that
+/// socket's error queue, with the address they were for: charged to it
+/// alone, it is receiving again once it listens, and the three open tools
+/// get every frame, in order. Elsewhere each destination's own socket says
+/// the same.
+#[test]
+fn issue33_a_closed_destination_among_three_open_ones_is_refused_alone_then_receiving_again() {
+    let tools: Vec<_> = (0..3)
+        .map(|_| {
+            let (socket, addr) = receiver();
+            (
+                common::rig::Tool::start(socket, |b: &[u8]| timestamp(b, Format::Fh6)),
+                addr,
+            )
+        })
+        .collect();
+    let late = UdpSocket::bind("127.0.0.1:0")
+        .and_then(|s| s.local_addr())
+        .expect("reserve a port");
+    let to: Vec<String> = tools
+        .iter()
+        .zip(["a", "b", "c"])
+        .map(|((_, addr), name)| format!("{addr},name={name}"))
+        .chain([format!("{late},name=late")])
+        .collect();
+    let mut args = vec![
+        "run",
+        "--listen",
+        "127.0.0.1:0",
+        "--stats-interval",
+        "0",
+        "--web",
+        "off",
+    ];
+    for t in &to {
+        args.extend(["--to", t.as_str()]);
+    }
+    let mut bin = Bin::spawn(&args, None);
+    let listen = bin.wait_until_running();
+    let game = common::rig::Game::start(listen, common::rig::Pace::Hz(200), |i| {
+        Spec::new(Format::Fh6, i).build()
+    });
+    bin.wait_for_line(&format!("late ({late}): nothing is listening on that port"));
+    let tool = receiver_on(late).expect("the late tool starts on its port");
+    bin.wait_for_line(&format!("late ({late}) is receiving again"));
+    let sent = game.stop_after(20);
+    drop(tool);
+    let done = bin.stop();
+    let line_of = |name: &str| {
+        done.stderr
+            .lines()
+            .find(|l| l.trim_start().starts_with(&format!("{name} (")))
+            .unwrap_or_else(|| panic!("no final line for {name}:\n{}", done.stderr))
+            .to_owned()
+    };
+    for name in ["a", "b", "c"] {
+        let line = line_of(name);
+        assert!(line.contains(&format!("sent {sent}")), "{name}: {line}");
+        assert!(
+            !line.contains("refused"),
+            "{name} was never refused: {line}"
+        );
+    }
+    let line = line_of("late");
+    assert!(line.contains(&format!("sent {sent}")), "late: {line}");
+    assert!(line.contains("refused: nothing listening"), "late: {line}");
+    assert_eq!(
+        done.stderr
+            .matches("nothing is listening on that port")
+            .count(),
+        1,
+        "one tool refused, said once:\n{}",
+        done.stderr
+    );
+    for ((tool, _), name) in tools.into_iter().zip(["a", "b", "c"]) {
+        let stamps = tool.stop_once_it_has(sent);
+        assert_eq!(stamps.len() as u32, sent, "{name}: every frame");
+        assert!(
+            stamps.iter().enumerate().all(|(i, &ts)| ts == i as u32),
+            "{name}: every TimestampMS, in order"
+        );
+    }
+}

@@ -307,7 +307,7 @@ fn receive_time(hdr: &libc::msghdr) -> Option<SystemTime> {
 
 /// The address the kernel wrote; 0.0.0.0:0 for a family that isn't IP (a UDP
 /// socket never reports one).
-fn socket_addr(storage: &libc::sockaddr_storage) -> SocketAddr {
+pub(crate) fn socket_addr(storage: &libc::sockaddr_storage) -> SocketAddr {
     match libc::c_int::from(storage.ss_family) {
         libc::AF_INET => {
             // SAFETY: the family says the kernel wrote a sockaddr_in; storage is

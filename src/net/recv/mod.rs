@@ -27,6 +27,8 @@ mod imp;
 
 pub mod wait;
 
+#[cfg(target_os = "linux")]
+pub(crate) use imp::socket_addr;
 pub use imp::{enable_receive_times, send, send_now, Batch, WAITS};
 
 /// One moment on both clocks, read once per batch right after the receive

@@ -1,7 +1,7 @@
 //! A destination's link: its own connected UDP socket, the backlog of the
 //! newest frames that wait while the socket would block, and the frames held
 //! back while a backlog of received datagrams is drained (issue 15). The
-//! shell's side of the core's [`Sink`] ([`Links`]) sends through them and
+//! shell's side of the core's `Sink` (`super::outbox::Links`) sends through them and
 //! tells the core what became of every frame.
 
 use std::io;
@@ -15,12 +15,12 @@ use ringbuf::storage::Heap;
 use ringbuf::traits::{Consumer, Observer, Producer, RingBuffer};
 use ringbuf::LocalRb;
 
-use super::broker::BrokerLink;
 use super::warn::{Clock, Warner};
 use super::{token_of, StartError, FRAME_CAPACITY};
 use crate::config;
 use crate::counters::{DropReason, SendErrorKind};
-use crate::fanout::{self, Destination, DestinationId, Fate, HeldFrame, Report, Sink};
+use crate::fanout::{self, Destination, DestinationId, Fate, HeldFrame, Report};
+use crate::net::many::Address;
 use crate::net::recv;
 use crate::net::socket;
 
@@ -176,6 +176,11 @@ pub(super) struct Link {
     pub(super) watched: bool,
     pub(super) token: Token,
     pub(super) warner: Warner,
+    /// Frames in the outbox for it, not yet sent (issue 33): its next frames
+    /// go behind them.
+    pub(super) staged: usize,
+    /// Its address, as the outbox's one call takes it.
+    pub(super) address: Address,
 }
 
 impl Link {
@@ -201,6 +206,8 @@ impl Link {
             held_back: HeldBack::new(),
             watched: false,
             warner: Warner::new(d.name.clone(), addr),
+            staged: 0,
+            address: Address::new(addr),
         })
     }
 
@@ -208,7 +215,7 @@ impl Link {
     /// frames already waiting. The common case (nothing waits, the socket
     /// takes it) is straight-line code; the rest is out of line.
     #[inline(always)]
-    fn send(
+    pub(super) fn send(
         &mut self,
         bytes: &[u8],
         received: Instant,
@@ -268,7 +275,7 @@ impl Link {
     /// so that destinations with `max_age` reach the newest frame first;
     /// [`Link::release`] sends them, in order. When the held-back frames fill
     /// their rings they are released first: holding back never drops a frame.
-    fn hold_back(
+    pub(super) fn hold_back(
         &mut self,
         bytes: &[u8],
         received: Instant,
@@ -319,11 +326,16 @@ impl Link {
 
     /// Frames the shell holds for the destination: the core's `queued`.
     pub(super) fn holding(&self) -> usize {
-        self.backlog.occupied_len() + self.held_back.heads.occupied_len()
+        self.backlog.occupied_len() + self.held_back.heads.occupied_len() + self.staged
     }
 
     /// Keeps `bytes` for later, dropping the oldest waiting frame when full.
-    fn queue(&mut self, bytes: &[u8], received: Instant, report: &mut Report<'_>) -> Fate {
+    pub(super) fn queue(
+        &mut self,
+        bytes: &[u8],
+        received: Instant,
+        report: &mut Report<'_>,
+    ) -> Fate {
         let mut frame = HeldFrame::EMPTY;
         if !frame.store(bytes, received) {
             return Fate::Dropped(DropReason::Backlog);
@@ -401,47 +413,6 @@ impl Link {
 pub(super) struct Env<'a> {
     pub(super) registry: &'a Registry,
     pub(super) clock: Clock,
-}
-
-/// The shell's side of the core's [`Sink`]: each destination's link, a UDP
-/// one or a broker's.
-pub(super) struct Links<'a> {
-    pub(super) links: &'a mut [Option<Box<Link>>],
-    pub(super) brokers: &'a mut [Option<BrokerLink>],
-    pub(super) env: Env<'a>,
-    /// A backlog is being drained: frames for destinations without `max_age`
-    /// are held back.
-    pub(super) hold_back: bool,
-}
-
-impl Sink for Links<'_> {
-    // Inlined whole into the core's loop over destinations (issue 26):
-    // `#[inline]` alone left `Link::send` out of line.
-    #[inline(always)]
-    fn deliver(
-        &mut self,
-        id: DestinationId,
-        bytes: &[u8],
-        received: Instant,
-        report: &mut Report<'_>,
-    ) -> Fate {
-        let env = &self.env;
-        match self.links.get_mut(id.index()) {
-            Some(Some(link)) if self.hold_back && !report.has_age_limit() => {
-                link.hold_back(bytes, received, report, env)
-            }
-            Some(Some(link)) => {
-                // Frames held back go first (none are, outside a drain).
-                link.release(report, env);
-                link.send(bytes, received, report, env)
-            }
-            _ => match self.brokers.get_mut(id.index()) {
-                Some(Some(broker)) => broker.deliver(bytes, received, report, env.clock),
-                // Every destination of the core has a link (see `Shell::apply`).
-                _ => Fate::Dropped(DropReason::SendError),
-            },
-        }
-    }
 }
 
 #[cfg(test)]

@@ -6,7 +6,9 @@ use super::*;
 use std::time::SystemTime;
 
 use crate::counters::DestinationStats;
+use crate::fanout::Sink;
 use crate::fanout::{Arrival, Fanout, Output, Routes, Target};
+use crate::relay::outbox::{Links, Outbox};
 use crate::relay::DEFAULT_WARN_INTERVAL;
 use crate::report::CountersOf as _;
 use crate::wire::Input;
@@ -300,6 +302,7 @@ fn a_drain_holds_back_frames_for_destinations_without_max_age() {
         let mut sink = Links {
             links: &mut links,
             brokers: &mut [],
+            outbox: &mut Outbox::off(),
             env: Env {
                 registry: poll.registry(),
                 clock,
@@ -351,6 +354,7 @@ fn a_drain_holds_back_frames_for_destinations_without_max_age() {
         let mut sink = Links {
             links: &mut links,
             brokers: &mut [],
+            outbox: &mut Outbox::off(),
             env: Env {
                 registry: poll.registry(),
                 clock,
