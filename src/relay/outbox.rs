@@ -46,6 +46,9 @@ struct Family {
     many: Many,
     /// Each staged frame's destination, and when it reached the machine.
     staged: Box<[(DestinationId, Instant)]>,
+    /// The last call met a refusal: the next one's is read right after it,
+    /// before it fails the call after (a closed tool refuses every frame).
+    refusing: bool,
 }
 
 impl Family {
@@ -56,6 +59,7 @@ impl Family {
                 many: Many::new(capacity),
                 staged: vec![(DestinationId::from_index(0), Instant::now()); capacity.max(1)]
                     .into_boxed_slice(),
+                refusing: false,
             }),
             Err(e) => {
                 warn!(
@@ -73,8 +77,10 @@ impl Family {
 pub(super) struct Outbox {
     v4: Option<Family>,
     v6: Option<Family>,
-    /// `sendmmsg` calls made so far (the tests' and the bench's to read).
+    /// `sendmmsg` calls made so far (the tests' to read).
     calls: u64,
+    /// Frames are staged.
+    staged: bool,
 }
 
 impl Outbox {
@@ -84,6 +90,7 @@ impl Outbox {
             v4: None,
             v6: None,
             calls: 0,
+            staged: false,
         }
     }
 
@@ -107,11 +114,13 @@ impl Outbox {
             v4: open(false, v4),
             v6: open(true, v6),
             calls: 0,
+            staged: false,
         }
     }
 
-    /// Whether it stages frames (Linux, [`MIN_DESTINATIONS`]).
-    #[cfg(all(test, target_os = "linux"))]
+    /// Whether it stages frames (Linux, [`MIN_DESTINATIONS`]): looked at
+    /// before each [`Outbox::stage`], which is not inlined.
+    #[inline(always)]
     pub(super) fn is_on(&self) -> bool {
         self.v4.is_some() || self.v6.is_some()
     }
@@ -145,18 +154,28 @@ impl Outbox {
             return false;
         }
         family.staged[i] = (id, received);
+        self.staged = true;
         true
     }
 
     /// Sends what is staged: one call per family (more only when the kernel
     /// takes part of it), each frame's outcome reported to the core; then
     /// the destinations left with a backlog drain it on their own sockets.
+    #[inline]
     pub(super) fn send(
         &mut self,
         links: &mut [Option<Box<Link>>],
         core: &mut Fanout,
         env: &Env<'_>,
     ) {
+        if self.staged {
+            self.staged = false;
+            self.send_staged(links, core, env);
+        }
+    }
+
+    /// [`Outbox::send`] with frames staged.
+    fn send_staged(&mut self, links: &mut [Option<Box<Link>>], core: &mut Fanout, env: &Env<'_>) {
         let mut backlogs = false;
         for family in [&mut self.v4, &mut self.v6].into_iter().flatten() {
             if !family.many.is_empty() {
@@ -188,6 +207,7 @@ fn send_family(
         socket,
         many,
         staged,
+        refusing,
     } = family;
     let n = many.len();
     let mut to = Staged { links, core, env };
@@ -211,9 +231,11 @@ fn send_family(
                     to.sent(id, received, at);
                 }
                 from += k;
-                if from < n {
-                    // Cut short by an error the kernel doesn't return.
-                    to.read_errors(socket);
+                if from < n || *refusing {
+                    // Cut short by an error the kernel doesn't return; or,
+                    // while a tool refuses, its refusal of this call, read
+                    // now so that it doesn't fail the next.
+                    *refusing = to.read_errors(socket) > 0;
                 }
             }
             Err(e) if e.kind() != io::ErrorKind::WouldBlock => {
@@ -222,6 +244,7 @@ fn send_family(
                 // with none queued the error is this frame's own.
                 if retried != from && to.read_errors(socket) > 0 {
                     retried = from;
+                    *refusing = true;
                     continue;
                 }
                 let (id, _) = staged[from];
@@ -353,7 +376,9 @@ impl Sink for Links<'_> {
             Some(Some(link)) => {
                 // Frames held back go first (none are, outside a drain).
                 link.release(report, env);
-                if link.backlog.is_empty() && self.outbox.stage(id, &link.address, bytes, received)
+                if self.outbox.is_on()
+                    && link.backlog.is_empty()
+                    && self.outbox.stage(id, &link.address, bytes, received)
                 {
                     link.staged += 1;
                     return Fate::Queued;

@@ -136,7 +136,20 @@ impl Many {
         }
         self.data[i * SLOT..i * SLOT + bytes.len()].copy_from_slice(bytes);
         self.iovs[i].iov_len = bytes.len();
-        self.names[i] = to.storage;
+        // The address's own bytes (a sockaddr_in6's 28 cover a
+        // sockaddr_in's 16), not the whole storage: the kernel reads
+        // msg_namelen of them. A fixed size: a few moves, no call.
+        const ADDRESS: usize = std::mem::size_of::<libc::sockaddr_in6>();
+        // SAFETY: both are sockaddr_storage (128 bytes, more than ADDRESS),
+        // distinct objects; read and written unaligned as plain bytes.
+        unsafe {
+            let bytes: [u8; ADDRESS] =
+                std::ptr::read_unaligned((&to.storage as *const libc::sockaddr_storage).cast());
+            std::ptr::write_unaligned(
+                (&mut self.names[i] as *mut libc::sockaddr_storage).cast(),
+                bytes,
+            );
+        }
         self.msgs[i].msg_hdr.msg_namelen = to.len;
         self.len = i + 1;
         true
@@ -231,42 +244,58 @@ pub fn read_errors(
     socket: &std::net::UdpSocket,
     mut f: impl FnMut(SocketAddr, io::Error),
 ) -> usize {
+    /// Errors read in one call.
+    const AT_ONCE: usize = 8;
+    #[derive(Clone, Copy)]
     #[repr(C, align(8))]
     struct Control([u8; ERROR_CONTROL]);
     let mut read = 0;
     loop {
-        let mut control = Control([0; ERROR_CONTROL]);
-        // The datagram's own bytes come back too: a few are enough.
-        let mut payload = [0u8; 16];
-        let mut iov = libc::iovec {
-            iov_base: payload.as_mut_ptr().cast(),
-            iov_len: payload.len(),
-        };
+        let mut controls = [Control([0; ERROR_CONTROL]); AT_ONCE];
+        // Each datagram's own bytes come back too: a few are enough.
+        let mut payloads = [[0u8; 16]; AT_ONCE];
         // SAFETY: plain data, valid zeroed.
-        let mut name: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
+        let mut names: [libc::sockaddr_storage; AT_ONCE] = unsafe { std::mem::zeroed() };
         // SAFETY: as above.
-        let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
-        msg.msg_name = (&mut name as *mut libc::sockaddr_storage).cast();
-        msg.msg_namelen = std::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
-        msg.msg_iov = &mut iov;
-        msg.msg_iovlen = 1;
-        msg.msg_control = control.0.as_mut_ptr().cast();
-        msg.msg_controllen = ERROR_CONTROL as _;
-        // SAFETY: every pointer in `msg` points to a local above that outlives
-        // the call, with the length given.
+        let mut iovs: [libc::iovec; AT_ONCE] = unsafe { std::mem::zeroed() };
+        // SAFETY: as above; every pointer is set below.
+        let mut msgs: [libc::mmsghdr; AT_ONCE] = unsafe { std::mem::zeroed() };
+        for i in 0..AT_ONCE {
+            iovs[i] = libc::iovec {
+                iov_base: payloads[i].as_mut_ptr().cast(),
+                iov_len: payloads[i].len(),
+            };
+            let hdr = &mut msgs[i].msg_hdr;
+            hdr.msg_name = (&mut names[i] as *mut libc::sockaddr_storage).cast();
+            hdr.msg_namelen = std::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
+            hdr.msg_iov = &mut iovs[i];
+            hdr.msg_iovlen = 1;
+            hdr.msg_control = controls[i].0.as_mut_ptr().cast();
+            hdr.msg_controllen = ERROR_CONTROL as _;
+        }
+        // SAFETY: every pointer in `msgs` points to a local array above that
+        // outlives the call, with the lengths given; AT_ONCE headers; a null
+        // timeout is allowed.
         let n = unsafe {
-            libc::recvmsg(
+            libc::recvmmsg(
                 socket.as_raw_fd(),
-                &mut msg,
+                msgs.as_mut_ptr(),
+                AT_ONCE as libc::c_uint,
                 libc::MSG_ERRQUEUE | libc::MSG_DONTWAIT,
+                std::ptr::null_mut(),
             )
         };
-        if n < 0 {
+        let Ok(n) = usize::try_from(n) else {
             return read;
+        };
+        read += n;
+        for (msg, name) in msgs.iter().zip(&names).take(n) {
+            if let Some(errno) = queued_errno(&msg.msg_hdr) {
+                f(socket_addr(name), io::Error::from_raw_os_error(errno));
+            }
         }
-        read += 1;
-        if let Some(errno) = queued_errno(&msg) {
-            f(socket_addr(&name), io::Error::from_raw_os_error(errno));
+        if n < AT_ONCE {
+            return read;
         }
     }
 }
