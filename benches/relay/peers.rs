@@ -54,6 +54,10 @@ pub enum Peer {
     Forza,
     /// This tree's forza-relay, every destination `same`: no translation.
     ForzaAllSame,
+    /// As `Forza`, with the outbox off ([`forza_relay::relay::SEND_EACH_VAR`]):
+    /// a `sendto` on each destination's connected socket, not one
+    /// `sendmmsg` for all (issue 33's like for like).
+    ForzaSendEach,
     /// As `ForzaAllSame`, the first destination with `max-age` (the
     /// freshness section's [`crate::freshness::MAX_AGE`]).
     ForzaAged,
@@ -86,6 +90,7 @@ impl Peer {
             Peer::Direct => "direct (no relay)",
             Peer::Forza => "forza-relay",
             Peer::ForzaAllSame => "forza-relay, all same",
+            Peer::ForzaSendEach => "forza-relay, a send each",
             Peer::ForzaAged => "forza-relay",
             Peer::ForzaJson => "forza-relay, same + json",
             Peer::Baseline(_) => "forza-relay c4441a5",
@@ -109,7 +114,7 @@ impl Peer {
     /// What arrives at each of `dests` destinations.
     pub fn arriving(&self, dests: usize) -> Vec<Arrive> {
         match self {
-            Peer::Forza | Peer::Baseline(_) => {
+            Peer::Forza | Peer::ForzaSendEach | Peer::Baseline(_) => {
                 MIX[..dests].iter().map(|m| Arrive::Packet(m.1)).collect()
             }
             Peer::ForzaJson => vec![Arrive::Packet(INPUT), Arrive::Json],
@@ -121,7 +126,11 @@ impl Peer {
     pub fn has_json(&self) -> bool {
         matches!(
             self,
-            Peer::Forza | Peer::ForzaAllSame | Peer::ForzaAged | Peer::ForzaJson
+            Peer::Forza
+                | Peer::ForzaAllSame
+                | Peer::ForzaSendEach
+                | Peer::ForzaAged
+                | Peer::ForzaJson
         )
     }
 
@@ -156,14 +165,21 @@ impl Peer {
         };
         match self {
             Peer::Direct => None,
-            Peer::Forza | Peer::ForzaAllSame | Peer::ForzaAged | Peer::ForzaJson => {
+            Peer::Forza
+            | Peer::ForzaAllSame
+            | Peer::ForzaSendEach
+            | Peer::ForzaAged
+            | Peer::ForzaJson => {
                 let mut cmd = forza(
                     env!("CARGO_BIN_EXE_forza-relay").as_ref(),
-                    *self != Peer::Forza,
+                    !matches!(self, Peer::Forza | Peer::ForzaSendEach),
                     *self == Peer::ForzaAged,
                     *self == Peer::ForzaJson,
                 );
                 cmd.args(["--stats-format", "json"]);
+                if *self == Peer::ForzaSendEach {
+                    cmd.env(forza_relay::relay::SEND_EACH_VAR, "1");
+                }
                 Some(cmd)
             }
             Peer::Baseline(path) => Some(forza(path.as_os_str(), false, false, false)),

@@ -383,9 +383,11 @@ fn native_section(relays: &[Peer], epoch: Instant) -> NativeRuns {
         for dests in [1, 4] {
             let mut peers = vec![Peer::Direct];
             peers.extend(relays.iter().cloned());
-            // Like for like with samplicator, which can't translate.
+            // Like for like with samplicator, which can't translate; and
+            // the sends one by one, as before the outbox (issue 33).
             if dests > 1 {
                 peers.push(Peer::ForzaAllSame);
+                peers.push(Peer::ForzaSendEach);
             }
             let n = peers.len();
             peers.rotate_left(round % n);
@@ -424,8 +426,12 @@ fn native_section(relays: &[Peer], epoch: Instant) -> NativeRuns {
     );
     for dests in [1, 4] {
         let sampl = figures(&runs, dests, samplicator_label()).cpu.median();
-        let same = (dests > 1).then_some(Peer::ForzaAllSame);
-        for peer in relays.iter().chain(same.as_ref()) {
+        let variants: &[Peer] = if dests > 1 {
+            &[Peer::ForzaAllSame, Peer::ForzaSendEach]
+        } else {
+            &[]
+        };
+        for peer in relays.iter().chain(variants) {
             let f = figures(&runs, dests, peer.label());
             let (user, system) = f.ticks;
             let hw = if hardware {
@@ -535,7 +541,9 @@ fn native_aims(runs: &NativeRuns, dests: usize) {
     // The machine drifts between rounds by more than the aim: each round's
     // own ratio cancels what the round shared.
     let mut paired = vec![Peer::Forza];
-    paired.extend((dests > 1).then_some(Peer::ForzaAllSame));
+    if dests > 1 {
+        paired.extend([Peer::ForzaAllSame, Peer::ForzaSendEach]);
+    }
     for peer in paired {
         let ratios = paired_cpu_ratios(runs, dests, peer.label());
         println!(

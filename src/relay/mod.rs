@@ -108,6 +108,8 @@ mod error;
 mod link;
 pub mod mqtt;
 mod outbox;
+
+pub use outbox::SEND_EACH_VAR;
 mod turn;
 mod warn;
 

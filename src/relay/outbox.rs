@@ -40,6 +40,11 @@ use crate::net::recv::Batch;
 /// is the plain one.
 pub(super) const MIN_DESTINATIONS: usize = 2;
 
+/// Set (to anything), the outbox is never used: a send on each destination's
+/// own socket, as on other platforms. The bench's like-for-like comparison
+/// of the two ways (`forza-relay, a send each` in its work section).
+pub const SEND_EACH_VAR: &str = "FORZA_RELAY_SEND_EACH";
+
 /// The staged frames of one address family, and the socket they go on.
 struct Family {
     socket: std::net::UdpSocket,
@@ -106,7 +111,10 @@ impl Outbox {
                 .count()
         };
         let (v4, v6) = (count(false), count(true));
-        if !many::AVAILABLE || v4 + v6 < MIN_DESTINATIONS {
+        if !many::AVAILABLE
+            || v4 + v6 < MIN_DESTINATIONS
+            || std::env::var_os(SEND_EACH_VAR).is_some()
+        {
             return Outbox::off();
         }
         let open = |v6, n: usize| (n > 0).then(|| Family::open(v6, n * Batch::SIZE)).flatten();
