@@ -7,10 +7,10 @@
 //! ([`Fate::Queued`]) until that call says what became of it.
 //!
 //! - A destination whose frames wait (its backlog, frames held back) sends on
-//!   its own connected socket as before, and its next frames queue behind
-//!   the staged ones, so that the order of frames to one destination never
-//!   changes; a socket that would block leaves the rest of the call in their
-//!   destinations' backlogs, which their own sockets then drain.
+//!   its own connected socket as before, so that the order of frames to one
+//!   destination never changes; when the shared socket would block, the rest
+//!   of the call goes on each destination's own socket, in order (into its
+//!   backlog only if that one would block too).
 //! - A refusal (a closed port's ICMP) comes back in the socket's error
 //!   queue with the address it was for, and is charged to the destinations
 //!   at that address, so that `refused`, "receiving again" and the summaries
@@ -86,6 +86,11 @@ pub(super) struct Outbox {
     calls: u64,
     /// Frames are staged.
     staged: bool,
+    /// A frame waits in its destination's backlog behind staged ones: never,
+    /// as the outbox has room for a whole batch to every destination (and a
+    /// timer's due frames are one a destination at most), but should it be
+    /// full, the frame waits rather than overtakes, and goes once they went.
+    behind: bool,
 }
 
 impl Outbox {
@@ -96,6 +101,7 @@ impl Outbox {
             v6: None,
             calls: 0,
             staged: false,
+            behind: false,
         }
     }
 
@@ -123,6 +129,7 @@ impl Outbox {
             v6: open(true, v6),
             calls: 0,
             staged: false,
+            behind: false,
         }
     }
 
@@ -184,16 +191,16 @@ impl Outbox {
 
     /// [`Outbox::send`] with frames staged.
     fn send_staged(&mut self, links: &mut [Option<Box<Link>>], core: &mut Fanout, env: &Env<'_>) {
-        let mut backlogs = false;
         for family in [&mut self.v4, &mut self.v6].into_iter().flatten() {
             if !family.many.is_empty() {
-                backlogs |= send_family(family, links, core, env, &mut self.calls);
+                send_family(family, links, core, env, &mut self.calls);
             }
         }
-        if backlogs {
+        if std::mem::take(&mut self.behind) {
+            // Frames that waited behind staged ones (see `Links::deliver`).
             for (i, link) in links.iter_mut().enumerate() {
                 let Some(link) = link else { continue };
-                if link.staged == 0 && !link.backlog.is_empty() {
+                if !link.backlog.is_empty() {
                     if let Some(mut report) = core.report(DestinationId::from_index(i)) {
                         link.flush(&mut report, env);
                     }
@@ -203,14 +210,25 @@ impl Outbox {
     }
 }
 
-/// Sends `family`'s staged frames; true when some were left in backlogs.
+/// One `sendmmsg` of `many` from `from` on; in tests, a socket that would
+/// block when [`tests::WOULD_BLOCK`] says so.
+#[inline]
+fn call(many: &mut Many, socket: &std::net::UdpSocket, from: usize) -> io::Result<usize> {
+    #[cfg(test)]
+    if tests::WOULD_BLOCK.with(std::cell::Cell::get) {
+        return Err(io::ErrorKind::WouldBlock.into());
+    }
+    many.send(socket, from)
+}
+
+/// Sends `family`'s staged frames.
 fn send_family(
     family: &mut Family,
     links: &mut [Option<Box<Link>>],
     core: &mut Fanout,
     env: &Env<'_>,
     calls: &mut u64,
-) -> bool {
+) {
     let Family {
         socket,
         many,
@@ -223,16 +241,15 @@ fn send_family(
         let (id, received) = staged[0];
         to.alone(id, many.bytes(0), received);
         many.clear();
-        return false;
+        return;
     }
     let mut from = 0;
     // The frame already sent again after the error queue was read: sent again
     // once, not for ever.
     let mut retried = usize::MAX;
-    let mut backlogs = false;
     while from < n {
         *calls += 1;
-        match many.send(socket, from) {
+        match call(many, socket, from) {
             Ok(k) if k > 0 => {
                 let at = Instant::now();
                 for &(id, received) in &staged[from..from + k] {
@@ -259,19 +276,18 @@ fn send_family(
                 to.failed(id, &e);
                 from += 1;
             }
-            // Would block (or took nothing): the rest waits in each one's
-            // backlog, in order.
+            // The shared socket would block (or took nothing): the rest goes
+            // on each destination's own socket, in order, each waiting in its
+            // own backlog only if that socket would block too.
             _ => {
                 for (i, &(id, received)) in staged.iter().enumerate().take(n).skip(from) {
-                    to.queue(id, many.bytes(i), received);
+                    to.alone(id, many.bytes(i), received);
                 }
-                backlogs = true;
                 from = n;
             }
         }
     }
     many.clear();
-    backlogs
 }
 
 /// Where a staged frame's outcome goes: its link and the core.
@@ -317,13 +333,6 @@ impl Staged<'_, '_> {
         self.with(id, |link, report| {
             link.warner.report(e, report, clock);
             report.held(Fate::Dropped(DropReason::SendError));
-        });
-    }
-
-    fn queue(&mut self, id: DestinationId, bytes: &[u8], received: Instant) {
-        self.with(id, |link, report| {
-            let outcome = link.queue(bytes, received, report);
-            report.held(outcome);
         });
     }
 
@@ -392,8 +401,9 @@ impl Sink for Links<'_> {
                     return Fate::Queued;
                 }
                 if link.staged > 0 {
-                    // Behind its staged frames: its backlog is drained after
-                    // the outbox's call.
+                    // Behind its staged frames (the outbox is full): its
+                    // backlog is drained after the outbox's call.
+                    self.outbox.behind = true;
                     return link.queue(bytes, received, report);
                 }
                 link.send(bytes, received, report, env)
@@ -407,14 +417,23 @@ impl Sink for Links<'_> {
     }
 }
 
-#[cfg(all(test, target_os = "linux"))]
+#[cfg(test)]
 mod tests {
+    use std::cell::Cell;
     use std::net::UdpSocket;
+    #[cfg(target_os = "linux")]
     use std::time::Duration;
 
     use crate::config::Config;
     use crate::relay::Relay;
 
+    thread_local! {
+        /// Set, the outbox's shared socket would block (this thread's
+        /// relay only).
+        pub(super) static WOULD_BLOCK: Cell<bool> = const { Cell::new(false) };
+    }
+
+    #[cfg(target_os = "linux")]
     /// A frame whose first two bytes say which it is.
     fn frame(i: u16) -> Vec<u8> {
         let mut bytes = vec![0xA5; 324];
@@ -422,10 +441,9 @@ mod tests {
         bytes
     }
 
-    /// A batch of 32 datagrams to 4 destinations is one `sendmmsg` of 128
-    /// messages, and each destination gets the 32, whole and in order.
-    #[test]
-    fn a_batch_of_32_to_4_destinations_goes_in_one_call_whole_and_in_order() {
+    #[cfg(target_os = "linux")]
+    /// A relay at 4 destinations, and the tools there.
+    fn relay_at_four() -> (Relay, Vec<UdpSocket>) {
         let tools: Vec<UdpSocket> = (0..4)
             .map(|_| {
                 let socket = UdpSocket::bind("127.0.0.1:0").unwrap();
@@ -443,8 +461,12 @@ mod tests {
             );
         }
         let config = Config::from_toml(&toml, "batch.toml", &Default::default()).unwrap();
-        let mut relay = Relay::bind(&config).unwrap();
-        assert!(relay.shell.out.outbox.is_on());
+        (Relay::bind(&config).unwrap(), tools)
+    }
+
+    #[cfg(target_os = "linux")]
+    /// Sends 32 frames to `relay` before it looks, then lets it take them.
+    fn thirty_two(relay: &mut Relay) {
         let game = UdpSocket::bind("127.0.0.1:0").unwrap();
         // Queued before the relay looks: one receive takes them all.
         for i in 0..32 {
@@ -455,11 +477,12 @@ mod tests {
             relay.poll_once(Some(Duration::from_millis(50)));
         }
         assert_eq!(relay.input_stats().received, 32);
-        assert_eq!(
-            relay.shell.out.outbox.calls(),
-            1,
-            "one call for 128 datagrams"
-        );
+    }
+
+    #[cfg(target_os = "linux")]
+    /// Each tool got the 32 frames, whole and in order, and the relay says
+    /// it sent 32 to each.
+    fn each_got_32(relay: &Relay, tools: &[UdpSocket]) {
         let mut buf = [0u8; 512];
         for (t, tool) in tools.iter().enumerate() {
             for i in 0..32u16 {
@@ -467,10 +490,43 @@ mod tests {
                 assert_eq!(&buf[..n], frame(i), "destination {t}, frame {i}");
             }
         }
-        let snapshot = relay.snapshot();
-        for d in &snapshot.destinations {
+        for d in &relay.snapshot().destinations {
             assert_eq!(d.stats.sent, 32, "{}", d.name);
+            assert_eq!(d.stats.dropped_total(), 0, "{}", d.name);
         }
+    }
+
+    /// When the shared socket would block, the frames go on each
+    /// destination's own socket, in order: none is lost, none overtakes.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn when_the_shared_socket_would_block_each_destination_s_own_socket_sends_in_order() {
+        let (mut relay, tools) = relay_at_four();
+        WOULD_BLOCK.with(|w| w.set(true));
+        thirty_two(&mut relay);
+        WOULD_BLOCK.with(|w| w.set(false));
+        assert_eq!(
+            relay.shell.out.outbox.calls(),
+            1,
+            "the one call that would block"
+        );
+        each_got_32(&relay, &tools);
+    }
+
+    /// A batch of 32 datagrams to 4 destinations is one `sendmmsg` of 128
+    /// messages, and each destination gets the 32, whole and in order.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_batch_of_32_to_4_destinations_goes_in_one_call_whole_and_in_order() {
+        let (mut relay, tools) = relay_at_four();
+        assert!(relay.shell.out.outbox.is_on());
+        thirty_two(&mut relay);
+        assert_eq!(
+            relay.shell.out.outbox.calls(),
+            1,
+            "one call for 128 datagrams"
+        );
+        each_got_32(&relay, &tools);
     }
 
     /// One destination: no outbox, each frame's one send as before.

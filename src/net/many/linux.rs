@@ -281,7 +281,7 @@ pub fn read_errors(
                 socket.as_raw_fd(),
                 msgs.as_mut_ptr(),
                 AT_ONCE as libc::c_uint,
-                libc::MSG_ERRQUEUE | libc::MSG_DONTWAIT,
+                (libc::MSG_ERRQUEUE | libc::MSG_DONTWAIT) as _,
                 std::ptr::null_mut(),
             )
         };
