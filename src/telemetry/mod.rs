@@ -20,6 +20,7 @@ use serde::Serialize;
 use crate::wire::{field, Error, Fields, Format, Packet, Wheels};
 
 pub mod columns;
+pub mod laps;
 
 pub use columns::{Cell, Column};
 
