@@ -15,9 +15,8 @@
 //!   queue with the address it was for, and is charged to the destinations
 //!   at that address, so that `refused`, "receiving again" and the summaries
 //!   say what they said with connected sockets.
-//! - A call of one frame goes on the destination's connected socket: one
-//!   `sendto` there costs less than `sendmmsg` to an address (its route is
-//!   cached).
+//! - A frame the shared socket still refuses after the error queue was read
+//!   goes on its destination's own socket, whose errors are its own.
 //!
 //! Elsewhere the outbox is never opened, and every frame goes on its
 //! destination's connected socket, as it always did.
@@ -35,6 +34,10 @@ use crate::counters::DropReason;
 use crate::fanout::{DestinationId, Fanout, Fate, Report, Sink};
 use crate::net::many::{self, Address, Many};
 use crate::net::recv::Batch;
+
+/// Calls made again for a frame after an error, before it goes on its
+/// destination's own socket.
+const RETRIES: u32 = 2;
 
 /// UDP destinations from which the outbox is used: below, a frame's one send
 /// is the plain one.
@@ -237,16 +240,12 @@ fn send_family(
     } = family;
     let n = many.len();
     let mut to = Staged { links, core, env };
-    if n == 1 {
-        let (id, received) = staged[0];
-        to.alone(id, many.bytes(0), received);
-        many.clear();
-        return;
-    }
+    // Even a call of one frame goes on the shared socket: a destination's
+    // frames keep to one flow (a queueing discipline such as fq_codel may
+    // send a new flow's datagram ahead of an older flow's).
     let mut from = 0;
-    // The frame already sent again after the error queue was read: sent again
-    // once, not for ever.
-    let mut retried = usize::MAX;
+    // Calls made again for the frame at `from` after an error.
+    let mut tries = 0;
     while from < n {
         *calls += 1;
         match call(many, socket, from) {
@@ -256,6 +255,7 @@ fn send_family(
                     to.sent(id, received, at);
                 }
                 from += k;
+                tries = 0;
                 if from < n || *refusing {
                     // Cut short by an error the kernel doesn't return; or,
                     // while a tool refuses, its refusal of this call, read
@@ -265,16 +265,19 @@ fn send_family(
             }
             Err(e) if e.kind() != io::ErrorKind::WouldBlock => {
                 // An earlier datagram's ICMP error fails the next send on the
-                // socket: read it from the queue and send this one again;
-                // with none queued the error is this frame's own.
-                if retried != from && to.read_errors(socket) > 0 {
-                    retried = from;
-                    *refusing = true;
+                // socket (the socket's pending error, which says nothing of
+                // this frame): read the queue and send this one again. Should
+                // it still fail, it goes on its destination's own connected
+                // socket, whose errors are that destination's alone.
+                *refusing |= to.read_errors(socket) > 0;
+                if tries < RETRIES {
+                    tries += 1;
                     continue;
                 }
-                let (id, _) = staged[from];
-                to.failed(id, &e);
+                let (id, received) = staged[from];
+                to.alone(id, many.bytes(from), received);
                 from += 1;
+                tries = 0;
             }
             // The shared socket would block (or took nothing): the rest goes
             // on each destination's own socket, in order, each waiting in its
@@ -325,14 +328,6 @@ impl Staged<'_, '_> {
         self.with(id, |link, report| {
             let outcome = link.send(bytes, received, report, env);
             report.held(outcome);
-        });
-    }
-
-    fn failed(&mut self, id: DestinationId, e: &io::Error) {
-        let clock = self.env.clock;
-        self.with(id, |link, report| {
-            link.warner.report(e, report, clock);
-            report.held(Fate::Dropped(DropReason::SendError));
         });
     }
 
@@ -401,8 +396,10 @@ impl Sink for Links<'_> {
                     return Fate::Queued;
                 }
                 if link.staged > 0 {
-                    // Behind its staged frames (the outbox is full): its
-                    // backlog is drained after the outbox's call.
+                    // Behind its staged frames (the outbox is full, which
+                    // its room for a batch to every destination rules out):
+                    // its backlog is drained after the outbox's call.
+                    debug_assert!(false, "the outbox was full");
                     self.outbox.behind = true;
                     return link.queue(bytes, received, report);
                 }

@@ -211,6 +211,35 @@ pub fn sender(v6: bool) -> io::Result<std::net::UdpSocket> {
     });
     socket.bind(&any.into())?;
     socket.set_nonblocking(true)?;
+    // Nothing it is sent is ever read: a filter that keeps nothing, so that
+    // datagrams to its port can't fill the receive budget the error queue
+    // shares (its errors would then be lost).
+    let keep_nothing = [libc::sock_filter {
+        // BPF_RET | BPF_K: return 0, keep 0 bytes.
+        code: 0x06,
+        jt: 0,
+        jf: 0,
+        k: 0,
+    }];
+    let program = libc::sock_fprog {
+        len: 1,
+        filter: keep_nothing.as_ptr().cast_mut(),
+    };
+    // SAFETY: the option value is a sock_fprog pointing to one instruction,
+    // both alive across the call (the kernel copies the program); the length
+    // is the struct's size.
+    let r = unsafe {
+        libc::setsockopt(
+            socket.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_ATTACH_FILTER,
+            (&program as *const libc::sock_fprog).cast(),
+            std::mem::size_of::<libc::sock_fprog>() as libc::socklen_t,
+        )
+    };
+    if r != 0 {
+        return Err(io::Error::last_os_error());
+    }
     let (level, name) = if v6 {
         (libc::SOL_IPV6, libc::IPV6_RECVERR)
     } else {
@@ -300,8 +329,35 @@ pub fn read_errors(
     }
 }
 
+/// `sock_extended_err`'s `ee_origin` of an ICMP message, and of an ICMPv6 one.
+const ORIGIN_ICMP: u8 = 2;
+const ORIGIN_ICMP6: u8 = 3;
+
+/// Whether the ICMP message an error came from is one a connected socket
+/// reports too (Linux's "hard" errors, `icmp_err_convert` and
+/// `icmpv6_err_convert`): a closed port, a protocol or a destination
+/// refused by policy. The soft ones (a network or host unreachable for now,
+/// a time exceeded, a packet too big, and the errors made locally) a
+/// connected socket keeps to itself, and so does this one: a destination
+/// says what it said before.
+fn is_hard(origin: u8, kind: u8, code: u8) -> bool {
+    match (origin, kind) {
+        // Destination unreachable: protocol, port, unknown network or host,
+        // host isolated, prohibited, filtered, precedence.
+        (ORIGIN_ICMP, 3) => matches!(code, 2 | 3 | 6..=10 | 13..=15),
+        // Parameter problem.
+        (ORIGIN_ICMP, 12) => true,
+        // Destination unreachable: prohibited, port, policy, reject route.
+        (ORIGIN_ICMP6, 1) => matches!(code, 1 | 4 | 5 | 6),
+        // Parameter problem.
+        (ORIGIN_ICMP6, 4) => true,
+        _ => false,
+    }
+}
+
 /// The error number of the `IP_RECVERR` / `IPV6_RECVERR` control message
-/// `recvmsg` filled in.
+/// `recvmsg` filled in, when it is one a connected socket reports too
+/// ([`is_hard`]).
 fn queued_errno(msg: &libc::msghdr) -> Option<i32> {
     // SAFETY: `msg` was filled in by the kernel: msg_control points to the
     // caller's buffer and msg_controllen says how much of it was written,
@@ -319,7 +375,9 @@ fn queued_errno(msg: &libc::msghdr) -> Option<i32> {
             // the buffer; read_unaligned assumes nothing of its alignment.
             let err: libc::sock_extended_err =
                 unsafe { std::ptr::read_unaligned(libc::CMSG_DATA(cmsg).cast()) };
-            return i32::try_from(err.ee_errno).ok();
+            return is_hard(err.ee_origin, err.ee_type, err.ee_code)
+                .then(|| i32::try_from(err.ee_errno).ok())
+                .flatten();
         }
         // SAFETY: the next header, or null at the end.
         cmsg = unsafe { libc::CMSG_NXTHDR(msg, cmsg) };
@@ -414,6 +472,29 @@ mod tests {
             "the open one got its datagram"
         );
         assert_eq!(read_errors(&socket, |_, _| ()), 0, "nothing more queued");
+    }
+
+    #[test]
+    fn only_the_errors_a_connected_socket_reports_are_said() {
+        assert!(is_hard(ORIGIN_ICMP, 3, 3), "port unreachable");
+        assert!(is_hard(ORIGIN_ICMP6, 1, 4), "port unreachable (v6)");
+        assert!(!is_hard(ORIGIN_ICMP, 3, 1), "host unreachable: soft");
+        assert!(!is_hard(ORIGIN_ICMP, 3, 4), "fragmentation needed: soft");
+        assert!(!is_hard(ORIGIN_ICMP, 11, 0), "time exceeded: soft");
+        assert!(!is_hard(1, 0, 0), "a local error: soft");
+    }
+
+    #[test]
+    fn datagrams_sent_to_the_sender_s_port_are_never_kept() {
+        let socket = sender(false).unwrap();
+        let port = socket.local_addr().unwrap().port();
+        let other = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        for _ in 0..10 {
+            other.send_to(b"a reply", ("127.0.0.1", port)).unwrap();
+        }
+        let mut buf = [0u8; 16];
+        let err = socket.recv(&mut buf).expect_err("nothing kept");
+        assert_eq!(err.kind(), io::ErrorKind::WouldBlock);
     }
 
     #[test]
