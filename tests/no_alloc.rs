@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 
 use forza_relay::capture::record::{Existing, Recorder};
 use forza_relay::config::{Config, Overrides};
+use forza_relay::counters::SendErrorKind;
 use forza_relay::relay::Relay;
 use forza_relay::simulate::Simulator;
 use forza_relay::tap;
@@ -187,6 +188,91 @@ max_age = "1s"
         "every datagram was recorded or counted as dropped at the tap"
     );
     assert!(recorded.packets > 0, "the recording holds the traffic");
+}
+
+/// Issue 33: three tools and one closed port. On Linux every frame of a
+/// batch goes in one call, and the closed port's refusals are read back from
+/// the error queue: none of it allocates per packet.
+#[test]
+fn relaying_with_a_refused_destination_allocates_nothing_per_packet() {
+    let (tools, ports) = start_tools(3);
+    let closed = UdpSocket::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let toml = format!(
+        r#"
+[listen]
+addr = "127.0.0.1:0"
+format = "fh6"
+[stats]
+interval = 0
+[[destination]]
+name = "same"
+addr = "127.0.0.1:{}"
+[[destination]]
+name = "fh5"
+addr = "127.0.0.1:{}"
+format = "fh5"
+[[destination]]
+name = "closed"
+addr = "127.0.0.1:{closed}"
+[[destination]]
+name = "sled"
+addr = "127.0.0.1:{}"
+format = "sled"
+"#,
+        ports[0], ports[1], ports[2]
+    );
+    let config = Config::from_toml(&toml, "no_alloc.toml", &Overrides::default()).unwrap();
+    let mut relay = Relay::bind(&config).unwrap();
+    let target = relay.local_addr();
+    let game = Game::start_counted(target, ALL, Pace::Bursts(20), |i| {
+        let mut buf = vec![0u8; 324];
+        let mut p = Packet::new_checked(&mut buf[..], Format::Fh6).unwrap();
+        p.set_is_race_on(1);
+        p.set_timestamp_ms(i);
+        p.set_speed(i as f32).unwrap();
+        buf
+    });
+
+    let allocations = measure(&mut relay, Relay::poll_once);
+    assert_eq!(game.finish(), ALL);
+    for _ in 0..20 {
+        relay.poll_once(Some(Duration::from_millis(10)));
+    }
+    let counts = received_by(tools);
+    let report = relay.snapshot();
+    assert_eq!(allocations, 0, "{allocations} allocations while relaying");
+    let of = |name: &str| {
+        report
+            .destinations
+            .iter()
+            .find(|d| d.name == name)
+            .unwrap()
+            .stats
+    };
+    let received = relay.input_stats().received;
+    for name in ["same", "fh5", "sled"] {
+        assert_eq!(of(name).sent, received, "{name}: {report}");
+        assert_eq!(
+            of(name).send_errors.get(SendErrorKind::Refused),
+            0,
+            "{name}: {report}"
+        );
+    }
+    // Windows never says a port is closed (docs/platforms.md).
+    if !cfg!(windows) {
+        assert!(
+            of("closed").send_errors.get(SendErrorKind::Refused) > 0,
+            "{report}"
+        );
+    }
+    assert!(
+        counts.iter().all(|&n| n == received),
+        "receivers got {counts:?} of {received}"
+    );
 }
 
 /// A mosquitto of the test's own on a loopback port, killed when dropped;
