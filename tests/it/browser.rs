@@ -976,19 +976,28 @@ fn served_to_the_network_the_page_shows_a_qr_code_of_its_address_with_the_token(
         assert!(Instant::now() < deadline, "the QR code did not load");
         std::thread::sleep(Duration::from_millis(100));
     }
-    let img = driver.find("//*[@id='phone-qr']").expect("the QR code");
-    let shot = driver.session("GET", &format!("/element/{img}/screenshot"), &json!({}));
+    // The code as a phone's camera sees it: read from a screenshot of the
+    // element, again until it reads (a screenshot taken as the page redraws
+    // can catch it half painted; seen once in a loaded CI run).
     let png = TempPath::file("qr.png", "");
-    std::fs::write(png.path(), base64(shot.as_str().expect("a screenshot"))).unwrap();
-    let decoded = Command::new("zbarimg")
-        .args(["--raw", "-q"])
-        .arg(png.path())
-        .output()
-        .expect("run zbarimg");
-    assert!(
-        decoded.status.success(),
-        "zbarimg read no code: {decoded:?}"
-    );
+    let decoded = loop {
+        let img = driver.find("//*[@id='phone-qr']").expect("the QR code");
+        let shot = driver.session("GET", &format!("/element/{img}/screenshot"), &json!({}));
+        std::fs::write(png.path(), base64(shot.as_str().expect("a screenshot"))).unwrap();
+        let decoded = Command::new("zbarimg")
+            .args(["--raw", "-q"])
+            .arg(png.path())
+            .output()
+            .expect("run zbarimg");
+        if decoded.status.success() {
+            break decoded;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "zbarimg read no code within {SHOWN_WITHIN:?}: {decoded:?}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    };
     let decoded = String::from_utf8(decoded.stdout).unwrap().trim().to_owned();
     assert!(
         decoded.starts_with("http://")
