@@ -2140,6 +2140,10 @@ fn issue30_a_tool_that_is_not_running_is_said_once_and_again_when_it_changes() {
 /// get every frame, in order. Elsewhere each destination's own socket says
 /// the same.
 #[test]
+#[cfg_attr(
+    windows,
+    ignore = "Windows never says a port is closed (docs/platforms.md), and this check reads the final summary, printed on Ctrl-C"
+)]
 fn issue33_a_closed_destination_among_three_open_ones_is_refused_alone_then_receiving_again() {
     let tools: Vec<_> = (0..3)
         .map(|_| {
