@@ -33,6 +33,8 @@ skip=(
     the_page_adds_an_mqtt_destination_and_never_shows_its_password
     the_overlay_is_transparent_and_shows_the_speed_sent
     issue30_the_page_keeps_the_screen_on_while_a_race_is_shown
+    the_page_shows_the_lap_table_after_a_simulated_lap_and_goes_dark_when_asked
+    the_overlay_shows_the_delta_and_the_laps_when_asked
     # full-screen views on a pseudo-terminal: qemu-user does not emulate a
     # terminal call crossterm makes ("Function not implemented"); the native
     # run covers them

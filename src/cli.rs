@@ -260,7 +260,8 @@ pub struct RecordArgs {
 #[derive(Debug, Clone, Args)]
 #[command(after_help = "Examples:
   forza-relay replay drive.pcap --to 127.0.0.1:5400
-  forza-relay replay busy.pcapng --port 5300 --to 127.0.0.1:8000 --speed 2 --loop")]
+  forza-relay replay busy.pcapng --port 5300 --to 127.0.0.1:8000 --speed 2 --loop
+  forza-relay replay race.pcap --lap best --to 127.0.0.1:5400 --loop")]
 pub struct ReplayArgs {
     /// The capture: a pcap or pcapng file (from forza-relay, tcpdump or
     /// Wireshark), or a raw dump of Forza datagrams back to back.
@@ -282,6 +283,12 @@ pub struct ReplayArgs {
     /// Datagrams a second for a raw dump, which has no times [default: 60].
     #[arg(long, value_name = "HZ")]
     pub rate: Option<u32>,
+    /// Replay one lap: N (the first lap is 1: the game's LapNumber + 1) or
+    /// best (the smallest LastLap). Only a lap the capture completes counts
+    /// (LapNumber steps up to the next); its racing frames are sent, spaced as
+    /// recorded. A capture of several races: the first lap N in the file.
+    #[arg(long, value_name = "N|best")]
+    pub lap: Option<String>,
 }
 
 /// Options of `run`.
@@ -326,7 +333,7 @@ pub struct Settings {
     /// (overrides the file).
     #[arg(long, alias = "input", value_name = "FORMAT")]
     pub format: Option<String>,
-    /// A destination: HOST:PORT[,format=ID][,only-race-on][,max-rate=HZ][,max-age=50ms][,name=NAME].
+    /// A destination: HOST:PORT[,format=ID][,only-race-on][,max-rate=HZ][,max-age=50ms][,hold=15s][,name=NAME].
     /// Repeat for more. Format defaults to "same" (byte-for-byte).
     #[arg(long = "to", value_name = "DEST")]
     pub to: Vec<String>,
@@ -465,6 +472,7 @@ impl ReplayArgs {
             repeat: self.repeat,
             port: self.port,
             rate: self.rate,
+            lap: self.lap.clone(),
         }
     }
 }

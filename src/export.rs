@@ -245,7 +245,8 @@ impl<'c, W: Write> Writer<'c, W> {
             }
             Writer::Jsonl { out, object, line } => {
                 line.clear();
-                object.write(row, line);
+                let frame = crate::output::Values::new(row.packet, row.time, row.since_start);
+                object.write(&frame, line);
                 line.push(b'\n');
                 out.write_all(line).map_err(ExportError::Write)
             }

@@ -3,10 +3,11 @@
 //! loop on loopback (after a warm-up) to four destinations, one of each kind:
 //! byte-for-byte with an age limit, translated, translated with `only_race_on`,
 //! and rate-limited with an age limit (every send's latency measured, issue
-//! 15), while recording (`[record]`: the tap drained into a capture file by the
+//! 15), one holding the last racing frame through blank ones (issue 34), while recording (`[record]`: the tap drained into a capture file by the
 //! recorder thread); and with the web page's tap and snapshots (issue 14), and
 //! the real web page with a page, an overlay and a frame stream open (issue 24);
-//! and with json, influx and MQTT destinations (issue 25).
+//! and with json, influx and MQTT destinations (issue 25); and a session's
+//! records, written as text (issue 34).
 
 use std::net::UdpSocket;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -37,6 +38,11 @@ static GLOBAL: counting::Counting = counting::Counting;
 /// The text outputs' encoder (src/output/): nothing allocated per frame.
 #[path = "no_alloc/output.rs"]
 mod output;
+
+/// A session's records (src/telemetry/session.rs, src/output/records.rs):
+/// nothing allocated per frame.
+#[path = "no_alloc/records.rs"]
+mod records;
 
 const WARM_UP: u64 = 200;
 const MEASURED: u64 = 1_500;
@@ -105,6 +111,7 @@ max_age = "10s"
 name = "fh5"
 addr = "127.0.0.1:{}"
 format = "fh5"
+hold = "15s"
 [[destination]]
 name = "sled-racing"
 addr = "127.0.0.1:{}"
@@ -132,12 +139,16 @@ max_age = "1s"
     let game = Game::start_counted(target, ALL, Pace::Bursts(20), |i| {
         let mut buf = vec![0u8; 324];
         let mut p = Packet::new_checked(&mut buf[..], Format::Fh6).unwrap();
-        // Mostly racing, with menu stretches so the race filter both passes
-        // and drops.
-        p.set_is_race_on(i32::from(i % 50 < 40));
+        // Mostly racing, with stretches of blank frames (a rewind's: zero
+        // but TimestampMS) so the race filter both passes and drops, and
+        // `hold` (issue 34) sends the last racing frame through them.
+        let racing = i % 50 < 40;
+        p.set_is_race_on(i32::from(racing));
         p.set_timestamp_ms(i);
-        p.set_speed(i as f32).unwrap();
-        p.set_car_class(6);
+        if racing {
+            p.set_speed(i as f32).unwrap();
+            p.set_car_class(6);
+        }
         buf
     });
 
@@ -173,6 +184,15 @@ max_age = "1s"
     };
     assert!(sent("same") >= WARM_UP + MEASURED, "{report}");
     assert!(sent("fh5") >= WARM_UP + MEASURED, "{report}");
+    let held = |name: &str| {
+        report
+            .destinations
+            .iter()
+            .find(|d| d.name == name)
+            .unwrap()
+            .held_through_blank
+    };
+    assert!(held("fh5") > 0 && held("same") == 0, "{report}");
     assert!(
         sent("sled-racing") > 0 && sent("sled-racing") < sent("same"),
         "{report}"
@@ -325,7 +345,8 @@ impl Drop for Mosquitto {
 }
 
 /// Issue 25: json and influx destinations (every column, a few, one waiting
-/// for its rate slot) and an MQTT destination handed every frame: their text
+/// for its rate slot) and an MQTT destination handed every frame, some with
+/// the session's laps and events (issue 34): their text
 /// is made into buffers kept between frames, and the MQTT frames go into the
 /// publisher's ring; the loop allocates nothing per packet.
 #[test]
@@ -341,6 +362,7 @@ addr = "mqtt://127.0.0.1:{}"
 topic = "forza-relay-no-alloc/{}"
 fields = ["Speed", "CurrentEngineRpm", "gear_label"]
 max_rate = 0
+records = ["frames", "laps", "events"]
 "#,
             b.1,
             std::process::id()
@@ -367,11 +389,13 @@ addr = "127.0.0.1:{}"
 format = "json"
 fields = ["Speed", "gear_label", "TireTemp"]
 max_age = "10s"
+records = ["frames", "laps", "events"]
 [[destination]]
 name = "influx"
 addr = "127.0.0.1:{}"
 format = "influx"
 only_race_on = true
+records = ["frames", "laps", "events"]
 [[destination]]
 name = "influx-slow"
 addr = "127.0.0.1:{}"
@@ -392,6 +416,15 @@ max_rate = 100
         p.set_speed(i as f32).unwrap();
         p.set_current_engine_rpm(1_000.0 + i as f32);
         p.set_car_class(6);
+        // A lap every 100 frames (issue 34): the session's laps and events
+        // (a pause each menu stretch) go to the destinations that ask.
+        let (lap, into) = (i / 100, (i % 100) as f32);
+        p.set_lap_number(lap as u16).unwrap();
+        p.set_current_lap(into / 60.0).unwrap();
+        p.set_last_lap(if lap > 0 { 100.0 / 60.0 } else { 0.0 })
+            .unwrap();
+        p.set_current_race_time(i as f32 / 60.0).unwrap();
+        p.set_distance_traveled(i as f32 * 10.0).unwrap();
         buf
     };
     // The broker connected (its first frame went) before the count.
@@ -437,6 +470,8 @@ max_rate = 100
     for name in ["same", "json", "json-few"] {
         assert!(sent(name) >= WARM_UP + MEASURED, "{name}: {report}");
     }
+    // The laps and events went too, on top of every frame.
+    assert!(sent("json-few") > sent("json") + 10, "{report}");
     assert!(
         sent("influx") > 0 && sent("influx") < sent("same"),
         "{report}"

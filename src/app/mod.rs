@@ -41,6 +41,7 @@ use crate::report::Snapshot;
 use crate::tap::{self, Tap};
 
 pub mod observers;
+pub mod races;
 
 /// Why a command failed: what to print, and the exit code.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -8,13 +8,15 @@
 //!   datagram at a time, skipping and counting every other frame, and reading
 //!   past (and counting) records of any size and fields that make no sense.
 //! - [`Streams`] lists a capture's UDP streams by destination and picks the one
-//!   to replay ([`Selection`]); [`replay`] sends it with its original spacing.
+//!   to replay ([`Selection`]), or one lap of it ([`LapChoice`], read by the
+//!   wire's fields); [`replay`] sends it with its original spacing.
 //!
 //! The file formats are read and written here (pcap-file only names link
 //! types). Nothing here panics on a file's contents: every problem is counted or
 //! is a [`CaptureError`] naming the file.
 
 mod ip;
+mod lap;
 mod link;
 mod raw;
 mod read;
@@ -29,6 +31,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 
 pub use crate::tap::Datagram;
+pub use lap::{Completed, LapChoice, LapFinder, LapFrame, LapSpan};
 pub use link::LinkType;
 pub use raw::{NotRawDump, RAW_DUMP_ADDR, RAW_DUMP_RATE};
 pub use read::{Damage, FileFormat, Reader, Skipped, MAX_RECORD};
@@ -154,6 +157,15 @@ pub enum CaptureError {
         /// The streams there are: those with the most packets, and how many more.
         streams: Listing,
     },
+    /// The lap asked for is not one the capture completes.
+    NoSuchLap {
+        /// The file.
+        path: PathBuf,
+        /// The lap asked for.
+        chosen: LapChoice,
+        /// The laps it completes.
+        completed: Completed,
+    },
     /// The replay's socket could not be opened.
     Socket {
         /// The address it was to send to.
@@ -273,6 +285,11 @@ impl fmt::Display for CaptureError {
                 "{} holds no UDP datagrams to port {port}; its streams are:{streams}",
                 path.display()
             ),
+            E::NoSuchLap {
+                path,
+                chosen,
+                completed,
+            } => write!(f, "{} {}", path.display(), completed.explain(*chosen)),
             E::Socket { to, source } => {
                 write!(f, "cannot open a socket to send to {to}: {source}")
             }

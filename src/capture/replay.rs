@@ -16,7 +16,9 @@ use std::time::{Duration, Instant};
 
 use log::warn;
 
-use super::{thousands, CaptureError, FileFormat, Reader, Selection, Streams, RAW_DUMP_RATE};
+use super::{
+    thousands, CaptureError, FileFormat, LapChoice, Reader, Selection, Streams, RAW_DUMP_RATE,
+};
 use crate::net::socket;
 
 /// The slowest replay accepted: a thousand times slower than captured.
@@ -86,9 +88,12 @@ pub struct Request<'a> {
     pub rate: Option<u32>,
     /// Start again at the end, until stopped.
     pub repeat: bool,
+    /// Only this lap's frames (`--lap`).
+    pub lap: Option<LapChoice>,
 }
 
-/// A replay ready to run: the file read through once, its datagrams picked.
+/// A replay ready to run: the file read through (once more for a lap), its
+/// datagrams picked.
 #[derive(Debug, Clone)]
 pub struct Plan {
     /// The file.
@@ -131,7 +136,10 @@ impl Plan {
                 request.file.display()
             ));
         }
-        let selection = streams.select(request.port)?;
+        let mut selection = streams.select(request.port)?;
+        if let Some(chosen) = request.lap {
+            selection = selection.lap(Reader::open(request.file)?, chosen)?;
+        }
         warnings.extend(selection.long_gaps_note());
         // A raw dump's times are RAW_DUMP_RATE a second: another rate is a speed.
         let rate = match (raw, request.rate) {
@@ -165,7 +173,9 @@ impl Plan {
 
 impl fmt::Display for Plan {
     /// `replaying drive.pcap to 127.0.0.1:9000: the 2,500 packets sent to port
-    /// 5400, over 41.7 s at speed 2, again and again until Ctrl-C`.
+    /// 5400, over 41.7 s at speed 2, again and again until Ctrl-C`; with a lap,
+    /// `replaying race.pcap to 127.0.0.1:9000: lap 2 (50.303 s) of the packets
+    /// sent to port 5400, its 3,019 packets, over 50.3 s`.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
@@ -174,10 +184,18 @@ impl fmt::Display for Plan {
             self.options.to
         )?;
         let sel = &self.selection;
+        if let Some(lap) = &sel.lap {
+            write!(f, "{lap} of ")?;
+        }
         match self.format {
             FileFormat::RawDump { .. } => {
                 let rate = self.options.speed * f64::from(RAW_DUMP_RATE);
-                write!(f, "{}, {} a second", self.format, Number(rate))?;
+                if sel.lap.is_some() {
+                    write!(f, "{}: its {} frames", self.format, thousands(sel.packets))?;
+                } else {
+                    write!(f, "{}", self.format)?;
+                }
+                write!(f, ", {} a second", Number(rate))?;
             }
             _ => {
                 let noun = if sel.packets == 1 {
@@ -185,12 +203,20 @@ impl fmt::Display for Plan {
                 } else {
                     "packets"
                 };
-                write!(
-                    f,
-                    "the {} {noun} sent to port {}",
-                    thousands(sel.packets),
-                    sel.port
-                )?;
+                match sel.lap {
+                    Some(_) => write!(
+                        f,
+                        "the packets sent to port {}, its {} {noun}",
+                        sel.port,
+                        thousands(sel.packets)
+                    )?,
+                    None => write!(
+                        f,
+                        "the {} {noun} sent to port {}",
+                        thousands(sel.packets),
+                        sel.port
+                    )?,
+                }
                 if self.options.speed != 1.0 {
                     write!(f, " at speed {}", Number(self.options.speed))?;
                 }
@@ -402,6 +428,8 @@ pub fn replay(
     'passes: for pass in 0.. {
         report.passes = pass + 1;
         let mut sent_in_pass = 0;
+        // The datagrams to the port so far in this pass, as a lap counts them.
+        let mut to_port = 0;
         let mut reader = Reader::open(path)?;
         while let Some(d) = reader.next_datagram() {
             let d = match d {
@@ -411,6 +439,10 @@ pub fn replay(
                 Err(e) => return Err(e),
             };
             if !selection.matches(&d) {
+                continue;
+            }
+            to_port += 1;
+            if !selection.takes(to_port - 1, d.payload) {
                 continue;
             }
             let schedule = schedule
@@ -503,6 +535,7 @@ pub fn wait_until(deadline: Instant, stop: &AtomicBool) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::capture::LapSpan;
     use std::time::UNIX_EPOCH;
 
     fn selection(packets: u64, ms: u64) -> Selection {
@@ -514,6 +547,7 @@ mod tests {
             last: first + Duration::from_millis(ms),
             played: Duration::from_millis(ms),
             long_gaps: 0,
+            lap: None,
         }
     }
 
@@ -623,6 +657,31 @@ mod tests {
             plan(raw, 2.0, false).to_string(),
             "replaying drive.pcap to 127.0.0.1:47402: a raw dump of 2,500 datagrams of 324 \
              bytes (fh4/fh5/fh6), 120 a second, over 20.8 s"
+        );
+        let lap = |chosen| {
+            let mut p = plan(FileFormat::Pcap, 1.0, false);
+            p.selection.lap = Some(LapSpan {
+                chosen,
+                lap: 2,
+                first: 3_100,
+                last: 6_118,
+                lap_time_s: 50.302_68,
+            });
+            p
+        };
+        assert_eq!(
+            lap(LapChoice::Number(2)).to_string(),
+            "replaying drive.pcap to 127.0.0.1:47402: lap 2 (50.303 s) of the packets sent to \
+             port 5400, its 2,500 packets, over 41.6 s"
+        );
+        let mut best = lap(LapChoice::Best);
+        best.format = raw;
+        best.options.speed = 20.0;
+        assert_eq!(
+            best.to_string(),
+            "replaying drive.pcap to 127.0.0.1:47402: the best lap, lap 2 (50.303 s) of a raw \
+             dump of 2,500 datagrams of 324 bytes (fh4/fh5/fh6): its 2,500 frames, 1,200 a \
+             second, over 41.6 s"
         );
     }
 

@@ -11,6 +11,7 @@ use std::time::{Duration, SystemTime};
 
 use crate::wire::{detect, Format};
 
+use super::lap::{LapChoice, LapFinder, LapFrame, LapSpan};
 use super::read::{Damage, FileFormat, Reader, Skipped};
 use super::replay::{LONG_GAP, LONG_GAP_PLAYED};
 use super::{thousands, CaptureError, Datagram};
@@ -167,10 +168,10 @@ impl fmt::Display for Stream {
     }
 }
 
-/// The datagrams of a capture to one destination port: what a replay of that
-/// port plays.
+/// The datagrams of a capture to one destination port (or of one lap of
+/// them): what a replay of that port plays.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Port {
+pub(super) struct Port {
     packets: u64,
     first: SystemTime,
     last: SystemTime,
@@ -185,7 +186,8 @@ struct Port {
 }
 
 impl Port {
-    fn new(time: SystemTime) -> Port {
+    /// None yet; the first will be at `time`.
+    pub(super) fn new(time: SystemTime) -> Port {
         Port {
             packets: 0,
             first: time,
@@ -199,7 +201,7 @@ impl Port {
 
     /// Counts a datagram of `time`, as a replay will pace it
     /// ([`Schedule::due`](super::replay::Schedule::due)).
-    fn add(&mut self, time: SystemTime) {
+    pub(super) fn add(&mut self, time: SystemTime) {
         self.packets += 1;
         self.first = self.first.min(time);
         self.last = self.last.max(time);
@@ -218,6 +220,19 @@ impl Port {
             .duration_since(self.start)
             .unwrap_or_default()
             .saturating_sub(self.cut)
+    }
+
+    /// The selection of these datagrams, to `port`, within `lap` if given.
+    pub(super) fn selection(&self, port: u16, lap: Option<LapSpan>) -> Selection {
+        Selection {
+            port,
+            packets: self.packets,
+            first: self.first,
+            last: self.last,
+            played: self.played(),
+            long_gaps: self.long_gaps,
+            lap,
+        }
     }
 }
 
@@ -452,19 +467,13 @@ impl Streams {
                 streams: self.listing(),
             });
         };
-        Ok(Selection {
-            port,
-            packets: p.packets,
-            first: p.first,
-            last: p.last,
-            played: p.played(),
-            long_gaps: p.long_gaps,
-        })
+        Ok(p.selection(port, None))
     }
 }
 
-/// The datagrams picked for a replay: every one to a destination port.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// The datagrams picked for a replay: every one to a destination port, or
+/// those of one lap of them.
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Selection {
     /// The destination port.
     pub port: u16,
@@ -480,12 +489,21 @@ pub struct Selection {
     /// Gaps over [`LONG_GAP`] between one and the next (a clock jump, a damaged
     /// timestamp).
     pub long_gaps: u64,
+    /// The lap they are (`replay --lap`), if only one lap's.
+    pub lap: Option<LapSpan>,
 }
 
 impl Selection {
-    /// Whether `d` is one of them.
+    /// Whether `d` is to the port (and so might be one of them: see
+    /// [`Selection::takes`] for a lap).
     pub fn matches<P>(&self, d: &Datagram<P>) -> bool {
         d.to.port() == self.port
+    }
+
+    /// Whether `payload`, the datagram `index` (from 0, in file order) of those
+    /// to the port, is one of them.
+    pub fn takes(&self, index: u64, payload: &[u8]) -> bool {
+        self.lap.is_none_or(|lap| lap.holds(index, payload))
     }
 
     /// From the first timestamp to the last.
@@ -513,6 +531,56 @@ impl Selection {
     /// Where `time` falls after the first timestamp (zero if before it).
     pub fn offset(&self, time: SystemTime) -> Duration {
         time.duration_since(self.first).unwrap_or_default()
+    }
+
+    /// The selection of one lap of these datagrams (`replay --lap`), read from
+    /// `reader`'s capture (to where it ends early, as its scan said).
+    pub fn lap<R: Read + Seek>(
+        &self,
+        mut reader: Reader<R>,
+        chosen: LapChoice,
+    ) -> Result<Selection, CaptureError> {
+        let mut finder = LapFinder::new(chosen);
+        // The times of the lap being driven, and of the one chosen so far.
+        let (mut current, mut found): (Option<Port>, Option<Port>) = (None, None);
+        while let Some(d) = reader.next_datagram() {
+            let d = match d {
+                Ok(d) => d,
+                Err(CaptureError::Truncated { .. } | CaptureError::Corrupt { .. }) => break,
+                Err(e) => return Err(e),
+            };
+            if !self.matches(&d) {
+                continue;
+            }
+            match finder.add(d.payload) {
+                LapFrame::Other => {}
+                LapFrame::Same => {
+                    if let Some(p) = &mut current {
+                        p.add(d.time);
+                    }
+                }
+                LapFrame::Starts { chosen } => {
+                    if chosen {
+                        found = current;
+                    }
+                    let mut p = Port::new(d.time);
+                    p.add(d.time);
+                    current = Some(p);
+                }
+            }
+        }
+        let path = reader.path().to_owned();
+        match finder.finish() {
+            Ok(span) => {
+                let times = found.expect("a lap is chosen at its end, so it started");
+                Ok(times.selection(self.port, Some(span)))
+            }
+            Err(completed) => Err(CaptureError::NoSuchLap {
+                path,
+                chosen,
+                completed,
+            }),
+        }
     }
 }
 
@@ -723,5 +791,67 @@ mod tests {
         );
         let plain = streams(&[datagram("127.0.0.1:5", "127.0.0.1:5400", 324, 0)]);
         assert_eq!(plain.select(None).unwrap().long_gaps_note(), None);
+    }
+
+    /// A raw dump of a simulated FH6 drive (seed 2) until lap 3 ends (the
+    /// first frame with LapNumber 3), and each frame's IsRaceOn and LapNumber.
+    fn raw_drive() -> (Vec<u8>, Vec<(i32, u16)>) {
+        use crate::simulate::Simulator;
+        use crate::wire::Packet;
+        let mut sim = Simulator::new(Format::Fh6, 2);
+        let (mut bytes, mut fields) = (Vec::new(), Vec::new());
+        let mut buf = [0u8; 400];
+        while fields.last().is_none_or(|&(_, lap)| lap < 3) {
+            let n = sim
+                .frame(Duration::from_micros(16_667), &mut buf)
+                .expect("a buffer long enough");
+            let p = Packet::new_checked(&buf[..n], Format::Fh6).expect("an fh6 packet");
+            fields.push((p.is_race_on(), p.lap_number().expect("fh6 has LapNumber")));
+            bytes.extend_from_slice(&buf[..n]);
+            assert!(fields.len() < 60 * 60 * 10, "no 3 laps in 10 minutes");
+        }
+        (bytes, fields)
+    }
+
+    #[test]
+    fn a_lap_s_selection_is_its_frames_and_their_times() {
+        let (bytes, fields) = raw_drive();
+        let whole = Streams::read_bytes(&bytes)
+            .expect("a raw dump")
+            .select(None)
+            .expect("its datagrams");
+        let reader = Reader::new(std::io::Cursor::new(&bytes[..]), Path::new("capture"))
+            .expect("a raw dump");
+        let lap = whole
+            .lap(reader, LapChoice::Number(2))
+            .expect("lap 2 completes");
+        let frames: Vec<usize> = (0..fields.len()).filter(|&i| fields[i] == (1, 1)).collect();
+        let (first, last) = (frames[0], frames[frames.len() - 1]);
+        assert_eq!(frames.len(), last - first + 1, "one run, no pause");
+        let at = |i: usize| UNIX_EPOCH + Duration::from_nanos(i as u64 * 1_000_000_000 / 60);
+        assert_eq!(lap.port, whole.port);
+        assert_eq!(lap.packets, frames.len() as u64);
+        assert_eq!((lap.first, lap.last), (at(first), at(last)));
+        assert_eq!(
+            lap.played,
+            at(last).duration_since(at(first)).expect("later")
+        );
+        assert_eq!(lap.long_gaps, 0);
+        let span = lap.lap.expect("a lap");
+        assert_eq!(
+            (span.lap, span.first, span.last),
+            (2, first as u64, last as u64)
+        );
+        let err = whole
+            .lap(
+                Reader::new(std::io::Cursor::new(&bytes[..]), Path::new("capture"))
+                    .expect("a raw dump"),
+                LapChoice::Number(4),
+            )
+            .expect_err("lap 4 has only begun");
+        assert_eq!(
+            err.to_string(),
+            "capture completes laps 1 to 3; lap 4 is not among them (the capture ends during it)"
+        );
     }
 }

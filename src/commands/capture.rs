@@ -10,7 +10,7 @@ use log::{info, warn};
 use super::{bad_options, listen_failure};
 use crate::app::observers::{Recording, StopAfter};
 use crate::app::{App, Failure, Signals};
-use crate::capture::{record, replay};
+use crate::capture::{record, replay, LapChoice};
 use crate::config::{system_look_up, Config, ConfigError};
 use crate::relay::Relay;
 use crate::setup::running::Beside;
@@ -84,6 +84,8 @@ pub struct ReplayOptions {
     pub port: Option<u16>,
     /// `--rate`: datagrams a second for a raw dump.
     pub rate: Option<u32>,
+    /// `--lap`, as typed.
+    pub lap: Option<String>,
 }
 
 /// `replay`: sends a capture's datagrams again, paced as recorded. A bad option
@@ -98,6 +100,12 @@ pub fn replay(options: &ReplayOptions, signals: &Signals) -> Result<(), Failure>
         .map(replay::check_rate)
         .transpose()
         .map_err(|message| Failure::usage(format!("--rate {message}")))?;
+    let lap = options
+        .lap
+        .as_deref()
+        .map(str::parse::<LapChoice>)
+        .transpose()
+        .map_err(|message| Failure::usage(format!("--lap {message}")))?;
     let request = replay::Request {
         file: &options.file,
         to,
@@ -105,6 +113,7 @@ pub fn replay(options: &ReplayOptions, signals: &Signals) -> Result<(), Failure>
         speed,
         rate,
         repeat: options.repeat,
+        lap,
     };
     let plan = replay::Plan::new(&request).map_err(|e| Failure::usage(e.to_string()))?;
     for warning in &plan.warnings {

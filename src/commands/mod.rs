@@ -18,6 +18,7 @@ use std::sync::Arc;
 use log::info;
 
 use crate::app::observers::{Owning, Printer, Recording};
+use crate::app::races::KeepingRaces;
 use crate::app::{App, Failure, Signals};
 use crate::capture::record;
 use crate::config::{system_look_up, Config, ConfigError, Overrides, DEFAULT_FILE_NAME};
@@ -310,13 +311,17 @@ pub fn run(
     // (issue 30), as it moves it.
     let web = Web::new(config.web, owner.editor(), config.input, file.clone())
         .open_in_browser(double_clicked && file.is_some())
-        .token_file(page_token_file());
+        .token_file(page_token_file())
+        .races(config.races.as_ref().map(|r| r.dir.clone()));
     owner.move_page_with(web.mover());
     let mut app = App::new(relay, signals);
     app.observe(Owning::new(owner));
     app.observe(web);
     if let Some(path) = &recording {
         app.observe(Recording::new(path.clone(), record::Existing::Number, None));
+    }
+    if let Some(races) = &config.races {
+        app.observe(KeepingRaces::new(races.clone(), config.input));
     }
     app.observe(Printer::new(config.stats_format, screen));
     if watch {

@@ -1,7 +1,7 @@
 //! What a configuration makes the relay do, in words, as `check` prints it.
 
 use super::{Config, Input, Output, StatsFormat};
-use crate::fanout::Target;
+use crate::fanout::{Records, Target};
 use crate::output::Encoding;
 
 impl Config {
@@ -48,6 +48,9 @@ impl Config {
                     }
                     None => s.push_str(" of every column"),
                 }
+                if d.records != Records::FRAMES {
+                    let _ = write!(s, ", records: {}", d.records);
+                }
             }
             match &d.target {
                 Target::Udp(addr) => {
@@ -87,6 +90,13 @@ impl Config {
             }
             if let Some(age) = d.max_age {
                 let _ = write!(s, ", none older than {}", humantime::format_duration(age));
+            }
+            if let Some(hold) = d.hold {
+                let _ = write!(
+                    s,
+                    ", the last racing frame through blank ones for up to {}",
+                    humantime::format_duration(hold)
+                );
             }
         }
         match self.stats_interval {

@@ -18,6 +18,7 @@ use std::path::{Path, PathBuf};
 
 use super::validate::{validate_destinations, RawDestination};
 use super::{Config, ConfigError, Destination, LookUp, Problem};
+use crate::fanout::Records;
 use crate::output::mqtt::{default_topic, Broker, MqttSettings, Roots, Secret};
 
 /// One destination as an editor (the page) writes it: the keys of a
@@ -37,6 +38,10 @@ pub struct DestinationSpec {
     pub max_rate: Option<u32>,
     /// `max_age`, like `"50ms"`; `None` = frames of any age.
     pub max_age: Option<String>,
+    /// `hold`, like `"15s"`; `None` = blank frames as they come.
+    pub hold: Option<String>,
+    /// `records` of a json, influx or MQTT destination; empty = the frames.
+    pub records: Vec<String>,
     /// `fields` of a json or influx output; empty = every column.
     pub fields: Vec<String>,
     /// MQTT: `topic`; `None` = `forza-relay/<name>`.
@@ -63,6 +68,10 @@ pub mod field {
     pub const FORMAT: &str = "Format";
     /// `max_age`.
     pub const MAX_AGE: &str = "Max age";
+    /// `hold`.
+    pub const HOLD: &str = "Hold";
+    /// `records`.
+    pub const RECORDS: &str = "Records";
     /// `fields`.
     pub const FIELDS: &str = "Fields";
     /// `topic`.
@@ -76,11 +85,13 @@ pub mod field {
     /// `ca_file`.
     pub const CA_FILE: &str = "CA file";
     /// Every field, to tell a field's place from another.
-    pub const ALL: [&str; 10] = [
+    pub const ALL: [&str; 12] = [
         NAME,
         ADDRESS,
         FORMAT,
         MAX_AGE,
+        HOLD,
+        RECORDS,
         FIELDS,
         TOPIC,
         USERNAME,
@@ -176,6 +187,15 @@ impl RawDestination {
             max_age: d
                 .max_age
                 .map(|a| at(&humantime::format_duration(a).to_string())),
+            hold: d
+                .hold
+                .map(|h| at(&humantime::format_duration(h).to_string())),
+            records: (d.records != Records::FRAMES).then(|| {
+                (
+                    place.clone(),
+                    d.records.names().into_iter().map(str::to_owned).collect(),
+                )
+            }),
             fields: d.fields.as_ref().map(|f| (place.clone(), f.names.clone())),
             topic: mqtt.map(|m| at(&m.topic)),
             username: mqtt.and_then(|m| m.username.as_deref()).map(at),
@@ -241,6 +261,9 @@ impl RawDestination {
             only_race_on: d.only_race_on,
             max_rate: d.max_rate,
             max_age: given(&d.max_age, field::MAX_AGE),
+            hold: given(&d.hold, field::HOLD),
+            records: (!d.records.is_empty())
+                .then(|| (field::RECORDS.to_owned(), d.records.clone())),
             fields: (!d.fields.is_empty()).then(|| (field::FIELDS.to_owned(), d.fields.clone())),
             // The default topic is not written: it follows the name.
             topic: given(&d.topic, field::TOPIC).filter(|(_, t)| *t != default_topic(&d.name)),

@@ -103,6 +103,10 @@ fn explain_toml(line: &str, message: &str) -> Option<String> {
              \"gear_label\"]: {}",
             message.split(',').next().unwrap_or(message)
         )),
+        "records" if message.contains("sequence") || message.contains("string") => Some(format!(
+            "records must be a list in brackets, like records = [\"frames\", \"laps\"]: {}",
+            message.split(',').next().unwrap_or(message)
+        )),
         _ => None,
     }
 }
@@ -113,6 +117,10 @@ fn explain_toml(line: &str, message: &str) -> Option<String> {
 pub struct RecordFile {
     /// `path = "drive-{time}.pcap"`: relative to the config file's folder.
     pub path: Option<Spanned<String>>,
+    /// `races = "races"`: a folder, each race its own capture file in it.
+    pub races: Option<Spanned<String>>,
+    /// `keep = 20`: the races kept in it, the oldest removed.
+    pub keep: Option<Spanned<i64>>,
 }
 
 /// `[listen]` as written.
@@ -186,6 +194,12 @@ pub struct DestinationFile {
     pub max_rate: Option<Spanned<u32>>,
     /// `"50ms"`: frames older than this are not sent; default none.
     pub max_age: Option<Spanned<String>>,
+    /// `"15s"`: the last racing frame instead of blank ones, that long at
+    /// most; default off.
+    pub hold: Option<Spanned<String>>,
+    /// `["frames", "laps", "events"]`: what a text destination is sent;
+    /// default the frames.
+    pub records: Option<Spanned<Vec<String>>>,
     /// `["Speed", "gear_label"]`: the columns of a `json` or `influx` output;
     /// default every column.
     pub fields: Option<Spanned<Vec<String>>>,
@@ -377,6 +391,11 @@ impl Config {
                         only_race_on: table.only_race_on.unwrap_or(false),
                         max_rate: table.max_rate.as_ref().map(|m| *m.get_ref()),
                         max_age: text(&table.max_age, "max_age"),
+                        hold: text(&table.hold, "hold"),
+                        records: table
+                            .records
+                            .as_ref()
+                            .map(|v| (key(Some(v.span()), "records"), v.get_ref().clone())),
                         fields: table
                             .fields
                             .as_ref()
@@ -398,6 +417,15 @@ impl Config {
                 let (place, text) = spanned(v, "record.path");
                 (place, text, folder.map(Path::to_path_buf))
             }),
+            races: file.record.races.as_ref().map(|v| {
+                let (place, text) = spanned(v, "record.races");
+                (place, text, folder.map(Path::to_path_buf))
+            }),
+            keep: file
+                .record
+                .keep
+                .as_ref()
+                .map(|v| (at(v.span(), "record.keep"), *v.get_ref())),
             web: file.web.addr.as_ref().map(|v| spanned(v, "web.addr")),
         };
         raw.apply(overrides).validate(previous, look_up)

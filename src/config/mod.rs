@@ -42,7 +42,7 @@ pub use file::{
     listen_of_file, read_text, AddrText, DestinationFile, FileConfig, ListenFile, RecordFile,
     StatsFile, WebFile,
 };
-pub use validate::{parse_listen, parse_max_age, parse_web, resolve};
+pub use validate::{parse_hold, parse_listen, parse_max_age, parse_web, resolve};
 
 /// The port forza-relay listens on when none is given. Outside FH6's own
 /// 5200..5300, SimHub's 8000 and the community's usual 5300, 5555, 9999, 12350,
@@ -65,6 +65,9 @@ pub const MIN_MAX_AGE: Duration = Duration::from_millis(1);
 /// The longest `max_age` accepted: a frame a minute old is not live by any
 /// measure (the receive buffer holds about 18 s at 360 frames/s).
 pub const MAX_MAX_AGE: Duration = Duration::from_secs(60);
+/// The longest `hold` accepted: the Trueforce-for-All guide holds 15 s; a
+/// car shown a minute after the game stopped sending it is a stale one.
+pub const MAX_HOLD: Duration = Duration::from_secs(60);
 /// The file looked for in the current folder and next to the program.
 pub const DEFAULT_FILE_NAME: &str = "forza-relay.toml";
 /// The largest configuration file read. A real one is a few KB; a bigger file is
@@ -136,9 +139,27 @@ pub struct Config {
     /// A capture file recording every datagram received (`{time}` in it becomes
     /// the start time); `None` = no recording.
     pub record: Option<PathBuf>,
+    /// `[record] races`: every race kept as its own capture file.
+    pub races: Option<Races>,
     /// Where `run` serves the web page (`[web] addr`, `--web`); `None` = off.
     pub web: Option<SocketAddr>,
 }
+
+/// `[record] races = "DIR"`, `keep = N` (issue 34): each race (its racing
+/// frames and a second either side) written as its own capture file in
+/// `dir`, the newest `keep` kept.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Races {
+    /// The folder.
+    pub dir: PathBuf,
+    /// Races kept in it.
+    pub keep: usize,
+}
+
+/// Races `[record] races` keeps unless told.
+pub const DEFAULT_RACES_KEPT: usize = 20;
+/// The most races `keep` takes.
+pub const MAX_RACES_KEPT: usize = 10_000;
 
 /// One configuration mistake.
 #[derive(Debug, Clone, PartialEq, Eq)]

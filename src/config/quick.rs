@@ -31,6 +31,8 @@ impl Config {
             destinations,
             destinations_place: Some("command line".to_owned()),
             record: None,
+            races: None,
+            keep: None,
             web: None,
         }
         .apply(overrides)
@@ -53,6 +55,8 @@ impl Config {
             destinations: Vec::new(),
             destinations_place: None,
             record: None,
+            races: None,
+            keep: None,
             web: Some(("command line".to_owned(), "off".to_owned())),
         }
         .validate(None, &system_look_up)
@@ -61,8 +65,9 @@ impl Config {
 }
 
 /// The options a `--to` value takes, as its error lists them.
-const QUICK_OPTIONS: &str = "format=ID, only-race-on, max-rate=HZ, max-age=DURATION, name=NAME, \
-     fields=A+B+C, and for mqtt:// topic=TOPIC, username=USER, password-env=VARIABLE, \
+const QUICK_OPTIONS: &str =
+    "format=ID, only-race-on, max-rate=HZ, max-age=DURATION, hold=DURATION, name=NAME, \
+     fields=A+B+C, records=frames+laps+events, and for mqtt:// topic=TOPIC, username=USER, password-env=VARIABLE, \
      ca-file=PEM";
 
 /// Parses one `--to` value.
@@ -101,6 +106,10 @@ fn parse_to(spec: &str) -> Result<RawDestination, Problem> {
                 })?)
             }
             ("max-age", Some(v)) => d.max_age = Some((place.clone(), v.to_owned())),
+            ("hold", Some(v)) => d.hold = Some((place.clone(), v.to_owned())),
+            ("records", Some(v)) => {
+                d.records = Some((place.clone(), v.split('+').map(str::to_owned).collect()))
+            }
             // Commas separate the options: the names are joined with `+`.
             ("fields", Some(v)) => {
                 d.fields = Some((place.clone(), v.split('+').map(str::to_owned).collect()))

@@ -31,6 +31,8 @@ const ALERT: Style = Style::new().fg(Color::White).bg(Color::Red);
 struct View<'a> {
     car: Option<&'a Car>,
     dim: bool,
+    /// The lap being driven less the best lap at the same distance (issue 34).
+    delta: Option<f32>,
 }
 
 impl View<'_> {
@@ -91,6 +93,7 @@ pub fn render(frame: &mut Frame<'_>, model: &Model) {
     let car = View {
         car: model.car(),
         dim: model.not_racing(),
+        delta: model.live_delta_s(),
     };
     let area = frame.area();
     let log_height = u16::from(model.log_line.is_some()).min(area.height);
@@ -422,8 +425,12 @@ fn render_race(frame: &mut Frame<'_>, area: Rect, view: View<'_>) {
             lap_time(car.and_then(|c| c.last_lap))
         )),
         Line::raw(format!(
-            "Best    {}",
-            lap_time(car.and_then(|c| c.best_lap))
+            "Best    {}{}",
+            lap_time(car.and_then(|c| c.best_lap)),
+            // Against the best lap at the same distance, once there is one.
+            view.delta
+                .map(|d| format!("   Δ {d:+.3}"))
+                .unwrap_or_default()
         )),
     ];
     let race = Paragraph::new(lines).block(boxed("Race"));
@@ -440,6 +447,28 @@ mod tests {
     use crate::dashboard::testing::*;
     use crate::view::DestinationRow;
     use crate::wire::{Format, Packet, Wheels};
+
+    /// Issue 34: once a lap is done, the race box says the live delta to the
+    /// best lap at the same distance, signed.
+    #[test]
+    fn after_a_lap_the_race_box_says_the_delta_to_the_best() {
+        use crate::simulate::Simulator;
+        let mut model = Model::new(Input::Fixed(Format::Fh6), "a simulated drive");
+        let mut sim = Simulator::new(Format::Fh6, 5);
+        let mut buf = [0u8; 400];
+        let t0 = Instant::now();
+        let mut i = 0u64;
+        while model.lap_table().is_empty() || !i.is_multiple_of(600) {
+            let n = sim.frame(Duration::from_micros(16_667), &mut buf).unwrap();
+            model.on_datagram(t0 + Duration::from_micros(16_667 * i), from(), &buf[..n]);
+            i += 1;
+            assert!(i < 60 * 60 * 10, "no lap in 10 minutes");
+        }
+        let delta = model.live_delta_s().expect("a delta after the first lap");
+        let (text, _) = screen(&model, 100, 24);
+        assert_shows(&text, &[&format!("Δ {delta:+.3}")]);
+        assert_eq!(model.lap_table()[0].lap, 1);
+    }
 
     #[test]
     fn renders_the_key_values_of_a_packet() {

@@ -94,17 +94,23 @@ impl fmt::Display for DestinationDiff<'_> {
         if a.max_rate != b.max_rate {
             part(f, format_args!("max_rate {} -> {}", a.max_rate, b.max_rate))?;
         }
+        let time = |d: Option<Duration>| {
+            d.map_or_else(
+                || "off".to_owned(),
+                |d| humantime::format_duration(d).to_string(),
+            )
+        };
         if a.max_age != b.max_age {
-            let age = |d: Option<Duration>| {
-                d.map_or_else(
-                    || "off".to_owned(),
-                    |d| humantime::format_duration(d).to_string(),
-                )
-            };
             part(
                 f,
-                format_args!("max_age {} -> {}", age(a.max_age), age(b.max_age)),
+                format_args!("max_age {} -> {}", time(a.max_age), time(b.max_age)),
             )?;
+        }
+        if a.records != b.records {
+            part(f, format_args!("records {} -> {}", a.records, b.records))?;
+        }
+        if a.hold != b.hold {
+            part(f, format_args!("hold {} -> {}", time(a.hold), time(b.hold)))?;
         }
         Ok(())
     }

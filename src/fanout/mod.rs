@@ -90,5 +90,5 @@ mod testing;
 
 pub use self::core::{Arrival, Counted, Fanout, Verdict};
 pub use plan::{Action, Changed, Changes, Plan, Removed, Step};
-pub use routes::{is_loop, Destination, DestinationId, Fields, Output, Routes, Target};
+pub use routes::{is_loop, Destination, DestinationId, Fields, Output, Records, Routes, Target};
 pub use sink::{Fate, HeldFrame, Report, Sink, FRAME_CAPACITY};

@@ -264,6 +264,8 @@ impl Fanout {
         self.rebuild_texts();
         let may_wait = self.states().any(|(_, d)| d.may_wait());
         self.may_wait = may_wait;
+        self.note_holds();
+        self.note_session();
         changes
     }
 

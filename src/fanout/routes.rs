@@ -117,6 +117,95 @@ impl serde::Serialize for Output {
     }
 }
 
+/// What a text destination (`json`, `influx`, MQTT) is sent (`records =
+/// [...]`, issue 34): the frames, the session's laps, its events, or any
+/// of them. Default: the frames only.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Records {
+    /// Each frame, as its text.
+    pub frames: bool,
+    /// One record per lap done.
+    pub laps: bool,
+    /// One record per race event (start, end, lap, rewind, pause, resume).
+    pub events: bool,
+}
+
+impl Default for Records {
+    fn default() -> Self {
+        Records::FRAMES
+    }
+}
+
+impl Records {
+    /// The frames only: what every destination is sent unless told.
+    pub const FRAMES: Records = Records {
+        frames: true,
+        laps: false,
+        events: false,
+    };
+    /// The names `records` takes, in order.
+    pub const NAMES: [&'static str; 3] = ["frames", "laps", "events"];
+
+    /// The records `names` choose (ignoring case); the error names every
+    /// value that is none, or says the list is empty.
+    pub fn parse<'a>(names: impl IntoIterator<Item = &'a str>) -> Result<Records, String> {
+        let mut r = Records {
+            frames: false,
+            laps: false,
+            events: false,
+        };
+        let mut unknown = Vec::new();
+        for name in names {
+            match name.trim().to_ascii_lowercase().as_str() {
+                "frames" => r.frames = true,
+                "laps" => r.laps = true,
+                "events" => r.events = true,
+                _ => unknown.push(format!("{name:?}")),
+            }
+        }
+        if !unknown.is_empty() {
+            return Err(format!(
+                "{} {} no record: write any of \"frames\", \"laps\" and \"events\", like \
+                 records = [\"frames\", \"laps\"]",
+                unknown.join(", "),
+                if unknown.len() == 1 { "is" } else { "are" }
+            ));
+        }
+        if r == (Records {
+            frames: false,
+            laps: false,
+            events: false,
+        }) {
+            return Err(
+                "records is empty: write any of \"frames\", \"laps\" and \"events\" \
+                 (or leave it out for the frames)"
+                    .to_owned(),
+            );
+        }
+        Ok(r)
+    }
+
+    /// The names chosen, in [`Records::NAMES`]' order.
+    pub fn names(self) -> Vec<&'static str> {
+        [self.frames, self.laps, self.events]
+            .into_iter()
+            .zip(Records::NAMES)
+            .filter_map(|(on, name)| on.then_some(name))
+            .collect()
+    }
+
+    /// Whether the session (laps, events) must be followed for it.
+    pub fn wants_session(self) -> bool {
+        self.laps || self.events
+    }
+}
+
+impl fmt::Display for Records {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.names().join(", "))
+    }
+}
+
 /// One destination, validated. What every frame's way reads (`output`,
 /// `only_race_on`) comes first (`repr(C)` keeps the order; issue 26).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -131,6 +220,12 @@ pub struct Destination {
     /// Frames older than this when they would be sent are dropped (stale),
     /// and after a stall only the newest goes; `None` = frames of any age.
     pub max_age: Option<Duration>,
+    /// `hold`: while the game sends blank frames (a rewind, a replay, a
+    /// menu), the last racing frame goes instead, re-stamped, for at most
+    /// this long after it; `None` = the blank frames as they come.
+    pub hold: Option<Duration>,
+    /// What a text destination is sent: frames, laps, events.
+    pub records: Records,
     /// Unique name, used in logs and summaries (control characters already
     /// escaped by the configuration, so it is safe to print).
     pub name: String,

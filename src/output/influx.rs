@@ -22,12 +22,11 @@
 //! - tag values escaped (`,`, `=`, space), string fields quoted with `"` and `\`
 //!   escaped; the line ends with a newline.
 
-use std::fmt::{self, Write as _};
 use std::time::UNIX_EPOCH;
 
-use super::{f32_at, Key, Read};
-use crate::telemetry::columns::{Cell, Column, Derived, Row};
-use crate::wire::{field, Scalar};
+use super::{f32_at, micros, Key, Text, Value, Values};
+use crate::telemetry::columns::{read_scalar, Cell, Column, Derived};
+use crate::wire::{field, Format, Scalar};
 
 /// The measurement every line is written to.
 pub const MEASUREMENT: &str = "forza";
@@ -87,85 +86,141 @@ impl Kind {
 /// The line of a column selection.
 #[derive(Debug, Clone)]
 pub struct Line {
-    /// The selected columns that are fields: the key, escaped, after a `,`
-    /// and with its `=`; how the value is read; how it is written.
-    fields: Vec<(Key, Read, Kind)>,
+    /// For each format (by [`Format::index`]): `forza,game=fh6,car=`, the
+    /// line up to the car's number.
+    heads: Box<[Key; Format::ALL.len()]>,
+    /// For each format, `,class=S2` for each CarClass the game's scale has.
+    classes: [Vec<Key>; Format::ALL.len()],
+    /// For each format, the selected columns that are fields and that the
+    /// format has: the key, escaped, after a `,` and with its `=`; how the
+    /// value is read; how it is written.
+    formats: [Vec<(Key, Value, Kind)>; Format::ALL.len()],
+    /// Room for a line's text, as long as the longest ([`Text`]).
+    room: Vec<u8>,
 }
+
+/// The most bytes the tags after `car=` and the timestamp take: a car number
+/// (11), `,class=` and an escaped letter or two, a space and 20 digits.
+const TAGS_AND_TIME_MAX: usize = 64;
 
 impl Line {
     /// The line of `columns`, in their order.
     pub fn new(columns: &[Column]) -> Line {
-        let fields = columns
-            .iter()
-            .filter_map(|column| {
-                let kind = Kind::of(column)?;
-                let mut key = vec![b','];
-                escape(&mut key, &column.name(), Escape::Key);
-                key.push(b'=');
-                Some((Key::new(&key), Read::new(column), kind))
-            })
-            .collect();
-        Line { fields }
+        let heads = Format::ALL.map(|format| {
+            let mut head = MEASUREMENT.as_bytes().to_vec();
+            head.push(b',');
+            head.extend_from_slice(TAG_GAME.as_bytes());
+            head.push(b'=');
+            escape(&mut head, format.id(), Escape::Tag);
+            head.push(b',');
+            head.extend_from_slice(TAG_CAR.as_bytes());
+            head.push(b'=');
+            Key::new(&head)
+        });
+        let classes = Format::ALL.map(|format| {
+            let letters = format.layout().classes.unwrap_or_default();
+            letters
+                .iter()
+                .map(|letter| {
+                    let mut tag = vec![b','];
+                    tag.extend_from_slice(TAG_CLASS.as_bytes());
+                    tag.push(b'=');
+                    escape(&mut tag, letter, Escape::Tag);
+                    Key::new(&tag)
+                })
+                .collect()
+        });
+        let formats = Format::ALL.map(|format| {
+            columns
+                .iter()
+                .filter_map(|column| {
+                    let kind = Kind::of(column)?;
+                    let value = Value::new(column, format);
+                    if value == Value::Absent {
+                        return None;
+                    }
+                    let mut key = vec![b','];
+                    escape(&mut key, &column.name(), Escape::Key);
+                    key.push(b'=');
+                    Some((Key::new(&key), value, kind))
+                })
+                .collect::<Vec<_>>()
+        });
+        let longest = Format::ALL.map(|format| {
+            let fields = &formats[format.index()];
+            heads[format.index()].len()
+                + TAGS_AND_TIME_MAX
+                + fields
+                    .iter()
+                    .map(|(key, value, _)| key.len() + value.most() + 1)
+                    .sum::<usize>()
+        });
+        let room = vec![0; longest.into_iter().max().unwrap_or(0) + super::VALUE_MAX];
+        Line {
+            heads: Box::new(heads),
+            classes,
+            formats,
+            room,
+        }
     }
 
-    /// Appends `row`'s line to `out`; false (with `out` as it was) when no
-    /// selected value is in the frame.
-    pub fn write(&self, row: &Row<'_>, out: &mut Vec<u8>) -> bool {
-        let at = out.len();
-        let tag = |out: &mut Vec<u8>, name: &str| {
-            out.push(b',');
-            out.extend_from_slice(name.as_bytes());
-            out.push(b'=');
-        };
-        out.extend_from_slice(MEASUREMENT.as_bytes());
-        tag(out, TAG_GAME);
-        escape(out, row.packet.format().id(), Escape::Tag);
-        tag(out, TAG_CAR);
-        out.extend_from_slice(
-            itoa::Buffer::new()
-                .format(row.telemetry.fields.car_ordinal)
-                .as_bytes(),
-        );
-        if let Some(class) = row.telemetry.car_class_letter {
-            tag(out, TAG_CLASS);
-            escape(out, class, Escape::Tag);
+    /// Appends `frame`'s line to `out`; false (with `out` as it was) when no
+    /// selected value is in the frame. `frame` is no menu frame (the
+    /// [`Encoder`](super::Encoder) writes none).
+    pub(crate) fn write(&mut self, frame: &Values<'_>, out: &mut Vec<u8>) -> bool {
+        let packet = &frame.packet;
+        let format = packet.format().index();
+        let mut text = Text::new(&mut self.room);
+        text.key(&self.heads[format]);
+        text.int(i64::from(packet.car_ordinal()));
+        if !frame.menu {
+            let class = usize::try_from(packet.car_class()).ok();
+            if let Some(tag) = class.and_then(|c| self.classes[format].get(c)) {
+                text.key(tag);
+            }
         }
         // Each key comes after a `,`; the first field written is after a
         // space instead, put in its place at the end.
-        let fields_at = out.len();
-        let (bytes, format) = (row.packet.as_bytes(), row.packet.format().index());
-        for (key, column, kind) in &self.fields {
-            let mark = out.len();
-            key.write(out);
-            let written = match column {
+        let fields_at = text.len();
+        let bytes = packet.as_bytes();
+        for (key, value, kind) in &self.formats[format] {
+            let mark = text.len();
+            text.key(key);
+            let written = match *value {
                 // Most fields: an F32 straight from the packet.
-                Read::F32(places) => places[format]
-                    .and_then(|at| f32_at(bytes, at))
-                    .is_some_and(|v| write_float(v, out)),
-                _ => write_value(column.cell(row), *kind, out),
+                Value::F32(at) => f32_at(bytes, at).is_some_and(|v| write_float(v, &mut text)),
+                Value::Int(at, scalar) => match read_scalar(bytes, at, scalar) {
+                    Cell::Int(v) => {
+                        text.int(v);
+                        if *kind == Kind::Integer {
+                            text.byte(b'i');
+                        }
+                        true
+                    }
+                    _ => false,
+                },
+                _ => write_value(value.cell(frame), *kind, &mut text),
             };
             if !written {
-                out.truncate(mark);
+                text.truncate(mark);
             }
         }
-        match out.get_mut(fields_at) {
-            Some(first) => *first = b' ',
-            None => {
-                out.truncate(at);
-                return false;
-            }
+        if text.len() == fields_at {
+            return false;
         }
+        text.set(fields_at, b' ');
         // Before 1970 or after 2554 (no u64 of nanoseconds): left to the server.
-        let nanos = row
+        let nanos = frame
             .time
             .duration_since(UNIX_EPOCH)
             .ok()
             .and_then(|d| u64::try_from(d.as_nanos()).ok());
         if let Some(nanos) = nanos {
-            out.push(b' ');
-            out.extend_from_slice(itoa::Buffer::new().format(nanos).as_bytes());
+            text.byte(b' ');
+            text.put(itoa::Buffer::new().format(nanos).as_bytes());
         }
-        out.push(b'\n');
+        text.byte(b'\n');
+        out.extend_from_slice(text.as_bytes());
         true
     }
 }
@@ -173,43 +228,46 @@ impl Line {
 /// Appends `v` as a float field value; false (nothing written) when it is
 /// not a finite number.
 #[inline(always)]
-fn write_float(v: f32, out: &mut Vec<u8>) -> bool {
+fn write_float(v: f32, text: &mut Text<'_>) -> bool {
     if !v.is_finite() {
         return false;
     }
-    out.extend_from_slice(zmij::Buffer::new().format_finite(v).as_bytes());
+    text.f32(v);
     true
 }
 
 /// Appends `cell` as a `kind` field value; false when there is nothing to write.
-fn write_value(cell: Cell, kind: Kind, out: &mut Vec<u8>) -> bool {
+fn write_value(cell: Cell, kind: Kind, text: &mut Text<'_>) -> bool {
     match (cell, kind) {
         (Cell::Null, _) => return false,
         (Cell::Int(v), Kind::Integer) => {
-            out.extend_from_slice(itoa::Buffer::new().format(v).as_bytes());
-            out.push(b'i');
+            text.int(v);
+            text.byte(b'i');
         }
-        (Cell::Int(v), Kind::Float) => {
-            out.extend_from_slice(itoa::Buffer::new().format(v).as_bytes());
-        }
-        (Cell::Float(v), Kind::Float) => return write_float(v, out),
+        (Cell::Int(v), Kind::Float) => text.int(v),
+        (Cell::Float(v), Kind::Float) => return write_float(v, text),
         (Cell::Seconds(v), Kind::Float) => {
             // Rounded to the microsecond, as in JSON.
-            let v = (v * 1e6).round() / 1e6;
+            let v = micros(v);
             if !v.is_finite() {
                 return false;
             }
-            out.extend_from_slice(zmij::Buffer::new().format_finite(v).as_bytes());
+            text.f64(v);
         }
         (Cell::Text(t), Kind::String) => {
-            out.push(b'"');
-            escape(out, t, Escape::String);
-            out.push(b'"');
+            text.byte(b'"');
+            if t.bytes().any(|b| Escape::String.needs(b)) {
+                text.with(|out| escape(out, t, Escape::String));
+            } else {
+                text.put(t.as_bytes());
+            }
+            text.byte(b'"');
         }
         (Cell::Gear(g), Kind::String) => {
-            out.push(b'"');
-            let _ = write!(Escaping(out, Escape::String), "{g}");
-            out.push(b'"');
+            // R, N or digits: nothing to escape.
+            text.byte(b'"');
+            text.gear(g);
+            text.byte(b'"');
         }
         // A column's kind is made from the column, and each column has one
         // kind of cell (an integer cell may be a float field): nothing else
@@ -221,7 +279,7 @@ fn write_value(cell: Cell, kind: Kind, out: &mut Vec<u8>) -> bool {
 
 /// Which characters line protocol wants escaped in a piece of text.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Escape {
+pub(crate) enum Escape {
     /// A tag value: comma, equals sign, space.
     Tag,
     /// A tag or field key: comma, equals sign, space.
@@ -241,7 +299,7 @@ impl Escape {
 
 /// Appends `text` with the characters `how` names escaped by a backslash. A line
 /// end, which line protocol cannot carry in a tag or key, becomes an escaped space.
-fn escape(out: &mut Vec<u8>, text: &str, how: Escape) {
+pub(crate) fn escape(out: &mut Vec<u8>, text: &str, how: Escape) {
     for &b in text.as_bytes() {
         let b = if how != Escape::String && matches!(b, b'\n' | b'\r') {
             b' '
@@ -252,16 +310,6 @@ fn escape(out: &mut Vec<u8>, text: &str, how: Escape) {
             out.push(b'\\');
         }
         out.push(b);
-    }
-}
-
-/// A `fmt::Write` that escapes as it appends.
-struct Escaping<'a>(&'a mut Vec<u8>, Escape);
-
-impl fmt::Write for Escaping<'_> {
-    fn write_str(&mut self, s: &str) -> fmt::Result {
-        escape(self.0, s, self.1);
-        Ok(())
     }
 }
 
@@ -386,23 +434,20 @@ mod tests {
     use super::parse::{self, Value};
     use super::*;
     use crate::telemetry::columns::select;
-    use crate::telemetry::Telemetry;
-    use crate::wire::{Format, Packet, Puddle, Wheels};
+    use crate::wire::{Packet, Puddle, Wheels};
 
     /// 1,700,000,000.016 s after the epoch, in nanoseconds.
     const STAMP: i128 = 1_700_000_000_016_000_000;
 
     fn line(columns: &[Column], bytes: &[u8], format: Format) -> Option<String> {
         let packet = Packet::new_checked(bytes, format).unwrap();
-        let telemetry = Telemetry::decode(&packet);
-        let row = Row {
-            time: UNIX_EPOCH + Duration::from_nanos(STAMP as u64),
-            since_start: 0.25,
+        let frame = Values::new(
             packet,
-            telemetry: &telemetry,
-        };
+            UNIX_EPOCH + Duration::from_nanos(STAMP as u64),
+            0.25,
+        );
         let mut out = b"kept".to_vec();
-        let written = Line::new(columns).write(&row, &mut out);
+        let written = Line::new(columns).write(&frame, &mut out);
         assert_eq!(&out[..4], b"kept", "appended after what was there");
         let text = String::from_utf8(out[4..].to_vec()).unwrap();
         if written {

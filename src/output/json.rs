@@ -1,86 +1,126 @@
 //! A frame as one JSON object: `{"recv_time":"…","format":"fh6","IsRaceOn":1,…}`,
 //! the object `export --as jsonl` writes on each line (without the line end).
 //!
-//! Each value is written by serde_json from the column's [`Cell`], so the
-//! number formats are serde_json's (shortest round-trip floats, `3e+38`; `null`
-//! for an absent value, NaN or an infinity); the keys, quoted, each with the `{` or `,`
-//! before it and the `:` after, are made once by [`Object::new`].
+//! Each value is the text serde_json writes for the column's [`Cell`]: numbers
+//! as the formatters serde_json uses write them (zmij's shortest round-trip
+//! floats, `3e+38`; itoa's integers), `null` for an absent value, NaN or an
+//! infinity; a test compares the object with serde_json's. The keys, quoted, each with the `{`
+//! or `,` before it and the `:` after (and `null` after it for a field the
+//! format lacks), are made once per format by [`Object::new`].
 
 use serde::Serialize;
-use serde_json::ser::{CompactFormatter, Formatter as _};
 
-use super::{f32_at, Key, Read};
-use crate::telemetry::columns::{Cell, Column, Row};
+use super::{f32_at, micros, rfc3339_micros, Key, Text, Value, Values};
+use crate::telemetry::columns::{read_scalar, Cell, Column};
+use crate::wire::Format;
 
 /// The JSON object of a column selection.
 #[derive(Debug, Clone)]
 pub struct Object {
-    /// Each column: `{"recv_time":` (`,"recv_s":` …), and how its value is read.
-    columns: Vec<(Key, Read)>,
+    /// For each format (by [`Format::index`]), each column: `{"recv_time":`
+    /// (`,"recv_s":` …), and how its value is read in that format. A column
+    /// the format lacks is its key with `null` and [`Value::Absent`].
+    formats: [Vec<(Key, Value)>; Format::ALL.len()],
+    /// Room for an object's text, as long as the longest ([`Text`]).
+    room: Vec<u8>,
 }
 
 impl Object {
     /// The object of `columns`, in their order.
     pub fn new(columns: &[Column]) -> Object {
-        let columns = columns
-            .iter()
-            .enumerate()
-            .map(|(i, column)| {
-                let mut key = vec![if i == 0 { b'{' } else { b',' }];
-                serde_json::to_writer(&mut key, &column.name())
-                    .expect("a string serializes into a Vec");
-                key.push(b':');
-                (Key::new(&key), Read::new(column))
-            })
-            .collect();
-        Object { columns }
+        let formats = Format::ALL.map(|format| {
+            columns
+                .iter()
+                .enumerate()
+                .map(|(i, column)| {
+                    let mut key = vec![if i == 0 { b'{' } else { b',' }];
+                    serde_json::to_writer(&mut key, &column.name())
+                        .expect("a string serializes into a Vec");
+                    key.push(b':');
+                    let value = Value::new(column, format);
+                    if value == Value::Absent {
+                        key.extend_from_slice(b"null");
+                    }
+                    (Key::new(&key), value)
+                })
+                .collect::<Vec<_>>()
+        });
+        let longest = formats.iter().map(|columns| {
+            columns
+                .iter()
+                .map(|(key, value)| key.len() + value.most())
+                .sum::<usize>()
+        });
+        let room = vec![0; longest.max().unwrap_or(0) + super::VALUE_MAX];
+        Object { formats, room }
     }
 
-    /// Appends `row`'s object to `out`.
-    pub fn write(&self, row: &Row<'_>, out: &mut Vec<u8>) {
-        if self.columns.is_empty() {
+    /// Appends `frame`'s object to `out`.
+    pub(crate) fn write(&mut self, frame: &Values<'_>, out: &mut Vec<u8>) {
+        let format = frame.packet.format().index();
+        let columns = &self.formats[format];
+        if columns.is_empty() {
             out.extend_from_slice(b"{}");
             return;
         }
-        let (bytes, format) = (row.packet.as_bytes(), row.packet.format().index());
-        for (key, column) in &self.columns {
-            key.write(out);
-            match column {
+        let mut text = Text::new(&mut self.room);
+        let bytes = frame.packet.as_bytes();
+        for (key, value) in columns {
+            text.key(key);
+            match *value {
+                Value::Absent => {}
                 // Most fields: an F32 straight from the packet.
-                Read::F32(places) => match places[format].and_then(|at| f32_at(bytes, at)) {
-                    Some(v) if v.is_finite() => {
-                        out.extend_from_slice(zmij::Buffer::new().format_finite(v).as_bytes());
-                    }
-                    _ => out.extend_from_slice(b"null"),
+                Value::F32(at) => match f32_at(bytes, at) {
+                    Some(v) if v.is_finite() => text.f32(v),
+                    _ => text.put(b"null"),
                 },
-                _ => write_value(column.cell(row), out),
+                Value::Int(at, scalar) => match read_scalar(bytes, at, scalar) {
+                    Cell::Int(v) => text.int(v),
+                    _ => text.put(b"null"),
+                },
+                Value::RecvTime => match rfc3339_micros(frame.time) {
+                    Some(time) => {
+                        text.byte(b'"');
+                        text.put(&time);
+                        text.byte(b'"');
+                    }
+                    None => write_value(value.cell(frame), &mut text),
+                },
+                _ => write_value(value.cell(frame), &mut text),
             }
         }
-        out.push(b'}');
+        text.byte(b'}');
+        out.extend_from_slice(text.as_bytes());
     }
 }
 
-/// Appends `cell` as JSON. Numbers go straight to serde_json's own formatter
-/// (its serializer's bookkeeping is not needed for one number), the rest
-/// through its serializer.
-fn write_value(cell: Cell, out: &mut Vec<u8>) {
-    let written = match cell {
-        Cell::Int(v) => CompactFormatter.write_i64(out, v),
-        Cell::Float(v) if v.is_finite() => CompactFormatter.write_f32(out, v),
-        Cell::Null | Cell::Float(_) => CompactFormatter.write_null(out),
+/// Appends `cell` as JSON, the text serde_json writes for it. Numbers and
+/// words with nothing to escape are written here; the rest through serde_json's
+/// serializer.
+fn write_value(cell: Cell, text: &mut Text<'_>) {
+    match cell {
+        Cell::Int(v) => text.int(v),
+        Cell::Float(v) if v.is_finite() => text.f32(v),
+        Cell::Seconds(v) if micros(v).is_finite() => text.f64(micros(v)),
+        Cell::Null | Cell::Float(_) | Cell::Seconds(_) => text.put(b"null"),
+        Cell::Gear(g) => {
+            text.byte(b'"');
+            text.gear(g);
+            text.byte(b'"');
+        }
         // A word with nothing to escape (a format id, a class letter) is
         // written as serde_json would write it, without its escaping pass.
         Cell::Text(t) if !t.bytes().any(|b| b < 0x20 || b == b'"' || b == b'\\') => {
-            out.push(b'"');
-            out.extend_from_slice(t.as_bytes());
-            out.push(b'"');
-            Ok(())
+            text.byte(b'"');
+            text.put(t.as_bytes());
+            text.byte(b'"');
         }
-        other => other
-            .serialize(&mut serde_json::Serializer::new(&mut *out))
-            .map_err(std::io::Error::from),
-    };
-    written.expect("JSON is written into a Vec");
+        other => text.with(|out| {
+            other
+                .serialize(&mut serde_json::Serializer::new(out))
+                .expect("JSON is written into a Vec")
+        }),
+    }
 }
 
 #[cfg(test)]
@@ -91,25 +131,23 @@ mod tests {
     use serde_json::Value;
 
     use super::*;
-    use crate::telemetry::columns::select;
+    use crate::telemetry::columns::{select, Row};
     use crate::telemetry::Telemetry;
-    use crate::wire::{Format, Packet, Puddle, Wheels};
+    use crate::wire::{Packet, Puddle, Wheels};
 
     const T0: u64 = 1_700_000_000;
 
     /// `packet` read as `format`, received at T0 + 16 ms, 0.016 s after the first.
     fn object(columns: &[Column], bytes: &[u8], format: Format) -> Vec<u8> {
         let packet = Packet::new_checked(bytes, format).unwrap();
-        let telemetry = Telemetry::decode(&packet);
-        let row = Row {
-            time: UNIX_EPOCH + Duration::from_millis(T0 * 1000 + 16),
-            since_start: 0.016,
+        let frame = Values::new(
             packet,
-            telemetry: &telemetry,
-        };
+            UNIX_EPOCH + Duration::from_millis(T0 * 1000 + 16),
+            0.016,
+        );
         let mut out = b"dirty".to_vec();
         out.clear();
-        Object::new(columns).write(&row, &mut out);
+        Object::new(columns).write(&frame, &mut out);
         out
     }
 

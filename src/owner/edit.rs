@@ -166,6 +166,18 @@ fn fill(table: &mut Table, d: &DestinationSpec) {
         Some(rate) => set(table, "max_rate", i64::from(rate)),
     }
     set_or_remove(table, "max_age", d.max_age.as_deref());
+    set_or_remove(table, "hold", d.hold.as_deref());
+    let records: Vec<&str> = d
+        .records
+        .iter()
+        .map(|r| r.trim())
+        .filter(|r| !r.is_empty())
+        .collect();
+    if records.is_empty() || records == ["frames"] {
+        table.remove("records");
+    } else {
+        set(table, "records", toml_edit::Array::from_iter(records));
+    }
     let fields: Vec<&str> = d
         .fields
         .iter()

@@ -18,7 +18,7 @@ use crate::counters::{
     DestinationStats, DropReason, InputStats, Latency, LatencyWindow, SendErrorKind, Status,
 };
 use crate::fanout::routes::Output;
-use crate::fanout::{Counted, Destination, Fanout};
+use crate::fanout::{Counted, Destination, Fanout, Records};
 use crate::numbers::Elapsed;
 use crate::output::mqtt::MqttSettings;
 
@@ -128,6 +128,10 @@ pub struct DestinationSnapshot {
     pub max_rate: u32,
     /// No frame older than this; `None` = frames of any age.
     pub max_age: Option<Duration>,
+    /// The last racing frame through blank ones for up to this; `None` = off.
+    pub hold: Option<Duration>,
+    /// What a text destination is sent: frames, laps, events.
+    pub records: Records,
     /// How it is doing now.
     pub status: Status,
     /// Its counters.
@@ -135,6 +139,8 @@ pub struct DestinationSnapshot {
     /// Its latency over the snapshot's window: the summary interval for a
     /// periodic summary or a reader's snapshot, the whole run for the final one.
     pub latency: Latency,
+    /// Blank frames it got the last racing frame in place of (`hold`).
+    pub held_through_blank: u64,
 }
 
 impl DestinationSnapshot {
@@ -154,9 +160,12 @@ impl DestinationSnapshot {
             only_race_on: d.only_race_on,
             max_rate: d.max_rate,
             max_age: d.max_age,
+            hold: d.hold,
+            records: d.records,
             status: counted.status,
             stats: counted.stats,
             latency: counted.latency,
+            held_through_blank: counted.held_through_blank,
         }
     }
 
@@ -178,9 +187,12 @@ impl DestinationSnapshot {
         self.only_race_on = d.only_race_on;
         self.max_rate = d.max_rate;
         self.max_age = d.max_age;
+        self.hold = d.hold;
+        self.records = d.records;
         self.status = counted.status;
         self.stats = counted.stats;
         self.latency = counted.latency;
+        self.held_through_blank = counted.held_through_blank;
     }
 }
 
@@ -274,6 +286,11 @@ impl Serialize for DestinationSnapshot {
             .max_age
             .map(|a| u64::try_from(a.as_millis()).unwrap_or(u64::MAX));
         map.serialize_entry("max_age_ms", &age)?;
+        let hold = self
+            .hold
+            .map(|h| u64::try_from(h.as_millis()).unwrap_or(u64::MAX));
+        map.serialize_entry("hold_ms", &hold)?;
+        map.serialize_entry("records", &self.records.names())?;
         map.serialize_entry("status", &self.status)?;
         map.serialize_entry("received", &self.stats.received)?;
         map.serialize_entry("sent", &self.stats.sent)?;
@@ -281,6 +298,7 @@ impl Serialize for DestinationSnapshot {
             map.serialize_entry(reason.key(), &self.stats.dropped(reason))?;
         }
         map.serialize_entry("held", &self.stats.held)?;
+        map.serialize_entry("held_through_blank", &self.held_through_blank)?;
         map.serialize_entry("send_errors", &self.stats.send_errors)?;
         map.serialize_entry("latency_us", &self.latency)?;
         map.end()
@@ -441,6 +459,13 @@ impl fmt::Display for Snapshot {
                     m.not_published
                 )?;
             }
+            if d.held_through_blank > 0 {
+                write!(
+                    f,
+                    ", {} blank frames held (the last racing frame went instead)",
+                    d.held_through_blank
+                )?;
+            }
             if d.latency.count > 0 {
                 write!(f, ", latency {} ms (p50/p99/max)", LatencyText(&d.latency))?;
             }
@@ -501,6 +526,9 @@ impl Summary {
                 Refusals(&d.stats),
                 Drops(&d.stats)
             );
+            if d.held_through_blank > 0 {
+                let _ = write!(line, ", {} held through blanks", d.held_through_blank);
+            }
             if d.latency.count > 0 {
                 let _ = write!(line, ", lat {} ms", LatencyText(&d.latency));
             }

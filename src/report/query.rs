@@ -143,6 +143,9 @@ pub struct Destination {
     /// `max_age` in milliseconds, `None` when off.
     #[serde(default)]
     pub max_age_ms: Option<u64>,
+    /// `hold` in milliseconds, `None` when off.
+    #[serde(default)]
+    pub hold_ms: Option<u64>,
     /// How it is doing now.
     pub status: Status,
     /// Datagrams it was handed.
@@ -198,6 +201,9 @@ impl Answer {
                     max_age_ms: d
                         .max_age
                         .map(|a| u64::try_from(a.as_millis()).unwrap_or(u64::MAX)),
+                    hold_ms: d
+                        .hold
+                        .map(|h| u64::try_from(h.as_millis()).unwrap_or(u64::MAX)),
                     status: d.status,
                     received: d.stats.received,
                     sent: d.stats.sent,

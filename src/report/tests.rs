@@ -80,9 +80,12 @@ fn an_mqtt_destination_shows_its_settings_and_never_its_password() {
         only_race_on: false,
         max_rate: 20,
         max_age: None,
+        hold: None,
+        records: Default::default(),
         status: Status::Failing,
         stats: s,
         latency: Latency::default(),
+        held_through_blank: 0,
     };
     let json = serde_json::to_value(&d).unwrap();
     assert_eq!(json["addr"], "mqtt://b");

@@ -520,6 +520,7 @@ fn default_config() -> Config {
         stats_format: StatsFormat::Text,
         destinations: Vec::new(),
         record: None,
+        races: None,
         web: None,
     }
 }

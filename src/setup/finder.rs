@@ -390,6 +390,9 @@ impl Proposal {
             if let Some(ms) = d.max_age_ms {
                 let _ = writeln!(text, "max_age = \"{ms}ms\"");
             }
+            if let Some(ms) = d.hold_ms {
+                let _ = writeln!(text, "hold = \"{ms}ms\"");
+            }
         }
         text.push_str(&self.new_destinations_toml());
         if self.running.is_empty() && self.destinations.is_empty() && self.unsure.is_empty() {
@@ -659,6 +662,7 @@ mod tests {
             only_race_on: true,
             max_rate: 30,
             max_age_ms: Some(50),
+            hold_ms: Some(15_000),
             status: crate::counters::Status::Ok,
             received: 10,
             sent: 10,
@@ -689,14 +693,16 @@ mod tests {
                 hub.target.udp(),
                 hub.only_race_on,
                 hub.max_rate,
-                hub.max_age
+                hub.max_age,
+                hub.hold
             ),
             (
                 "hub",
                 Some(at("127.0.0.1:8000")),
                 true,
                 30,
-                Some(std::time::Duration::from_millis(50))
+                Some(std::time::Duration::from_millis(50)),
+                Some(std::time::Duration::from_secs(15))
             )
         );
         assert_eq!(config.destinations[1].name, "fh6-tel");

@@ -254,6 +254,43 @@ impl Derived {
         }
     }
 
+    /// Its value in `packet`, read from the fields it needs alone (what
+    /// [`Telemetry::decode`] gives, without decoding the rest). `packet` is
+    /// no menu frame ([`crate::telemetry::is_menu_frame`]): a menu frame has no derived value.
+    pub fn read<T: AsRef<[u8]>>(self, packet: &Packet<T>, wheel: usize) -> Cell {
+        use crate::telemetry as t;
+        let float = |v: Option<f32>| v.map_or(Cell::Null, Cell::Float);
+        let text = |v: Option<&'static str>| v.map_or(Cell::Null, Cell::Text);
+        match self {
+            Derived::SpeedKmh => float(packet.speed().map(t::speed_kmh)),
+            Derived::SpeedMph => float(packet.speed().map(t::speed_mph)),
+            Derived::PowerHp => float(packet.power().map(t::power_hp)),
+            Derived::GearLabel => packet.gear().map_or(Cell::Null, |g| Cell::Gear(g.into())),
+            Derived::ThrottlePct => float(packet.accel().map(t::pct)),
+            Derived::BrakePct => float(packet.brake().map(t::pct)),
+            Derived::ClutchPct => float(packet.clutch().map(t::pct)),
+            Derived::HandbrakePct => float(packet.hand_brake().map(t::pct)),
+            Derived::SteerAxis => float(packet.steer().map(t::steer_axis)),
+            Derived::RevFraction => Cell::Float(t::rev_fraction(
+                packet.current_engine_rpm(),
+                packet.engine_max_rpm(),
+            )),
+            Derived::GLat => Cell::Float(t::g(packet.acceleration_x())),
+            Derived::GLong => Cell::Float(t::g(packet.acceleration_z())),
+            Derived::GVert => Cell::Float(t::g(packet.acceleration_y())),
+            Derived::DriftAngleDeg => {
+                Cell::Float(t::drift_angle_deg(packet.velocity_x(), packet.velocity_z()))
+            }
+            Derived::TireTempC => float(
+                packet
+                    .tire_temp()
+                    .map(|w| t::celsius(w.into_array()[wheel])),
+            ),
+            Derived::CarClassLetter => text(packet.format().class_letter(packet.car_class())),
+            Derived::Drivetrain => text(t::drivetrain(packet.drivetrain_type())),
+        }
+    }
+
     fn value(self, t: &Telemetry, wheel: usize) -> Cell {
         let float = |v: Option<f32>| v.map_or(Cell::Null, Cell::Float);
         let text = |v: Option<&'static str>| v.map_or(Cell::Null, Cell::Text);
@@ -466,7 +503,7 @@ pub fn raw_location(
 
 /// The `scalar` at `at` in `bytes` (as [`raw_location`] gives them);
 /// [`Cell::Null`] when `bytes` is too short to hold it.
-#[inline]
+#[inline(always)]
 pub fn read_scalar(bytes: &[u8], at: usize, scalar: Scalar) -> Cell {
     let Some(b) = bytes.get(at..at + scalar.size()) else {
         return Cell::Null;
@@ -623,6 +660,43 @@ mod tests {
             all.len(),
             3 + field::ALL.len() + 3 * wheel_fields + Derived::ALL.len() + 3
         );
+    }
+
+    /// `Derived::read`, from the fields one value needs, is what
+    /// `Telemetry::decode` derives, to the bit, in every format.
+    #[test]
+    fn a_derived_value_read_alone_is_the_decoded_one() {
+        for format in Format::ALL {
+            let mut buf = vec![0u8; format.len()];
+            let mut p = Packet::new_checked(&mut buf[..], format).unwrap();
+            p.set_is_race_on(1);
+            p.set_engine_max_rpm(7_000.0);
+            p.set_current_engine_rpm(7_700.0);
+            p.set_acceleration_x(-12.5);
+            p.set_acceleration_y(0.3);
+            p.set_velocity_x(-7.5);
+            p.set_velocity_z(1.0);
+            p.set_car_class(2);
+            p.set_drivetrain_type(1);
+            let _ = p.set_speed(41.5);
+            let _ = p.set_power(123_456.7);
+            let _ = p.set_steer(-128);
+            let _ = p.set_accel(200);
+            let _ = p.set_gear(11);
+            let _ = p.set_tire_temp(Wheels::from_array([180.0, 190.5, -40.0, 1e6]));
+            let t = Telemetry::decode(&p);
+            for value in Derived::ALL {
+                for wheel in 0..4 {
+                    let (read, decoded) = (value.read(&p, wheel), value.value(&t, wheel));
+                    match (read, decoded) {
+                        (Cell::Float(a), Cell::Float(b)) => {
+                            assert_eq!(a.to_bits(), b.to_bits(), "{format} {value:?}")
+                        }
+                        _ => assert_eq!(read, decoded, "{format} {value:?}"),
+                    }
+                }
+            }
+        }
     }
 
     /// Every value `Telemetry` serializes beyond the raw fields and the format is a

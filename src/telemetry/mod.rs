@@ -21,6 +21,7 @@ use crate::wire::{field, Error, Fields, Format, Packet, Wheels};
 
 pub mod columns;
 pub mod laps;
+pub mod session;
 
 pub use columns::{Cell, Column};
 
@@ -144,40 +145,25 @@ impl Telemetry {
         if is_menu_frame(packet) {
             return Telemetry::underived(format, f);
         }
-        let pct = |v: Option<u8>| v.map(|v| f32::from(v) * 100.0 / 255.0);
-        let horizontal = f.velocity_x.hypot(f.velocity_z);
         Telemetry {
             format,
-            speed_kmh: f.speed.map(|s| s * KMH_PER_MS),
-            speed_mph: f.speed.map(|s| s * MPH_PER_MS),
-            power_hp: f.power.map(|w| w / WATTS_PER_HP),
+            speed_kmh: f.speed.map(speed_kmh),
+            speed_mph: f.speed.map(speed_mph),
+            power_hp: f.power.map(power_hp),
             gear: f.gear.map(Gear::from),
-            throttle_pct: pct(f.accel),
-            brake_pct: pct(f.brake),
-            clutch_pct: pct(f.clutch),
-            handbrake_pct: pct(f.hand_brake),
-            steer_axis: f.steer.map(|s| (f32::from(s) / 127.0).clamp(-1.0, 1.0)),
-            rev_fraction: Some(if f.engine_max_rpm > 0.0 {
-                (f.current_engine_rpm / f.engine_max_rpm).clamp(0.0, 1.0)
-            } else {
-                0.0
-            }),
-            g_lat: Some(f.acceleration_x / STANDARD_GRAVITY),
-            g_long: Some(f.acceleration_z / STANDARD_GRAVITY),
-            g_vert: Some(f.acceleration_y / STANDARD_GRAVITY),
-            drift_angle_deg: Some(if horizontal >= DRIFT_MIN_SPEED {
-                f.velocity_x.atan2(f.velocity_z).to_degrees()
-            } else {
-                0.0
-            }),
-            tire_temp_c: f.tire_temp.map(|w| w.map(|t| (t - 32.0) * 5.0 / 9.0)),
+            throttle_pct: f.accel.map(pct),
+            brake_pct: f.brake.map(pct),
+            clutch_pct: f.clutch.map(pct),
+            handbrake_pct: f.hand_brake.map(pct),
+            steer_axis: f.steer.map(steer_axis),
+            rev_fraction: Some(rev_fraction(f.current_engine_rpm, f.engine_max_rpm)),
+            g_lat: Some(g(f.acceleration_x)),
+            g_long: Some(g(f.acceleration_z)),
+            g_vert: Some(g(f.acceleration_y)),
+            drift_angle_deg: Some(drift_angle_deg(f.velocity_x, f.velocity_z)),
+            tire_temp_c: f.tire_temp.map(|w| w.map(celsius)),
             car_class_letter: format.class_letter(f.car_class),
-            drivetrain: match f.drivetrain_type {
-                0 => Some("FWD"),
-                1 => Some("RWD"),
-                2 => Some("AWD"),
-                _ => None,
-            },
+            drivetrain: drivetrain(f.drivetrain_type),
             fields: f,
         }
     }
@@ -210,6 +196,73 @@ impl Telemetry {
     /// Checks `bytes` as a `format` packet and decodes it.
     pub fn from_bytes(bytes: &[u8], format: Format) -> Result<Self, Error> {
         Ok(Self::decode(&Packet::new_checked(bytes, format)?))
+    }
+}
+
+// The derived values' formulas, one each: [`Telemetry::decode`] and
+// [`columns::Derived::read`] (which reads only the fields one value needs) both
+// use them, so the two agree to the bit.
+
+/// Speed in km/h from m/s.
+pub(crate) fn speed_kmh(speed: f32) -> f32 {
+    speed * KMH_PER_MS
+}
+
+/// Speed in mph from m/s.
+pub(crate) fn speed_mph(speed: f32) -> f32 {
+    speed * MPH_PER_MS
+}
+
+/// Horsepower from watts.
+pub(crate) fn power_hp(watts: f32) -> f32 {
+    watts / WATTS_PER_HP
+}
+
+/// A pedal byte as a percentage.
+pub(crate) fn pct(v: u8) -> f32 {
+    f32::from(v) * 100.0 / 255.0
+}
+
+/// The Steer byte as -1 … 1.
+pub(crate) fn steer_axis(steer: i8) -> f32 {
+    (f32::from(steer) / 127.0).clamp(-1.0, 1.0)
+}
+
+/// The revs over the redline, 0 … 1; 0 when the redline is unknown.
+pub(crate) fn rev_fraction(current: f32, max: f32) -> f32 {
+    if max > 0.0 {
+        (current / max).clamp(0.0, 1.0)
+    } else {
+        0.0
+    }
+}
+
+/// An acceleration in g.
+pub(crate) fn g(acceleration: f32) -> f32 {
+    acceleration / STANDARD_GRAVITY
+}
+
+/// The drift angle of a car moving at (VelocityX, VelocityZ).
+pub(crate) fn drift_angle_deg(velocity_x: f32, velocity_z: f32) -> f32 {
+    if velocity_x.hypot(velocity_z) >= DRIFT_MIN_SPEED {
+        velocity_x.atan2(velocity_z).to_degrees()
+    } else {
+        0.0
+    }
+}
+
+/// °C from °F.
+pub(crate) fn celsius(fahrenheit: f32) -> f32 {
+    (fahrenheit - 32.0) * 5.0 / 9.0
+}
+
+/// DrivetrainType as a word.
+pub(crate) fn drivetrain(code: i32) -> Option<&'static str> {
+    match code {
+        0 => Some("FWD"),
+        1 => Some("RWD"),
+        2 => Some("AWD"),
+        _ => None,
     }
 }
 

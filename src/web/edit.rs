@@ -16,6 +16,8 @@ const MAX_RATE: &str = "Max rate";
 /// The longest `max_age` the form takes, in milliseconds
 /// ([`crate::config::MAX_MAX_AGE`]).
 const MAX_AGE_MS: u64 = crate::config::MAX_MAX_AGE.as_millis() as u64;
+/// The longest `hold` the form takes, in seconds ([`crate::config::MAX_HOLD`]).
+const MAX_HOLD_S: u64 = crate::config::MAX_HOLD.as_secs();
 
 /// The answer's status for an error of this kind.
 fn status(failed: Failed) -> u16 {
@@ -122,6 +124,18 @@ fn spec(form: &Map<String, Value>) -> Result<DestinationSpec, EditError> {
             format!("{ms} ms is out of range: 1 to {MAX_AGE_MS} (empty: frames of any age)"),
         ));
     }
+    let hold = number(
+        form,
+        "hold_s",
+        field::HOLD,
+        "a whole number of seconds (empty or 0: off)",
+    )?;
+    if let Some(s) = hold.filter(|&s| s > MAX_HOLD_S) {
+        return Err(EditError::field(
+            field::HOLD,
+            format!("{s} s is out of range: 0 to {MAX_HOLD_S} (empty or 0: off)"),
+        ));
+    }
     // The password is taken as typed (spaces are a password's own); an
     // empty one keeps what the destination has.
     let password = match form.get("password") {
@@ -137,6 +151,8 @@ fn spec(form: &Map<String, Value>) -> Result<DestinationSpec, EditError> {
         only_race_on: matches!(form.get("only_race_on"), Some(Value::Bool(true))),
         max_rate,
         max_age: max_age.map(|ms| format!("{ms}ms")),
+        hold: hold.filter(|&s| s > 0).map(|s| format!("{s}s")),
+        records: names(form, "records", field::RECORDS)?,
         fields: names(form, "fields", field::FIELDS)?,
         topic: optional(form, "topic", field::TOPIC)?,
         username: optional(form, "username", field::USERNAME)?,
@@ -204,7 +220,8 @@ mod tests {
     fn the_form_becomes_an_edit_with_every_key() {
         let edit = edit_of(&json!({
             "action": "change", "was": "dash", "name": " dash2 ", "addr": "127.0.0.1:5301",
-            "format": "fh5", "only_race_on": true, "max_rate": 30, "max_age_ms": "50"
+            "format": "fh5", "only_race_on": true, "max_rate": 30, "max_age_ms": "50",
+            "hold_s": 15
         }))
         .unwrap();
         let expected = DestinationSpec {
@@ -214,9 +231,28 @@ mod tests {
             only_race_on: true,
             max_rate: Some(30),
             max_age: Some("50ms".to_owned()),
+            hold: Some("15s".to_owned()),
             ..DestinationSpec::default()
         };
         assert_eq!(edit, Edit::Change("dash".to_owned(), expected));
+    }
+
+    /// Issue 34: `hold_s` 0 or empty is off; beyond a minute it is refused
+    /// naming the field.
+    #[test]
+    fn a_hold_of_zero_is_off_and_one_too_long_names_its_field() {
+        for off in [json!(0), json!(""), json!(null)] {
+            let edit =
+                edit_of(&json!({"action": "add", "name": "a", "addr": "b:1", "hold_s": off}));
+            let Ok(Edit::Add(d)) = edit else {
+                panic!("{off}: {edit:?}")
+            };
+            assert_eq!(d.hold, None, "{off}");
+        }
+        let e = edit_of(&json!({"action": "add", "name": "a", "addr": "b:1", "hold_s": 61}))
+            .unwrap_err();
+        assert_eq!(e.field, Some(field::HOLD));
+        assert!(e.to_string().contains("61 s is out of range"), "{e}");
     }
 
     #[test]

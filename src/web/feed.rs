@@ -264,6 +264,34 @@ pub fn car_json(car: &Car) -> Value {
     })
 }
 
+/// Laps the page is sent: its table's newest.
+const LAPS_SHOWN: usize = 20;
+
+/// Adds the session's laps to the car's value (issue 34): `laps`, the newest
+/// [`LAPS_SHOWN`] oldest first, each with its number from 1, time, delta
+/// to the best before it and splits, `best` marking the session's best;
+/// and `live_delta_s`, the lap being driven against the best.
+pub fn add_laps(value: &mut Value, model: &Model) {
+    let table = model.lap_table();
+    let best = table.iter().map(|l| l.best_lap_s).next_back();
+    let laps: Vec<Value> = table
+        .iter()
+        .skip(table.len().saturating_sub(LAPS_SHOWN))
+        .map(|l| {
+            json!({
+                "lap": l.lap,
+                "lap_time_s": l.lap_time_s,
+                "delta_to_best_s": l.delta_to_best_s,
+                "splits_s": l.splits_s,
+                "split_deltas_s": l.split_deltas_s,
+                "best": Some(l.lap_time_s) == best,
+            })
+        })
+        .collect();
+    value["laps"] = json!(laps);
+    value["live_delta_s"] = json!(model.live_delta_s());
+}
+
 /// The counters as the page shows them: the relay's snapshot as `[stats]
 /// format = "json"` prints it (every drop reason by its key, so a new one
 /// shows without a change here), each destination with its packets/s, and
@@ -445,7 +473,9 @@ fn sample(shared: &Shared, input: Input, counting: &mut Counting, snapshots: &mu
         if model.packets() != shown_packets {
             shown_packets = model.packets();
             if let Some(car) = model.car() {
-                publish(&shared.updates.car, &car_json(car));
+                let mut value = car_json(car);
+                add_laps(&mut value, &model);
+                publish(&shared.updates.car, &value);
             }
         }
         if now >= next_counters {

@@ -136,6 +136,8 @@ struct Shared {
     /// The configuration file's path (`None` with `--to`): where the page's
     /// recordings go, and what "Start at login" starts.
     file: Option<PathBuf>,
+    /// `[record] races`' folder: the races kept, listed on the page.
+    races: Option<PathBuf>,
     /// Who is listening, for the feed: it samples only while someone is.
     listeners: Mutex<feed::Listeners>,
     /// Wakes the feed when the first listener comes, or at the end.
@@ -226,6 +228,8 @@ struct Page {
     file: Option<PathBuf>,
     /// Where the token is kept; `None`: for this run only.
     token_file: Option<TokenFile>,
+    /// `[record] races`' folder, if races are kept.
+    races: Option<PathBuf>,
     /// Open the page in the default browser once it is served.
     browser: bool,
     /// The relay's, once started.
@@ -281,6 +285,7 @@ impl Web {
                 input,
                 file,
                 token_file: None,
+                races: None,
                 browser: false,
                 control: None,
                 running: None,
@@ -293,6 +298,12 @@ impl Web {
     /// double-click; see [`open`]).
     pub fn open_in_browser(self, open: bool) -> Web {
         lock(&self.page).browser = open;
+        self
+    }
+
+    /// Lists the races kept in `dir` (`[record] races`, issue 34).
+    pub fn races(self, dir: Option<PathBuf>) -> Web {
+        lock(&self.page).races = dir;
         self
     }
 
@@ -480,6 +491,7 @@ impl Page {
             editor: self.editor.clone(),
             input: self.input,
             file: self.file.clone(),
+            races: self.races.clone(),
             listeners: Mutex::new(feed::Listeners::default()),
             listeners_changed: Condvar::new(),
             updates: feed::Updates::new(),

@@ -205,6 +205,11 @@ impl Bin {
         Bin::spawn(args, dir).wait()
     }
 
+    /// The first stderr line read so far (by the waits) containing `needle`.
+    pub fn line_said(&self, needle: &str) -> Option<String> {
+        self.stderr.iter().find(|l| l.contains(needle)).cloned()
+    }
+
     /// Whether a stderr line read so far (by the waits) contains `needle`.
     pub fn has_said(&self, needle: &str) -> bool {
         self.stderr.iter().any(|l| l.contains(needle))

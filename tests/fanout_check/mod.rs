@@ -509,6 +509,8 @@ fn routes(b: &mut Bytes) -> Routes {
             only_race_on: flags & 1 == 1,
             max_rate: RATES[usize::from(flags >> 1) % RATES.len()],
             max_age,
+            hold: None,
+            records: Default::default(),
         });
     }
     Routes {

@@ -1168,7 +1168,9 @@ fn the_overlay_is_transparent_and_shows_the_speed_sent() {
             ["rpm", false],
             ["pedals", false],
             ["g", false],
-            ["lap", false]
+            ["lap", false],
+            ["delta", false],
+            ["laps", false]
         ]),
     );
     let scale = driver
@@ -1184,6 +1186,169 @@ fn the_overlay_is_transparent_and_shows_the_speed_sent() {
     driver.run(GAME_BACKGROUND);
     driver.screenshot("overlay.png");
     drive.stop();
+    drop(driver);
+    bin.signal("INT");
+    let done = bin.wait();
+    assert_eq!(done.code(), 0, "{}", done.stderr);
+}
+
+/// Issue 34: a simulated lap driven while the page is open shows in its lap
+/// table, the lap's time the game's LastLap; and a browser that prefers a
+/// dark scheme gets the dark page (a black background; screenshot
+/// web-dark-laps.png).
+#[test]
+fn the_page_shows_the_lap_table_after_a_simulated_lap_and_goes_dark_when_asked() {
+    if !require_tool(
+        "chromium",
+        runs(chromium()) && runs("chromedriver"),
+        "install Debian's chromium and chromium-driver",
+    ) {
+        return;
+    }
+    let (_tool, tool_addr) = receiver();
+    let file = TempPath::file(
+        "laps.toml",
+        &(with_page(&listen_toml("fh6"), "127.0.0.1:0")
+            + &destination_toml("tool", tool_addr, "same", "")),
+    );
+    let (bin, listen, url) = relay_with_page_file(&file);
+    let driver = Driver::with(json!({
+        "binary": chromium(),
+        "args": ["--headless=new", "--no-sandbox", "--disable-gpu",
+                 "--disable-dev-shm-usage", "--window-size=1280,1500",
+                 "--force-dark-mode", "--blink-settings=preferredColorScheme=0"],
+    }));
+    driver.session("POST", "/url", &json!({ "url": url }));
+    // The page's feed listens once the page is open: wait for its counters.
+    driver.wait_for("//*[@id='destinations']//tr[@data-name='tool']", |_| true);
+    // A lap and a little more, 40 frames every 10 ms (a minute's drive in
+    // about 20 s would be too slow; the page's tap keeps up at this pace).
+    let mut sim = Simulator::new(Format::Fh6, 5);
+    let mut buf = [0u8; MAX_LEN];
+    let sender = Sender::new(listen);
+    let mut last_lap = None;
+    let mut lap = None;
+    let mut after = 0;
+    let start = Instant::now();
+    let mut sent = 0u64;
+    while after < 120 {
+        let n = sim.frame(Duration::from_micros(16_667), &mut buf).unwrap();
+        let p = Packet::new_checked(&buf[..n], Format::Fh6).unwrap();
+        if p.race_on() {
+            let number = p.lap_number().unwrap();
+            if last_lap.is_none() && lap.is_some_and(|l| l != number) {
+                last_lap = p.last_lap();
+            }
+            lap = Some(number);
+        }
+        if last_lap.is_some() {
+            after += 1;
+        }
+        sender.send(&buf[..n]);
+        sent += 1;
+        if sent.is_multiple_of(40) {
+            let due = start + Duration::from_millis(10 * sent / 40);
+            std::thread::sleep(due.saturating_duration_since(Instant::now()));
+        }
+        assert!(sent < 60 * 60 * 10, "no lap in 10 minutes of driving");
+    }
+    let seconds = last_lap.unwrap();
+    let minutes = (seconds / 60.0).floor();
+    let shown = format!("{}:{:06.3}", minutes as u32, seconds - 60.0 * minutes);
+    let row = "//table[@id='lap-table']/tbody/tr[1]";
+    driver.wait_for(&format!("{row}/td[2]"), |t| t == shown);
+    assert_eq!(driver.text_at(&format!("{row}/td[1]")).unwrap(), "★ 1");
+    assert_eq!(driver.text_at(&format!("{row}/td[3]")).unwrap(), "–");
+    let look = driver.run(
+        "return {dark: matchMedia('(prefers-color-scheme: dark)').matches, \
+                 background: getComputedStyle(document.body).backgroundColor};",
+    );
+    assert_eq!(look["dark"], true, "{look}");
+    assert_eq!(look["background"], "rgb(0, 0, 0)", "{look}");
+    driver.run("document.getElementById('lap-table').scrollIntoView(); return null;");
+    driver.screenshot("web-dark-laps.png");
+    drop(driver);
+    bin.signal("INT");
+    let done = bin.wait();
+    assert_eq!(done.code(), 0, "{}", done.stderr);
+}
+
+/// Issue 34: `/overlay?show=delta,laps` shows only the live delta and the
+/// session's laps: after a simulated lap, its row (lap 1, the game's
+/// LastLap) and a signed delta once the next lap is under way; the other
+/// parts stay hidden.
+#[test]
+fn the_overlay_shows_the_delta_and_the_laps_when_asked() {
+    if !require_tool(
+        "chromium",
+        runs(chromium()) && runs("chromedriver"),
+        "install Debian's chromium and chromium-driver",
+    ) {
+        return;
+    }
+    let (_first, first_addr) = receiver();
+    let file = TempPath::file(
+        "overlay-laps.toml",
+        &page_toml("fh6", first_addr, "127.0.0.1:0"),
+    );
+    let (bin, listen, url) = relay_with_page_file(&file);
+    let base = url.trim_end_matches('/').to_owned();
+    let driver = Driver::with(json!({
+        "binary": chromium(),
+        "args": ["--headless=new", "--no-sandbox", "--disable-gpu",
+                 "--disable-dev-shm-usage", "--window-size=800,600"],
+    }));
+    driver.session(
+        "POST",
+        "/url",
+        &json!({ "url": format!("{base}/overlay?show=delta,laps") }),
+    );
+    let parts = driver.run(
+        "return [...document.querySelectorAll('.part')].filter((p) => \
+         getComputedStyle(p).display !== 'none').map((p) => p.dataset.part);",
+    );
+    assert_eq!(parts, json!(["delta", "laps"]));
+    // Give the stream time to open, then drive a lap and a third of the next
+    // at 2,000 frames a second: the overlay samples 30 a second.
+    std::thread::sleep(Duration::from_millis(500));
+    let mut sim = Simulator::new(Format::Fh6, 5);
+    let mut buf = [0u8; MAX_LEN];
+    let sender = Sender::new(listen);
+    let (mut lap, mut last_lap, mut after) = (None, None, 0);
+    let start = Instant::now();
+    let mut sent = 0u64;
+    while after < 1_000 {
+        let n = sim.frame(Duration::from_micros(16_667), &mut buf).unwrap();
+        let p = Packet::new_checked(&buf[..n], Format::Fh6).unwrap();
+        if p.race_on() {
+            let number = p.lap_number().unwrap();
+            if last_lap.is_none() && lap.is_some_and(|l| l != number) {
+                last_lap = p.last_lap();
+            }
+            lap = Some(number);
+        }
+        if last_lap.is_some() {
+            after += 1;
+        }
+        sender.send(&buf[..n]);
+        sent += 1;
+        if sent.is_multiple_of(20) {
+            let due = start + Duration::from_millis(10 * sent / 20);
+            std::thread::sleep(due.saturating_duration_since(Instant::now()));
+        }
+        assert!(sent < 60 * 60 * 10, "no lap in 10 minutes of driving");
+    }
+    let seconds = last_lap.unwrap();
+    let minutes = (seconds / 60.0).floor();
+    let shown = format!("{}:{:06.3}", minutes as u32, seconds - 60.0 * minutes);
+    driver.wait_for("//tbody[@id='laps']/tr[1]/td[2]", |t| t == shown);
+    assert_eq!(
+        driver.text_at("//tbody[@id='laps']/tr[1]/td[1]").unwrap(),
+        "★ 1"
+    );
+    driver.wait_for("//*[@id='delta']", |t| {
+        (t.starts_with('+') || t.starts_with('-')) && t[1..].parse::<f64>().is_ok()
+    });
     drop(driver);
     bin.signal("INT");
     let done = bin.wait();

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use forza_relay::capture::replay::{self, Options, Report};
 use forza_relay::capture::{CaptureError, Datagram, Reader, Selection, Streams, Writer};
-use forza_relay::wire::{Format, Puddle};
+use forza_relay::wire::{Format, Packet, Puddle};
 
 use pcap_file::pcap::{PcapHeader, PcapPacket, PcapWriter};
 use pcap_file::pcapng::blocks::enhanced_packet::EnhancedPacketBlock;
@@ -1661,6 +1661,265 @@ fn issue13_replay_says_once_when_nothing_listens_at_the_target() {
         "replay finished: sent 20 packets",
         "nothing was listening there",
     ]);
+}
+
+/// One frame of a simulated drive: 60 a second, as the game sends.
+const FRAME: Duration = Duration::from_micros(16_667);
+
+/// A lap of a drive's frames: its number (from 1), the indices of its first
+/// and last frames, and the game's LastLap on the frame after it.
+#[derive(Debug, Clone, Copy)]
+struct DriveLap {
+    lap: u16,
+    first: usize,
+    last: usize,
+    last_lap: f32,
+}
+
+/// A simulated FH6 race of three laps captured to 127.0.0.1:5400, a frame
+/// every 16.667 ms, from the grid to a finish (IsRaceOn 0) of half a second,
+/// with a foreign datagram to port 53 after every 100th: the Forza payloads
+/// and the laps, found from the fields as docs/formats.md names them.
+fn three_lap_capture(path: &Path) -> (Vec<Vec<u8>>, Vec<DriveLap>) {
+    // Seed 2: laps of 51.8, 50.3 and 50.1 s, the best not lap 2.
+    let mut sim = forza_relay::simulate::Simulator::new(Format::Fh6, 2);
+    let mut buf = [0u8; 1500];
+    let mut frames: Vec<Vec<u8>> = Vec::new();
+    let mut laps = Vec::new();
+    let mut current: Option<(u16, usize, usize)> = None;
+    while laps.len() < 3 {
+        let n = sim.frame(FRAME, &mut buf).expect("a buffer long enough");
+        let p = Packet::new_checked(&buf[..n], Format::Fh6).expect("an fh6 packet");
+        let i = frames.len();
+        if p.is_race_on() == 1 {
+            let number = p.lap_number().expect("fh6 has LapNumber");
+            current = match current {
+                Some((lap, first, _)) if lap == number => Some((lap, first, i)),
+                Some((lap, first, last)) => {
+                    assert_eq!(number, lap + 1, "the drive goes lap after lap");
+                    laps.push(DriveLap {
+                        lap: lap + 1,
+                        first,
+                        last,
+                        last_lap: p.last_lap().expect("fh6 has LastLap"),
+                    });
+                    Some((number, i, i))
+                }
+                None => Some((number, i, i)),
+            };
+        }
+        frames.push(buf[..n].to_vec());
+        assert!(frames.len() < 60 * 60 * 20, "no three laps in 20 minutes");
+    }
+    sim.finish();
+    for _ in 0..30 {
+        let n = sim.frame(FRAME, &mut buf).expect("a buffer long enough");
+        frames.push(buf[..n].to_vec());
+    }
+    let mut w = Writer::create(path).expect("create");
+    for (i, payload) in frames.iter().enumerate() {
+        let t = at(FRAME * i as u32);
+        w.write(t, addr("127.0.0.1:50000"), addr("127.0.0.1:5400"), payload)
+            .expect("write");
+        if i % 100 == 99 {
+            w.write(t, addr("127.0.0.1:40000"), addr("127.0.0.1:53"), b"dns")
+                .expect("write");
+        }
+    }
+    w.flush().expect("flush");
+    (frames, laps)
+}
+
+/// Runs `replay FILE --lap LAP --speed 20 ARGS` to a receiver and checks
+/// that exactly `lap`'s frames arrive, in order, and the plan's line says
+/// `said`.
+#[track_caller]
+fn assert_replays_lap(file: &str, args: &[&str], frames: &[Vec<u8>], lap: DriveLap, said: &str) {
+    let asked = args[1];
+    let (socket, to) = receiver();
+    let to_text = to.to_string();
+    let mut argv = vec!["replay", file, "--to", &to_text, "--speed", "20"];
+    argv.extend(args);
+    let bin = Bin::spawn(&argv, None);
+    let expected = &frames[lap.first..=lap.last];
+    let got: Vec<Vec<u8>> = (0..expected.len()).map(|_| recv(&socket)).collect();
+    let done = bin.wait();
+    assert_eq!(done.code(), 0, "{}", done.stderr);
+    let n = expected.len();
+    done.assert_stderr_has(&[
+        &format!("replaying {file} to {to}: {said}"),
+        &format!(
+            "replay finished: sent {} packets to {to}",
+            forza_relay::numbers::thousands(n as u64)
+        ),
+    ]);
+    assert_nothing_waiting(&socket);
+    let fh6 = |p: &[u8]| Packet::new_checked(p.to_vec(), Format::Fh6).expect("an fh6 packet");
+    for (i, bytes) in got.iter().enumerate() {
+        let p = fh6(bytes);
+        assert_eq!(p.is_race_on(), 1, "{asked}: datagram {i}: IsRaceOn");
+        assert_eq!(
+            p.lap_number(),
+            Some(lap.lap - 1),
+            "{asked}: datagram {i}: LapNumber"
+        );
+        assert!(*bytes == expected[i], "{asked}: datagram {i} differs");
+    }
+    let stamp = |p: &[u8]| fh6(p).timestamp_ms();
+    assert_eq!(
+        (stamp(&got[0]), stamp(&got[n - 1])),
+        (stamp(&expected[0]), stamp(&expected[n - 1])),
+        "{asked}: the first and last TimestampMS"
+    );
+}
+
+#[test]
+fn issue34_replay_lap_2_sends_exactly_lap_2_s_frames_and_best_the_best_lap_s() {
+    let _timing = timing_lock();
+    let (_dir, path) = temp_file("race.pcap");
+    let (frames, laps) = three_lap_capture(&path);
+    let file = path.display().to_string();
+    let lap2 = laps[1];
+    println!(
+        "{} frames; laps of {:?} frames and {:?} s",
+        frames.len(),
+        laps.iter()
+            .map(|l| l.last - l.first + 1)
+            .collect::<Vec<_>>(),
+        laps.iter().map(|l| l.last_lap).collect::<Vec<_>>()
+    );
+    let said = format!(
+        "lap 2 ({:.3} s) of the packets sent to port 5400, its {} packets at speed 20",
+        lap2.last_lap,
+        forza_relay::numbers::thousands((lap2.last - lap2.first + 1) as u64)
+    );
+    assert_replays_lap(
+        &file,
+        &["--lap", "2", "--port", "5400"],
+        &frames,
+        lap2,
+        &said,
+    );
+    let best = *laps
+        .iter()
+        .min_by(|a, b| a.last_lap.total_cmp(&b.last_lap))
+        .expect("three laps");
+    assert_eq!(best.lap, 3, "the drive's best lap is another than lap 2");
+    let said = format!(
+        "the best lap, lap {} ({:.3} s) of the packets",
+        best.lap, best.last_lap
+    );
+    assert_replays_lap(
+        &file,
+        &["--lap", "best", "--port", "5400"],
+        &frames,
+        best,
+        &said,
+    );
+    // A raw dump has no addresses and no times: its format is told by the
+    // length, its frames are a game's frame apart (--rate), and its laps read
+    // the same.
+    let (_raw_dir, raw) = temp_file("race.bin");
+    std::fs::write(&raw, frames.concat()).expect("write the dump");
+    let raw = raw.display().to_string();
+    let said = format!(
+        "lap 2 ({:.3} s) of a raw dump of {} datagrams of 324 bytes (fh4/fh5/fh6): its {} \
+         frames, 1,200 a second",
+        lap2.last_lap,
+        forza_relay::numbers::thousands(frames.len() as u64),
+        forza_relay::numbers::thousands((lap2.last - lap2.first + 1) as u64)
+    );
+    assert_replays_lap(&raw, &["--lap", "2"], &frames, lap2, &said);
+}
+
+#[test]
+fn issue34_replay_refuses_a_lap_that_is_not_one_naming_the_value() {
+    let (_dir, path) = temp_file("race.pcap");
+    three_lap_capture(&path);
+    let file = path.display().to_string();
+    let (_short_dir, short) = temp_file("short.pcap");
+    paced_capture(&short, 5, Duration::from_millis(1));
+    let short = short.display().to_string();
+    let cases: [(&[&str], &[&str]); 5] = [
+        (
+            &[
+                "replay",
+                &file,
+                "--port",
+                "5400",
+                "--to",
+                "127.0.0.1:9",
+                "--lap",
+                "0",
+            ],
+            &["error: --lap 0: laps count from 1 (the first lap is lap 1)"],
+        ),
+        (
+            &[
+                "replay",
+                &file,
+                "--port",
+                "5400",
+                "--to",
+                "127.0.0.1:9",
+                "--lap",
+                "fast",
+            ],
+            &["error: --lap \"fast\" is not a lap: give its number (the first lap is 1) or best"],
+        ),
+        (
+            &[
+                "replay",
+                &file,
+                "--port",
+                "5400",
+                "--to",
+                "127.0.0.1:9",
+                "--lap",
+                "7",
+            ],
+            &[&format!(
+                "error: {file} completes laps 1 to 3; lap 7 is not among them"
+            )],
+        ),
+        (
+            &[
+                "replay",
+                &file,
+                "--port",
+                "5400",
+                "--to",
+                "127.0.0.1:9",
+                "--lap",
+                "4",
+            ],
+            &[&format!(
+                "error: {file} completes laps 1 to 3; lap 4 is not among them (the capture \
+                 ends during it)"
+            )],
+        ),
+        (
+            &[
+                "replay",
+                &short,
+                "--port",
+                "5400",
+                "--to",
+                "127.0.0.1:9",
+                "--lap",
+                "best",
+            ],
+            &[&format!(
+                "error: {short} completes no lap (a lap counts once LapNumber steps up to \
+                 the next while racing)"
+            )],
+        ),
+    ];
+    for (args, expected) in cases {
+        let done = Bin::run(args, None);
+        assert_eq!(done.code(), 2, "{args:?}:\n{}", done.stderr);
+        done.assert_stderr_has(expected);
+    }
 }
 
 #[test]

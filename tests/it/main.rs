@@ -44,6 +44,7 @@ mod page_secrets;
 mod record;
 mod relay;
 mod reload;
+mod session;
 mod setup;
 mod simulate;
 mod tray;

@@ -2221,3 +2221,108 @@ fn issue33_a_closed_destination_among_three_open_ones_is_refused_alone_then_rece
         );
     }
 }
+
+/// Issue 34, item 4: racing frames, then 3 s of blank frames (a rewind's,
+/// every byte zero but TimestampMS), then racing again, at 60 Hz. The
+/// `hold = "15s"` destination gets racing values throughout — Speed and
+/// CurrentEngineRpm never 0, IsRaceOn 1, TimestampMS rising with the
+/// blanks' — the one without gets the blanks, the `hold = "1s"` one the
+/// blanks from a second after the last racing frame; every frame counted.
+#[test]
+fn hold_keeps_racing_values_through_blank_frames_for_its_hold_only() {
+    let (held, held_addr) = receiver();
+    let (plain, plain_addr) = receiver();
+    let (short, short_addr) = receiver();
+    let relay = Running::start(config(
+        &(listen_toml("fh6")
+            + &destination_toml("held", held_addr, "same", "hold = \"15s\"")
+            + &destination_toml("plain", plain_addr, "same", "")
+            + &destination_toml("short", short_addr, "same", "hold = \"1s\"")),
+    ));
+    let sender = relay.sender();
+    let blank = |ts: u32| {
+        let mut b = vec![0u8; Format::Fh6.len()];
+        Packet::new_checked(&mut b[..], Format::Fh6)
+            .unwrap()
+            .set_timestamp_ms(ts);
+        b
+    };
+    let start = Instant::now();
+    let mut last_racing = start;
+    // (TimestampMS, racing, sent this long after the last racing frame).
+    let mut sent = Vec::new();
+    for i in 0..240u32 {
+        let racing = !(30..210).contains(&i);
+        let ts = 10_000 + 17 * i;
+        // Paced by the clock: frame i goes at i/60 s.
+        let due = start + Duration::from_micros(16_667 * u64::from(i));
+        std::thread::sleep(due.saturating_duration_since(Instant::now()));
+        let bytes = if racing {
+            Spec::new(Format::Fh6, ts).build()
+        } else {
+            blank(ts)
+        };
+        let now = Instant::now();
+        sender.send(&bytes);
+        if racing {
+            last_racing = now;
+        }
+        sent.push((ts, racing, now - last_racing));
+    }
+    let read = |socket: &UdpSocket| {
+        (0..240)
+            .map(|_| {
+                let b = recv(socket);
+                let p = view(&b, Format::Fh6);
+                (
+                    p.timestamp_ms(),
+                    p.is_race_on(),
+                    p.speed().unwrap(),
+                    p.current_engine_rpm(),
+                )
+            })
+            .collect::<Vec<_>>()
+    };
+    let (held_got, plain_got, short_got) = (read(&held), read(&plain), read(&short));
+    for (i, &(ts, racing, since)) in sent.iter().enumerate() {
+        let (h_ts, h_on, h_speed, h_rpm) = held_got[i];
+        assert_eq!((h_ts, h_on), (ts, 1), "held, frame {i}: re-stamped, racing");
+        assert!(
+            h_speed > 0.0 && h_rpm > 0.0,
+            "held, frame {i}: {h_speed} m/s {h_rpm} rpm"
+        );
+        let (p_ts, p_on, p_speed, p_rpm) = plain_got[i];
+        assert_eq!(p_ts, ts, "plain, frame {i}");
+        let (s_ts, s_on, ..) = short_got[i];
+        assert_eq!(s_ts, ts, "short, frame {i}");
+        if racing {
+            assert_eq!((p_on, s_on), (1, 1), "frame {i}");
+        } else {
+            assert_eq!(
+                (p_on, p_speed, p_rpm),
+                (0, 0.0, 0.0),
+                "plain, frame {i}: a blank"
+            );
+            // A quarter of a second either side of the hold: the relay
+            // measures on the kernel's receive time, this test on its own.
+            if since < Duration::from_millis(750) {
+                assert_eq!(s_on, 1, "short, frame {i}, {since:?} after racing: held");
+            } else if since > Duration::from_millis(1_250) {
+                assert_eq!(
+                    s_on, 0,
+                    "short, frame {i}, {since:?} after racing: the blank"
+                );
+            }
+        }
+    }
+    let short_held = short_got.iter().filter(|f| f.1 == 1).count() - 60;
+    let report = relay.stop();
+    for (name, held_through_blank) in [("held", 180), ("plain", 0), ("short", short_held)] {
+        let d = destination(&report, name);
+        assert_eq!(
+            (d.stats.received, d.stats.sent, d.held_through_blank),
+            (240, 240, held_through_blank as u64),
+            "{name}"
+        );
+    }
+}

@@ -240,6 +240,11 @@ fn reload_under_traffic(
     }
     let applied = rig.wait_for(what, applied);
     let sent = stream.stop_after(more);
+    // Every datagram read before the stop: a Stop that comes while the last
+    // ones still wait in the socket (a loaded machine) would lose them.
+    rig.wait_for("every datagram sent read", |s| {
+        s.input.received >= u64::from(sent)
+    });
     // Once the relay has stopped, all it sent is queued at the tools.
     let report = rig.stop();
     let got: Vec<Vec<Got>> = tools.into_iter().map(Tool::finish).collect();

@@ -11,10 +11,11 @@ use ipnet::IpNet;
 
 use super::{
     escape_controls, is_own_address, Config, ConfigError, Destination, Input, LookUp, Output,
-    Overrides, Problem, Reloaded, StatsFormat, DEFAULT_LISTEN, DEFAULT_PORT,
-    DEFAULT_STATS_INTERVAL, DEFAULT_WEB, MAX_MAX_AGE, MAX_STATS_INTERVAL, MIN_MAX_AGE,
+    Overrides, Problem, Races, Reloaded, StatsFormat, DEFAULT_LISTEN, DEFAULT_PORT,
+    DEFAULT_RACES_KEPT, DEFAULT_STATS_INTERVAL, DEFAULT_WEB, MAX_HOLD, MAX_MAX_AGE, MAX_RACES_KEPT,
+    MAX_STATS_INTERVAL, MIN_MAX_AGE,
 };
-use crate::fanout::{self, Fields, Target};
+use crate::fanout::{self, Fields, Records, Target};
 use crate::output::mqtt::{self, Broker, MqttSettings, Roots, Secret, DEFAULT_MAX_RATE};
 use crate::output::{Encoding, Selection};
 use crate::telemetry::columns::Column;
@@ -38,6 +39,10 @@ pub(super) struct RawDestination {
     pub(super) max_rate: Option<u32>,
     /// Where `max_age` was written, and its text.
     pub(super) max_age: Option<(String, String)>,
+    /// Where `hold` was written, and its text.
+    pub(super) hold: Option<(String, String)>,
+    /// Where `records` was written, and the names.
+    pub(super) records: Option<(String, Vec<String>)>,
     /// Where `fields` was written, and the names.
     pub(super) fields: Option<(String, Vec<String>)>,
     /// MQTT's keys, each with where it was written: `topic`, `username`,
@@ -70,6 +75,10 @@ pub(super) struct Raw {
     pub(super) destinations_place: Option<String>,
     /// `record.path`, and the folder a relative one is in.
     pub(super) record: Option<(String, String, Option<PathBuf>)>,
+    /// `record.races`, and the folder a relative one is in.
+    pub(super) races: Option<(String, String, Option<PathBuf>)>,
+    /// `record.keep`, where it was written.
+    pub(super) keep: Option<(String, i64)>,
     /// `web.addr` (or `--web`), where it was written.
     pub(super) web: Option<(String, String)>,
 }
@@ -204,6 +213,50 @@ impl Raw {
             }
         };
 
+        let races = match (&self.races, &self.keep) {
+            (None, None) => None,
+            (None, Some((place, _))) => {
+                problem(
+                    place,
+                    "keep is how many races [record] races keeps: write races = \"races\" too \
+                     (a folder), or leave keep out"
+                        .to_owned(),
+                );
+                None
+            }
+            (Some((place, text, _)), _) if text.trim().is_empty() => {
+                problem(
+                    place,
+                    "the folder is empty: write one, like races = \"races\"".to_owned(),
+                );
+                None
+            }
+            (Some((_, text, folder)), keep) => {
+                let keep = match keep {
+                    None => Some(DEFAULT_RACES_KEPT),
+                    Some((_, n)) if (1..=MAX_RACES_KEPT as i64).contains(n) => Some(*n as usize),
+                    Some((place, n)) => {
+                        problem(
+                            place,
+                            format!(
+                                "{n} is out of range: keep 1 to {MAX_RACES_KEPT} races \
+                                 (the oldest beyond are removed)"
+                            ),
+                        );
+                        None
+                    }
+                };
+                let path = PathBuf::from(text.trim());
+                let dir = match folder {
+                    Some(folder) if path.is_relative() && !folder.as_os_str().is_empty() => {
+                        folder.join(path)
+                    }
+                    _ => path,
+                };
+                keep.map(|keep| Races { dir, keep })
+            }
+        };
+
         let web = match &self.web {
             None => Some(DEFAULT_WEB),
             Some((place, text)) => parse_web(text).unwrap_or_else(|message| {
@@ -225,6 +278,7 @@ impl Raw {
                     stats_format,
                     destinations,
                     record,
+                    races,
                     web,
                 },
             }),
@@ -328,9 +382,49 @@ pub(super) fn validate_destinations(
                 }
             },
         };
+        let hold = match &d.hold {
+            None => Some(None),
+            Some((place, text)) => match parse_hold(text) {
+                Ok(hold) => Some(hold),
+                Err(message) => {
+                    problem(place, message);
+                    None
+                }
+            },
+        };
+        let records = match (&d.records, output) {
+            (None, _) => Some(Records::FRAMES),
+            (Some((place, names)), Some(Output::Text(_))) => {
+                match Records::parse(names.iter().map(String::as_str)) {
+                    Ok(r) => Some(r),
+                    Err(message) => {
+                        problem(place, message);
+                        None
+                    }
+                }
+            }
+            (Some((place, _)), Some(other)) => {
+                problem(
+                    place,
+                    format!(
+                        "records is for format = \"json\" or \"influx\" and MQTT: format {:?} \
+                         sends whole packets",
+                        other.to_string()
+                    ),
+                );
+                None
+            }
+            (Some(_), None) => None,
+        };
         let default_rate = if is_mqtt { DEFAULT_MAX_RATE } else { 0 };
-        if let (Some(target), Some(output), Some(fields), Some(max_age)) =
-            (target, output, fields, max_age)
+        if let (
+            Some(target),
+            Some(output),
+            Some(fields),
+            Some(max_age),
+            Some(hold),
+            Some(records),
+        ) = (target, output, fields, max_age, hold, records)
         {
             destinations.push(Destination {
                 name,
@@ -341,6 +435,8 @@ pub(super) fn validate_destinations(
                 only_race_on: d.only_race_on,
                 max_rate: d.max_rate.unwrap_or(default_rate),
                 max_age,
+                hold,
+                records,
             });
         }
     }
@@ -678,6 +774,34 @@ pub fn parse_max_age(text: &str) -> Result<Duration, String> {
         ))
     } else {
         Ok(age)
+    }
+}
+
+/// A destination's `hold`: a duration with a unit (`"15s"`, `"500ms"`) up
+/// to [`MAX_HOLD`]; `"0"` (or `"0s"`) is off (`None`). The error quotes
+/// the text.
+pub fn parse_hold(text: &str) -> Result<Option<Duration>, String> {
+    let t = text.trim();
+    let example = "like \"15s\" (or \"0\", or leave hold out, to send blank frames as they come)";
+    if t.starts_with('-') {
+        return Err(format!(
+            "{text:?} is negative: write how long to hold {example}"
+        ));
+    }
+    if t.parse::<f64>().is_ok_and(|n| n == 0.0) {
+        return Ok(None);
+    }
+    let hold = humantime::parse_duration(t).map_err(|e| {
+        format!("{text:?} is not a duration ({e}): write a number and a unit, {example}")
+    })?;
+    if hold > MAX_HOLD {
+        Err(format!(
+            "{text:?} is longer than {}: a car shown that long after the game stopped \
+             sending it is a stale one; write {example}",
+            humantime::format_duration(MAX_HOLD)
+        ))
+    } else {
+        Ok(Some(hold).filter(|h| !h.is_zero()))
     }
 }
 

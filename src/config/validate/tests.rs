@@ -244,6 +244,49 @@ fn a_bad_max_age_is_refused_naming_the_value() {
     }
 }
 
+/// Issue 34: `hold` is off by default and with "0", read from the file and
+/// from `--to`, said by the description; a bad one is refused naming it.
+#[test]
+fn hold_is_off_by_default_read_from_the_file_and_from_to_and_a_bad_one_is_named() {
+    let c = Config::from_toml(
+        "[[destination]]\naddr = \"127.0.0.1:8000\"\nhold = \"15s\"\n\
+         [[destination]]\naddr = \"127.0.0.1:8001\"\nhold = \"0\"\n\
+         [[destination]]\naddr = \"127.0.0.1:8002\"\n",
+        "hub.toml",
+        &Overrides::default(),
+    )
+    .unwrap();
+    let holds: Vec<_> = c.destinations.iter().map(|d| d.hold).collect();
+    assert_eq!(holds, [Some(Duration::from_secs(15)), None, None]);
+    assert!(
+        c.describe()
+            .contains("the last racing frame through blank ones for up to 15s"),
+        "{}",
+        c.describe()
+    );
+    let c = Config::from_args(
+        &["127.0.0.1:8000,hold=500ms".to_owned()],
+        &Overrides::default(),
+    )
+    .unwrap();
+    assert_eq!(c.destinations[0].hold, Some(Duration::from_millis(500)));
+    for (text, says) in [
+        ("15", "is not a duration"),
+        ("soon", "is not a duration"),
+        ("-1s", "is negative"),
+        ("2min", "is longer than 1m"),
+    ] {
+        let toml = format!("[[destination]]\naddr = \"127.0.0.1:1\"\nhold = \"{text}\"\n");
+        let e = Config::from_toml(&toml, "hub.toml", &Overrides::default())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("hold") && e.contains(&format!("{text:?} {says}")),
+            "{text}: {e}"
+        );
+    }
+}
+
 #[test]
 fn json_and_influx_destinations_take_fields_by_exports_names() {
     let c = parse(
@@ -617,4 +660,41 @@ fn issue30_topics_that_can_not_work_are_refused_naming_them() {
         assert!(all.contains(expect), "missing {expect:?} in\n{all}");
     }
     assert_eq!(p.len(), 4, "{all}");
+}
+
+/// Issue 34: `[record] races` is a folder beside the file, keeping 20 races
+/// unless told; `keep` alone, out of range or an empty folder is refused
+/// naming the key.
+#[test]
+fn record_races_is_a_folder_with_a_keep_and_its_mistakes_are_named() {
+    let dir = std::path::Path::new("/home/me/forza");
+    let c = Config::from_toml_at(
+        "[record]\nraces = \"races\"\n[[destination]]\naddr = \"127.0.0.1:8000\"\n",
+        &dir.join("relay.toml"),
+        &Overrides::default(),
+        None,
+        &system_look_up,
+    )
+    .unwrap()
+    .config;
+    let races = c.races.unwrap();
+    assert_eq!((races.dir, races.keep), (dir.join("races"), 20));
+    let c = Config::from_toml(
+        "[record]\nraces = \"/tmp/r\"\nkeep = 3\n[[destination]]\naddr = \"127.0.0.1:8000\"\n",
+        "relay.toml",
+        &Overrides::default(),
+    )
+    .unwrap();
+    assert_eq!(c.races.map(|r| r.keep), Some(3));
+    for (toml, says) in [
+        ("keep = 5\n", "record.keep"),
+        ("races = \"r\"\nkeep = 0\n", "0 is out of range"),
+        ("races = \" \"\n", "the folder is empty"),
+    ] {
+        let text = format!("[record]\n{toml}[[destination]]\naddr = \"127.0.0.1:8000\"\n");
+        let e = Config::from_toml(&text, "relay.toml", &Overrides::default())
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains(says), "{toml}: {e}");
+    }
 }

@@ -9,13 +9,20 @@ use std::time::{Instant, SystemTime};
 use ipnet::IpNet;
 use log::trace;
 
+mod hold;
+mod session;
+
+use self::hold::LastRacing;
+use self::session::SessionState;
 use super::sink::send;
 use super::{Destination, DestinationId, HeldFrame, Output, Report, Routes, Sink};
 use crate::counters::{
     DestinationStats, DropReason, Health, InputStats, Latencies, Latency, LatencyWindow, Status,
 };
 use crate::filter::{AgeLimit, RaceFilter, RateLimiter};
+use crate::output::records::Origin;
 use crate::output::{Encoder, Encoding, Frame, Selection, Skipped};
+use crate::telemetry::session::{Record, Records as Produced};
 use crate::translate::translate;
 use crate::wire::{Acceptor, Format, Input, Packet, Reading, MAX_LEN};
 
@@ -177,6 +184,10 @@ pub(super) struct DestinationState {
     pending: Box<Pending>,
     /// A text output's slot in [`Fanout`]'s texts.
     pub(super) text: Option<usize>,
+    /// Blank frames it got the last racing frame in place of (`hold`):
+    /// each is counted as the frame it replaced too. Read only with a blank
+    /// frame, so kept behind the rest.
+    held_through_blank: u64,
 }
 
 impl DestinationState {
@@ -192,6 +203,7 @@ impl DestinationState {
             }),
             has_pending: false,
             text: None,
+            held_through_blank: 0,
             queued: 0,
             stats: DestinationStats::default(),
             latency: Box::default(),
@@ -356,6 +368,7 @@ impl DestinationState {
             stats: self.stats(),
             status: self.health.status(now),
             latency: self.latency.figures(window),
+            held_through_blank: self.held_through_blank,
         }
     }
 }
@@ -404,6 +417,9 @@ pub struct Counted {
     pub status: Status,
     /// Its latency over the window asked for.
     pub latency: Latency,
+    /// Blank frames it got the last racing frame in place of, by its
+    /// `hold` (issue 34); each is in `stats` as the frame it replaced.
+    pub held_through_blank: u64,
 }
 
 /// The pure fan-out core. See the module documentation.
@@ -436,6 +452,13 @@ pub struct Fanout {
     /// worked out at each commit, so that with neither (the plain case)
     /// [`Fanout::next_deadline`] walks no destination per wake-up (issue 26).
     pub(super) may_wait: bool,
+    /// Some destination has a `hold`: worked out at each commit; only then
+    /// is the last racing frame kept.
+    holds: bool,
+    /// The last racing frame, for the destinations with `hold`.
+    last_racing: Box<LastRacing>,
+    /// The session, while some destination wants laps or events.
+    session: Option<Box<SessionState>>,
 }
 
 impl Fanout {
@@ -459,6 +482,9 @@ impl Fanout {
             last_disallowed: None,
             queries: 0,
             may_wait: false,
+            holds: false,
+            last_racing: LastRacing::new(),
+            session: None,
         };
         // Every destination is new to an empty core.
         core.commit(core.plan(routes));
@@ -509,11 +535,17 @@ impl Fanout {
         self.packet += 1;
         let packet = self.packet;
         trace!("packet {packet} from {from}: {len} bytes, {reading:?}");
+        let blank = if self.holds {
+            self.last_racing.observe(data, reading, received)
+        } else {
+            None
+        };
         let Fanout {
             outputs,
             texts,
             dests,
             order,
+            last_racing,
             ..
         } = self;
         for &id in order.iter() {
@@ -521,6 +553,24 @@ impl Fanout {
                 continue;
             };
             dest.stats.received += 1;
+            // A blank frame, to a destination that holds: the last racing
+            // frame instead, while it is recent enough.
+            // `hold` is read only with a blank frame: it lies beyond the
+            // lines a frame's way touches (issue 26).
+            let held = match &blank {
+                Some(blank) => dest
+                    .config
+                    .hold
+                    .and_then(|hold| last_racing.held(blank, hold, packet)),
+                None => None,
+            };
+            let (data, race_on, packet) = match held {
+                Some((held, key)) => {
+                    dest.held_through_blank += 1;
+                    (held, Some(true), key)
+                }
+                None => (data, race_on, packet),
+            };
             if dest.config.only_race_on && !dest.race.admit(race_on) {
                 dest.stats.drop(DropReason::NotRacing);
                 continue;
@@ -528,6 +578,11 @@ impl Fanout {
             let bytes: &[u8] = match dest.config.output {
                 Output::Same => data,
                 Output::Text(_) => {
+                    if !dest.config.records.frames {
+                        // Sent laps or events only: the frame is not its.
+                        dest.stats.received -= 1;
+                        continue;
+                    }
                     let (Some(r), Some(slot)) = (reading, dest.text.and_then(|i| texts.get_mut(i)))
                     else {
                         // Not a packet of the input: there is nothing to write.
@@ -577,6 +632,24 @@ impl Fanout {
                 }
             };
             dest.deliver(id, Offered::Bytes(bytes), received, now, sink);
+        }
+        if let (Some(state), Some(r)) = (self.session.as_mut(), reading) {
+            let records = state.observe(data, r.format, received, wall);
+            if !records.is_empty() {
+                let origin = Origin {
+                    format: r.format,
+                    time: wall,
+                };
+                deliver_records(
+                    &records,
+                    origin,
+                    received,
+                    state,
+                    &mut self.dests,
+                    &self.order,
+                    sink,
+                );
+            }
         }
         Verdict::Admitted(reading)
     }
@@ -630,6 +703,19 @@ impl Fanout {
     /// Hands over every pending frame whose rate slot has come by `now`; a
     /// pending frame grown older than its `max_age` is dropped instead.
     pub fn due(&mut self, now: Instant, sink: &mut impl Sink) {
+        if let Some(state) = self.session.as_mut() {
+            if let Some((records, origin, received)) = state.end_if_due(now) {
+                deliver_records(
+                    &records,
+                    origin,
+                    received,
+                    state,
+                    &mut self.dests,
+                    &self.order,
+                    sink,
+                );
+            }
+        }
         let Fanout {
             dests,
             order,
@@ -646,10 +732,14 @@ impl Fanout {
     /// When [`Fanout::due`] next has something to do, if anything waits.
     #[inline]
     pub fn next_deadline(&self) -> Option<Instant> {
+        let session = self.session.as_ref().and_then(|s| s.deadline());
         if !self.may_wait {
-            return None;
+            return session;
         }
-        self.states().filter_map(|(_, d)| d.deadline()).min()
+        self.states()
+            .filter_map(|(_, d)| d.deadline())
+            .chain(session)
+            .min()
     }
 
     /// The relay stops: every frame still held (waiting for its rate slot, or
@@ -752,6 +842,30 @@ impl Fanout {
     /// (encoding, selection), keeping each slot (its encoder, its buffer)
     /// that some destination still writes, and points every text output at
     /// its slot. At commit only.
+    /// Makes the session when some destination first wants laps or events,
+    /// and drops it when none does, at commit: a destination added later
+    /// joins the session on.
+    pub(super) fn note_session(&mut self) {
+        let wanted = self
+            .states()
+            .any(|(_, d)| d.config.output.is_text() && d.config.records.wants_session());
+        match (wanted, self.session.is_some()) {
+            (true, false) => self.session = Some(SessionState::new()),
+            (false, true) => self.session = None,
+            _ => {}
+        }
+    }
+
+    /// Works out whether some destination has a `hold`, at commit: the
+    /// last racing frame is kept only then.
+    pub(super) fn note_holds(&mut self) {
+        let holds = self.states().any(|(_, d)| d.config.hold.is_some());
+        self.holds = holds;
+        if !self.holds {
+            self.last_racing.clear();
+        }
+    }
+
     pub(super) fn rebuild_texts(&mut self) {
         let mut old: Vec<Option<TextSlot>> = std::mem::take(&mut self.texts)
             .into_iter()
@@ -791,6 +905,41 @@ impl Fanout {
         self.order
             .iter()
             .filter_map(|&id| self.dests[id.0].as_ref().map(|d| (id, &**d)))
+    }
+}
+
+/// Hands each of `records` to every text destination that wants its kind,
+/// as its encoding's text (made once per record), right away: a record is
+/// counted as a frame of the destination, and no filter or limit applies.
+fn deliver_records(
+    records: &Produced,
+    origin: Origin,
+    received: Instant,
+    state: &mut SessionState,
+    dests: &mut [Option<Box<DestinationState>>],
+    order: &[DestinationId],
+    sink: &mut impl Sink,
+) {
+    for record in records {
+        state.start();
+        for &id in order {
+            let Some(dest) = dests[id.0].as_mut() else {
+                continue;
+            };
+            let wanted = match record {
+                Record::Lap(_) => dest.config.records.laps,
+                Record::Event(_) => dest.config.records.events,
+            };
+            let Output::Text(encoding) = dest.config.output else {
+                continue;
+            };
+            if !wanted {
+                continue;
+            }
+            dest.stats.received += 1;
+            let text = state.text(record, origin, encoding);
+            dest.send(id, text, received, sink);
+        }
     }
 }
 

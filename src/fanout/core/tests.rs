@@ -948,3 +948,133 @@ fn a_frame_sent_at_once_touches_the_first_four_cache_lines_of_its_destination() 
         assert!(end <= 4 * 64, "{field} ends at byte {end} of the state");
     }
 }
+
+/// A menu frame, as the game sends in a rewind, a replay or a menu: every
+/// byte zero but TimestampMS.
+fn blank_fh6(timestamp_ms: u32) -> Vec<u8> {
+    let mut buf = vec![0u8; Format::Fh6.len()];
+    Packet::new_checked(&mut buf[..], Format::Fh6)
+        .unwrap()
+        .set_timestamp_ms(timestamp_ms);
+    buf
+}
+
+/// Issue 34, item 4: racing frames, 3 s of blank frames, racing again, at
+/// 60 Hz. A destination with `hold = "15s"` gets the last racing frame in
+/// place of every blank one, re-stamped with the blank's TimestampMS, in its
+/// own format too; one with `hold = "1s"` gets it for the first second, then
+/// the blanks; one without gets the blanks. Every frame is counted.
+#[test]
+fn hold_sends_the_last_racing_frame_through_blank_frames_for_at_most_its_hold() {
+    let mut core = Fanout::new(&routes(
+        &(destination_toml("held", 9001, "same", "hold = \"15s\"")
+            + &destination_toml("held-fh5", 9002, "fh5", "hold = \"15s\"")
+            + &destination_toml("short", 9003, "same", "hold = \"1s\"")
+            + &destination_toml("plain", 9004, "same", "")),
+    ));
+    let mut sink = Recorder::default();
+    let frame = Duration::from_micros(16_667);
+    let mut stamp = 1_000u32;
+    let mut at = Instant::now();
+    // The 30th racing frame's (the last before the blanks) rpm.
+    let last_rpm = 5_000.0 + (1_000 + 17 * 29) as f32;
+    let mut send = |core: &mut Fanout, racing: bool, sink: &mut Recorder| {
+        let bytes = if racing {
+            let mut b = fh6(stamp, true);
+            Packet::new_checked(&mut b[..], Format::Fh6)
+                .unwrap()
+                .set_current_engine_rpm(5_000.0 + stamp as f32);
+            b
+        } else {
+            blank_fh6(stamp)
+        };
+        core.handle_at(&bytes, SENDER, at, sink);
+        stamp += 17;
+        at += frame;
+    };
+    for _ in 0..30 {
+        send(&mut core, true, &mut sink);
+    }
+    for _ in 0..180 {
+        send(&mut core, false, &mut sink);
+    }
+    for _ in 0..30 {
+        send(&mut core, true, &mut sink);
+    }
+    let read = |b: &Vec<u8>, format: Format| {
+        let p = Packet::new_checked(&b[..], format).unwrap();
+        (
+            p.is_race_on(),
+            p.timestamp_ms(),
+            p.speed(),
+            p.current_engine_rpm(),
+        )
+    };
+    let held: Vec<_> = sink
+        .to(&core, "held")
+        .iter()
+        .map(|b| read(b, Format::Fh6))
+        .collect();
+    assert_eq!(held.len(), 240);
+    for (i, &(race_on, timestamp, speed, rpm)) in held.iter().enumerate() {
+        assert_eq!(race_on, 1, "frame {i}");
+        assert_eq!(timestamp, 1_000 + 17 * i as u32, "frame {i}: re-stamped");
+        assert_eq!(speed, Some(41.5), "frame {i}");
+        if (30..210).contains(&i) {
+            assert_eq!(rpm, last_rpm, "frame {i}: the last racing frame's");
+        } else {
+            assert_eq!(rpm, 5_000.0 + timestamp as f32, "frame {i}: its own");
+        }
+    }
+    let fh5: Vec<_> = sink
+        .to(&core, "held-fh5")
+        .iter()
+        .map(|b| read(b, Format::Fh5))
+        .collect();
+    assert_eq!(fh5.len(), 240);
+    for (i, &(race_on, timestamp, speed, _)) in fh5.iter().enumerate() {
+        assert_eq!(
+            (race_on, timestamp, speed),
+            (1, 1_000 + 17 * i as u32, Some(41.5)),
+            "fh5 {i}"
+        );
+    }
+    // 1 s after the last racing frame: the 60 blanks within it are held.
+    let short: Vec<_> = sink
+        .to(&core, "short")
+        .iter()
+        .map(|b| read(b, Format::Fh6))
+        .collect();
+    let within = (1..=180u32)
+        .filter(|&k| frame * k <= Duration::from_secs(1))
+        .count();
+    let held_short = short[30..210].iter().take_while(|f| f.0 == 1).count();
+    assert_eq!(held_short, within);
+    assert!(short[30 + within..210]
+        .iter()
+        .all(|f| f.0 == 0 && f.2 == Some(0.0)));
+    assert_eq!(short[210].0, 1);
+    let plain: Vec<_> = sink
+        .to(&core, "plain")
+        .iter()
+        .map(|b| read(b, Format::Fh6))
+        .collect();
+    assert!(plain[30..210]
+        .iter()
+        .all(|f| (f.0, f.2, f.3) == (0, Some(0.0), 0.0)));
+    let c = core.counters();
+    assert_balanced(&c);
+    for (name, held_count) in [
+        ("held", 180),
+        ("held-fh5", 180),
+        ("short", within),
+        ("plain", 0),
+    ] {
+        let d = c.destinations.iter().find(|d| d.name == name).unwrap();
+        assert_eq!(
+            (d.stats.received, d.stats.sent, d.held_through_blank),
+            (240, 240, held_count as u64),
+            "{name}"
+        );
+    }
+}

@@ -43,6 +43,8 @@ fn core_and_link_aged(
             only_race_on: false,
             max_rate: 0,
             max_age,
+            hold: None,
+            records: Default::default(),
         }],
     });
     let (id, d) = core.destinations().next().unwrap();
@@ -270,6 +272,8 @@ fn a_drain_holds_back_frames_for_destinations_without_max_age() {
             only_race_on: false,
             max_rate: 0,
             max_age,
+            hold: None,
+            records: Default::default(),
         }
     };
     let mut core = Fanout::new(&Routes {

@@ -16,6 +16,9 @@
 //!
 //! `<topic>/status` is retained: "online" once connected, "offline" as the last
 //! will (the broker says it when the connection dies) and on a clean stop.
+//! A session's records (`records = ["laps", "events"]`, issue 34) go to
+//! `<topic>/laps` (retained: a dashboard that connects late shows the last
+//! lap) and `<topic>/events`, told from frames by their first bytes.
 //!
 //! A broker that is down, refuses the login or goes away: the client connects
 //! again after a pause that doubles from 250 ms up to [`MAX_BACKOFF`]. Nothing
@@ -52,6 +55,7 @@ use said::{Connected, Said};
 
 pub use crate::output::mqtt::DEFAULT_MAX_RATE;
 use crate::output::mqtt::{load_ca_file, Broker, CaFileError, MqttSettings, Roots, Secret};
+use crate::output::records::{self, Kind};
 
 /// The longest pause between two attempts to reach the broker.
 pub const MAX_BACKOFF: Duration = Duration::from_secs(5);
@@ -548,6 +552,10 @@ async fn publish(
         .set_tcp_nodelay(true);
     eventloop.set_network_options(network);
     let status = settings.status_topic();
+    // A session's records (issue 34) on topics of their own; a lap retained,
+    // so a dashboard that connects late shows the last one.
+    let laps = format!("{}/laps", settings.topic);
+    let events = format!("{}/events", settings.topic);
     let mut driver = tokio::spawn(drive(
         eventloop,
         client.clone(),
@@ -564,14 +572,14 @@ async fn publish(
             Shared::add(&shared.taken, 1);
             // The relay handed it over while connected; the connection may
             // have ended since.
+            let (topic, retain) = match records::kind_of(payload) {
+                Kind::Frame => (settings.topic.as_str(), false),
+                Kind::Lap => (laps.as_str(), true),
+                Kind::Event => (events.as_str(), false),
+            };
             let sent = shared.connected.load(Ordering::Relaxed)
                 && client
-                    .try_publish(
-                        settings.topic.as_str(),
-                        QoS::AtMostOnce,
-                        false,
-                        payload.to_vec(),
-                    )
+                    .try_publish(topic, QoS::AtMostOnce, retain, payload.to_vec())
                     .is_ok();
             if sent {
                 Shared::add(&shared.queued, 1);

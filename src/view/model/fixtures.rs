@@ -18,12 +18,15 @@ pub(crate) fn destination(name: &str, output: Output, sent: u64) -> DestinationS
         only_race_on: false,
         max_rate: 0,
         max_age: None,
+        hold: None,
+        records: Default::default(),
         status: crate::counters::Status::Ok,
         stats: DestinationStats {
             sent,
             ..Default::default()
         },
         latency: Default::default(),
+        held_through_blank: 0,
     }
 }
 

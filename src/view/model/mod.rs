@@ -23,6 +23,7 @@ use super::Reader;
 use crate::config::Input;
 use crate::counters::{DropReason, Latency, Senders};
 use crate::report::{DestinationSnapshot, Problems, Snapshot};
+use crate::telemetry::laps::{Lap, Laps};
 use crate::telemetry::{Gear, Telemetry};
 use crate::wire::{Expected, Format, Packet, Wheels};
 
@@ -611,7 +612,14 @@ pub struct Model {
     pub(crate) log_line: Option<String>,
     /// True once the source has ended (end of a capture file).
     pub(crate) ended: bool,
+    /// The laps of the drive shown, from its frames (issue 34).
+    laps: Box<Laps>,
+    /// The laps done since the model started, the newest [`LAPS_KEPT`].
+    lap_table: VecDeque<Lap>,
 }
+
+/// Laps a model keeps for its lap table: a long session's last ones.
+pub const LAPS_KEPT: usize = 50;
 
 impl Model {
     /// An empty model reading `input` from the source described as `source`.
@@ -634,7 +642,21 @@ impl Model {
             not_recorded: 0,
             log_line: None,
             ended: false,
+            laps: Box::new(Laps::new()),
+            lap_table: VecDeque::with_capacity(LAPS_KEPT),
         }
+    }
+
+    /// The laps done since the model started, oldest first (the newest
+    /// [`LAPS_KEPT`]); each says its time, the best before and its splits.
+    pub fn lap_table(&self) -> &VecDeque<Lap> {
+        &self.lap_table
+    }
+
+    /// The lap being driven less the best lap at the same distance into
+    /// it, s; `None` before a best lap or off its trace.
+    pub fn live_delta_s(&self) -> Option<f32> {
+        self.laps.live_delta_s()
     }
 
     /// Follows `sender` from now on (as if its datagram had come first): the
@@ -659,7 +681,14 @@ impl Model {
             // Another program's packets while the one shown still sends.
             return;
         }
-        let car = Car::new(&Telemetry::decode(&Packet::new_unchecked(payload, format)));
+        let telemetry = Telemetry::decode(&Packet::new_unchecked(payload, format));
+        if let Some(lap) = self.laps.observe(&telemetry) {
+            if self.lap_table.len() == LAPS_KEPT {
+                self.lap_table.pop_front();
+            }
+            self.lap_table.push_back(lap);
+        }
+        let car = Car::new(&telemetry);
         self.latest = Some((format, car.racing));
         if car.racing {
             self.car = Some(car);

@@ -139,10 +139,61 @@ function renderCar(car) {
   setText("current-lap", car.current_lap ?? "–");
   setText("last-lap", car.last_lap ?? "–");
   setText("best-lap", car.best_lap ?? "–");
+  setText("live-delta", signed(car.live_delta_s));
+  renderLaps(car.laps ?? []);
   if (car.x !== null && car.z !== null) {
     track.push([car.x, car.z, car.speed_kmh ?? 0]);
     if (track.length > TRACK_POINTS) track = track.slice(-TRACK_POINTS);
   }
+}
+
+// The races `[record] races` kept (issue 34), newest first, as the page opened.
+function renderRaces(races) {
+  $("races-section").hidden = races.length === 0;
+  $("races").replaceChildren(...races.map((r) => {
+    const li = document.createElement("li");
+    li.textContent = `${r.path} (${Math.round((r.bytes ?? 0) / 1024)} KB)`;
+    return li;
+  }));
+}
+
+// "+1.234" / "-0.500": a delta as a racer reads it; "–" when there is none.
+function signed(s) {
+  if (s === null || s === undefined) return "–";
+  return (s > 0 ? "+" : "") + s.toFixed(3);
+}
+
+// m:ss.mmm, as the game shows a lap.
+function lapTime(s) {
+  if (s === null || s === undefined) return "–";
+  const m = Math.floor(s / 60);
+  const rest = (s - 60 * m).toFixed(3).padStart(6, "0");
+  return `${m}:${rest}`;
+}
+
+// The session's laps (issue 34): one row a lap, the best marked.
+function renderLaps(laps) {
+  const table = $("lap-table");
+  table.hidden = laps.length === 0;
+  const body = table.tBodies[0];
+  const rows = laps.map((l) => {
+    const tr = document.createElement("tr");
+    if (l.best) tr.className = "best";
+    const cells = [
+      (l.best ? "★ " : "") + l.lap,
+      lapTime(l.lap_time_s),
+      signed(l.delta_to_best_s),
+      ...l.splits_s.map((s, i) => s === null ? "–"
+        : `${s.toFixed(3)}${l.split_deltas_s[i] === null ? "" : ` (${signed(l.split_deltas_s[i])})`}`),
+    ];
+    for (const c of cells) {
+      const td = document.createElement("td");
+      td.textContent = c;
+      tr.append(td);
+    }
+    return tr;
+  });
+  body.replaceChildren(...rows);
 }
 
 function drawMap() {
@@ -217,6 +268,7 @@ function filtersOf(d) {
   if (d.only_race_on) filters.push("only race on");
   if (d.max_rate) filters.push(`≤ ${d.max_rate} Hz`);
   if (d.max_age_ms !== null && d.max_age_ms !== undefined) filters.push(`≤ ${d.max_age_ms} ms old`);
+  if (d.hold_ms) filters.push(`holds ${d.hold_ms / 1000} s through blanks`);
   return filters.join(", ") || "–";
 }
 
@@ -390,7 +442,7 @@ async function post(path, body) {
 
 // The form's fields by their labels: an error starting "Address: …" marks it.
 const FIELDS = { "Name": "dest-name", "Address": "dest-addr", "Format": "dest-format",
-  "Only race on": "dest-race", "Max rate": "dest-rate", "Max age": "dest-age",
+  "Only race on": "dest-race", "Max rate": "dest-rate", "Max age": "dest-age", "Hold": "dest-hold",
   "Fields": "dest-fields", "Topic": "dest-topic", "Username": "dest-username",
   "Password": "dest-password", "Password variable": "dest-password-env", "CA file": "dest-ca" };
 
@@ -424,6 +476,7 @@ function showResult(result) {
 // is typed (empty: the destination keeps its own); it is never shown back.
 function formFields() {
   const age = $("dest-age").value.trim();
+  const hold = $("dest-hold").value.trim();
   const rate = $("dest-rate").value.trim();
   const broker = isBroker($("dest-addr").value);
   const text = ["json", "influx"].includes($("dest-format").value);
@@ -435,6 +488,7 @@ function formFields() {
     only_race_on: $("dest-race").checked,
     max_rate: rate === "" ? null : Number(rate),
     max_age_ms: age === "" ? null : Number(age),
+    hold_s: hold === "" ? null : Number(hold),
     fields: text ? $("dest-fields").value : "",
     topic: mqtt("dest-topic"),
     username: mqtt("dest-username"),
@@ -475,6 +529,7 @@ function editDestination(d) {
     $("dest-race").checked = Boolean(d.only_race_on);
     $("dest-rate").value = d.max_rate ?? "";
     $("dest-age").value = d.max_age_ms ?? "";
+    $("dest-hold").value = d.hold_ms ? Math.round(d.hold_ms / 1000) : "";
     $("dest-fields").value = (d.fields ?? []).join(", ");
     $("dest-topic").value = d.topic ?? "";
     $("dest-username").value = d.username ?? "";
@@ -550,7 +605,8 @@ async function start() {
     const result = await post("/api/destinations", {
       action: "add", name: d.name, addr: d.addr, format: d.output,
       only_race_on: Boolean(d.only_race_on), max_rate: d.max_rate ?? null,
-      max_age_ms: d.max_age_ms ?? null, fields: d.fields ?? [],
+      max_age_ms: d.max_age_ms ?? null, hold_s: d.hold_ms ? Math.round(d.hold_ms / 1000) : null,
+      fields: d.fields ?? [],
       topic: d.topic ?? "", username: d.username ?? "",
     });
     showResult(result);
@@ -596,6 +652,7 @@ async function start() {
     $("phone-section").hidden = false;
   }
   renderCar(snapshot.car);
+  renderRaces(snapshot.races ?? []);
   renderCounters(snapshot.counters);
   renderLog(snapshot.log);
 

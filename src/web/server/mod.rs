@@ -736,9 +736,26 @@ pub fn snapshot(shared: &Shared) -> Value {
                    "format": t.layout.to_string()})
         })
         .collect();
+    // The races kept (issue 34), newest first: a name to `replay`.
+    let races: Vec<Value> = shared
+        .races
+        .as_deref()
+        .map(crate::app::races::list)
+        .unwrap_or_default()
+        .iter()
+        .rev()
+        .map(|p| {
+            json!({
+                "name": p.file_name().map(|n| n.to_string_lossy().into_owned()),
+                "path": p.display().to_string(),
+                "bytes": std::fs::metadata(p).map(|m| m.len()).ok(),
+            })
+        })
+        .collect();
     json!({
         "car": car,
         "counters": counters,
+        "races": races,
         "log": log.unwrap_or_else(feed::log_json),
         "presets": presets,
         "phone": shared.phone().map(|p| json!({"url": p.url, "qr": "/qr.svg"})),
