@@ -199,9 +199,15 @@ impl Laps {
         if f.is_race_on != 1 {
             return None;
         }
-        let (Some(number), Some(distance), Some(time)) =
-            (f.lap_number, f.distance_traveled, f.current_lap)
-        else {
+        // A frame whose distance or time into the lap is not a number (a
+        // malformed or hostile packet) is passed over like one without them:
+        // one NaN in a trace would make every delta and split after it NaN.
+        let finite = |v: Option<f32>| v.filter(|v| v.is_finite());
+        let (Some(number), Some(distance), Some(time)) = (
+            f.lap_number,
+            finite(f.distance_traveled),
+            finite(f.current_lap),
+        ) else {
             return None;
         };
         let Some(current) = self.current else {
@@ -424,6 +430,44 @@ mod tests {
         assert!(
             (delta - -5.0).abs() < 0.1,
             "45 s where the best took 50: {delta}"
+        );
+    }
+
+    #[test]
+    fn a_frame_with_a_distance_or_time_not_a_number_changes_no_delta_or_split() {
+        let mut tracker = Laps::new();
+        let frame = |number: u16, distance: f32, time: f32, last: f32| {
+            let mut t = Telemetry::from_bytes(&vec![0u8; Format::Fh5.len()], Format::Fh5).unwrap();
+            t.fields.is_race_on = 1;
+            t.fields.lap_number = Some(number);
+            t.fields.distance_traveled = Some(distance);
+            t.fields.current_lap = Some(time);
+            t.fields.last_lap = Some(last);
+            t.fields.car_ordinal = 1;
+            t
+        };
+        // Lap 1 at an even 10 m/s, with bad frames among the good.
+        for m in 0..1000 {
+            tracker.observe(&frame(0, m as f32, m as f32 / 10.0, 0.0));
+            if m % 100 == 50 {
+                tracker.observe(&frame(0, m as f32 + 0.5, f32::NAN, 0.0));
+                tracker.observe(&frame(0, f32::INFINITY, m as f32 / 10.0, 0.0));
+            }
+        }
+        let lap = tracker
+            .observe(&frame(1, 1000.0, 0.0, 100.0))
+            .expect("lap 1 ends");
+        assert!(
+            lap.splits_s.iter().all(|s| s.is_some_and(f32::is_finite)),
+            "splits {:?}",
+            lap.splits_s
+        );
+        tracker.observe(&frame(1, 1500.0, 45.0, 100.0));
+        tracker.observe(&frame(1, 1500.5, f32::NAN, 100.0));
+        let delta = tracker.live_delta_s().expect("a live delta");
+        assert!(
+            (delta - -5.0).abs() < 0.1,
+            "45 s where the best took 50, a NaN frame after: {delta}"
         );
     }
 
