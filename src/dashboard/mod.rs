@@ -24,6 +24,7 @@ use crate::logging::console;
 use crate::view::model::Model;
 use crate::view::source::{Next, Source};
 
+mod laps;
 mod lines;
 pub mod live;
 pub mod pieces;

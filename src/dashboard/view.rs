@@ -1,7 +1,7 @@
 //! The dashboard's view: [`render`] draws a [`Model`] and nothing else — the
 //! title and status lines, the car's boxes (speed, rpm, inputs, motion,
 //! tyres, car, race) fitted to the screen, the relay's destinations
-//! (`table.rs`) and the newest log line.
+//! (`table.rs`), the session's laps (`laps.rs`) and the newest log line.
 
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::{Color, Modifier, Style};
@@ -9,6 +9,7 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Cell, Gauge, Paragraph, Row, Table};
 use ratatui::Frame;
 
+use super::laps::{laps_want, render_laps, LAPS_CHROME};
 use super::pieces::{boxed, format_label, printable, DIM, NOT_RACING};
 use super::table::render_destinations;
 use crate::telemetry::columns::WHEELS;
@@ -109,11 +110,17 @@ pub fn render(frame: &mut Frame<'_>, model: &Model) {
     let body_height = BODY_HEIGHT
         .min(room.saturating_sub(table_want))
         .max(BODY_KEEP.min(room));
-    let [title, status, body, destinations, log] = Layout::vertical([
+    let table_height = table_want.min(room - body_height);
+    // The lap table takes what is left, when that holds a lap.
+    let laps_height = Some(laps_want(model.lap_table()).min(room - body_height - table_height))
+        .filter(|h| *h > LAPS_CHROME)
+        .unwrap_or(0);
+    let [title, status, body, destinations, laps, log] = Layout::vertical([
         Constraint::Length(1),
         Constraint::Length(1),
         Constraint::Length(body_height),
-        Constraint::Length(table_want.min(room - body_height)),
+        Constraint::Length(table_height),
+        Constraint::Length(laps_height),
         Constraint::Length(log_height),
     ])
     .areas(area);
@@ -148,6 +155,9 @@ pub fn render(frame: &mut Frame<'_>, model: &Model) {
             model.not_shown,
             model.not_recorded,
         );
+    }
+    if laps_height > 0 {
+        render_laps(frame, laps, model.lap_table());
     }
     if let Some(line) = &model.log_line {
         let style = if line.contains(" WARN ") || line.contains(" ERROR ") {
