@@ -1976,6 +1976,132 @@ fn issue16_a_destination_that_blocks_then_drains_moves_the_wait_and_back() {
     );
 }
 
+/// Three tools on ports of the relay's own network namespace, each read by
+/// a Python child there: `ready` once bound, then, once none has had a
+/// datagram for 2 s, one line a port: its TimestampMS values in arrival
+/// order.
+#[cfg(target_os = "linux")]
+const THREE_TOOLS_PY: &str = r#"
+import select, socket, struct, sys, time
+socks = []
+for port in (6001, 6002, 6003):
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
+    s.bind(("127.0.0.1", port))
+    socks.append(s)
+print("ready", flush=True)
+got = {s: [] for s in socks}
+last = time.monotonic()
+while time.monotonic() - last < 2 or not any(got.values()):
+    ready, _, _ = select.select(socks, [], [], 0.2)
+    for s in ready:
+        data = s.recv(2048)
+        got[s].append(struct.unpack_from("<I", data, 4)[0] if len(data) >= 8 else -1)
+        last = time.monotonic()
+for s in socks:
+    print(" ".join(map(str, got[s])), flush=True)
+"#;
+
+/// Issue 33: a destination whose socket buffer fills (10.9.0.2 behind a link
+/// of 1 KB/s) holds its frames and drops the oldest beyond its backlog,
+/// while the three tools beside it — sent to in the same calls on Linux's
+/// shared socket, whose send buffer the slow destination's datagrams fill —
+/// get every frame, whole stream, in order.
+#[cfg(target_os = "linux")]
+#[test]
+fn issue33_a_destination_whose_buffer_fills_holds_its_frames_while_the_others_get_every_frame() {
+    let mut toml = "[listen]\naddr = \"127.0.0.1:5400\"\nformat = \"fh6\"\n\n\
+                    [stats]\ninterval = 0\n"
+        .to_owned();
+    toml += &destination_toml("slow", "10.9.0.2:5500".parse().expect("addr"), "same", "");
+    for (name, port) in [("a", 6001), ("b", 6002), ("c", 6003)] {
+        let addr = SocketAddr::from(([127, 0, 0, 1], port));
+        toml += &destination_toml(name, addr, "same", "");
+    }
+    let file = TempPath::file("fills.toml", &toml);
+    let Some(mut bin) = relay_with_slow_destinations(&[
+        "run",
+        "--config",
+        &file.display(),
+        "--stats-format",
+        "json",
+    ]) else {
+        return;
+    };
+    bin.wait_until_running();
+    let pid = bin.id().to_string();
+    let mut tools = std::process::Command::new("nsenter")
+        .args(["-t", &pid, "-U", "-n", "--preserve-credentials"])
+        .args(["python3", "-c", THREE_TOOLS_PY])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("start the tools' reader");
+    let mut lines = std::io::BufRead::lines(std::io::BufReader::new(
+        tools.stdout.take().expect("its stdout"),
+    ));
+    let first = lines.next().expect("a line").expect("read it");
+    assert_eq!(first, "ready");
+    // 1,500 frames at 500 a second: the slow link takes about three.
+    let done = in_namespace_of(
+        bin.id(),
+        &[
+            "simulate",
+            "--to",
+            "127.0.0.1:5400",
+            "--rate",
+            "500",
+            "--duration",
+            "3",
+        ],
+    );
+    let out = String::from_utf8_lossy(&done.stdout);
+    assert!(done.status.success(), "{out}");
+    let sent: u64 = out
+        .split("sent ")
+        .nth(1)
+        .and_then(|s| s.split(' ').next())
+        .and_then(|n| n.replace(',', "").parse().ok())
+        .unwrap_or_else(|| panic!("no \"sent N packets\" in {out}"));
+    let got: Vec<Vec<i64>> = lines
+        .take(3)
+        .map(|l| {
+            l.expect("a tool's line")
+                .split_whitespace()
+                .map(|t| t.parse().expect("a TimestampMS"))
+                .collect()
+        })
+        .collect();
+    assert!(tools.wait().expect("the reader ends").success());
+    bin.signal("TERM");
+    let done = bin.wait();
+    assert_eq!(done.code(), 0, "{}", done.stderr);
+    let last = final_json(&done.stdout);
+    assert_eq!(last["input"]["received"], sent, "every packet arrived");
+    assert_every_destination_adds_up(&last);
+    for (name, stamps) in ["a", "b", "c"].iter().zip(&got) {
+        assert_eq!(stamps.len() as u64, sent, "{name}: every frame");
+        assert!(
+            stamps.windows(2).all(|w| w[0] < w[1]),
+            "{name}: TimestampMS rising, in order: {stamps:?}"
+        );
+        let d = &last["destinations"]
+            .as_array()
+            .expect("destinations")
+            .iter()
+            .find(|d| d["name"] == *name)
+            .expect("its counts");
+        assert_eq!(d["sent"], sent, "{name}: {d}");
+    }
+    let slow = &last["destinations"][0];
+    assert_eq!(slow["name"], "slow");
+    assert_eq!(slow["received"], sent, "{slow}");
+    let slow_sent = slow["sent"].as_u64().expect("a count");
+    assert!(
+        slow_sent < sent,
+        "the slow link could not take every frame: {slow}"
+    );
+}
+
 /// One fresh relay fed a game a little faster than `max_rate`: 60.3 frames a
 /// second, each up to ±1 ms off its time, for nine seconds (the limiter's one
 /// interval of slack runs out after about three). Returns the extra p50
